@@ -1,0 +1,94 @@
+// Reads a region config (YAML), applies the documented environment overrides and validates it.
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { Config, type ConfigInput } from './schema.ts';
+
+/** Environment variables that override deployment settings of the file. Names are a public contract. */
+export const ENV_OVERRIDES = {
+  QUOTAFED_CONFIG: 'path of the YAML config (when --config is not given)',
+  QUOTAFED_PORT: 'port',
+  QUOTAFED_HOST: 'host',
+  QUOTAFED_REDIS_URL: 'redis.url',
+  QUOTAFED_UPSTREAM_URL: 'upstream.url',
+  QUOTAFED_ADMIN_TOKEN: 'admin.token',
+  QUOTAFED_ADMIN_PORT: 'admin.port',
+  QUOTAFED_FEDERATION_SECRET: 'federation.secret',
+  QUOTAFED_LOG_LEVEL: 'logLevel',
+} as const;
+
+export class ConfigError extends Error {
+  constructor(
+    message: string,
+    readonly fields: string[],
+  ) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${String(part)}`)).join('') || '(root)';
+}
+
+/** Validate an already-parsed object; throws ConfigError naming every bad field. */
+export function parseConfig(input: unknown, source = 'config'): Config {
+  const result = Config.safeParse(input);
+  if (result.success) return result.data;
+  const fields = result.error.issues.map((issue) => formatPath(issue.path));
+  const lines = result.error.issues.map((issue) => `  ${formatPath(issue.path)}: ${issue.message}`);
+  throw new ConfigError(`invalid ${source}:\n${lines.join('\n')}`, fields);
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let node = target;
+  for (const part of parts.slice(0, -1)) {
+    const next = node[part];
+    if (typeof next !== 'object' || next === null) node[part] = {};
+    node = node[part] as Record<string, unknown>;
+  }
+  node[parts.at(-1)!] = value;
+}
+
+const NUMERIC_ENV = new Set(['QUOTAFED_PORT', 'QUOTAFED_ADMIN_PORT']);
+
+export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const copy = structuredClone(raw);
+  for (const [name, path] of Object.entries(ENV_OVERRIDES)) {
+    if (name === 'QUOTAFED_CONFIG') continue;
+    const value = env[name];
+    if (value === undefined || value === '') continue;
+    if (NUMERIC_ENV.has(name)) {
+      const parsed = z.coerce.number().int().safeParse(value);
+      if (!parsed.success) throw new ConfigError(`invalid environment: ${name}=${JSON.stringify(value)} is not an integer (sets ${path})`, [path]);
+      setPath(copy, path, parsed.data);
+    } else {
+      setPath(copy, path, value);
+    }
+  }
+  return copy;
+}
+
+export function loadConfigFile(path: string | undefined, env: NodeJS.ProcessEnv = process.env): Config {
+  const file = path ?? env.QUOTAFED_CONFIG;
+  if (!file) throw new ConfigError('no config given: pass --config <file> or set QUOTAFED_CONFIG', ['--config']);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read config ${file}: ${(error as Error).message}`, ['--config']);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`config ${file} is not valid YAML: ${(error as Error).message}`, ['(root)']);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError(`config ${file} must be a YAML mapping`, ['(root)']);
+  }
+  return parseConfig(applyEnvOverrides(raw as Record<string, unknown>, env), `config ${file}`);
+}
+
+export type { Config, ConfigInput };

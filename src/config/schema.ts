@@ -1,0 +1,170 @@
+// The one config schema. Every module that reads configuration imports its types from here.
+import { z } from 'zod';
+
+/** "500ms", "10s", "1m", "1h", "1d" or a plain number of milliseconds. */
+export const Duration = z.union([
+  z.number().int().positive(),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, { error: 'expected a duration such as "500ms", "10s", "1m", "1h" or "1d"' })
+    .transform((text) => {
+      const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(text)!;
+      const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
+      return Math.round(Number(match[1]) * unit);
+    })
+    .pipe(z.number().int().positive()),
+]);
+
+export const Algorithm = z.enum(['tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency']);
+export type Algorithm = z.infer<typeof Algorithm>;
+
+/** Algorithms whose state federates across regions; the others are enforced per region only. */
+export const FEDERATED_ALGORITHMS: ReadonlySet<Algorithm> = new Set(['tokenBucket', 'fixedWindow', 'slidingWindow']);
+
+export const FailMode = z.enum(['open', 'closed']);
+export type FailMode = z.infer<typeof FailMode>;
+
+/**
+ * Leakage budget: the most the whole federation may admit beyond the limit in one window.
+ * A number is an absolute count of requests, "N%" a fraction of the limit, and "unbounded" turns the escrow
+ * off (plain gossip, no guarantee; for experiments).
+ */
+export const LeakageBudget = z.union([
+  z.number().int().min(0),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
+  z.literal('unbounded'),
+]);
+export type LeakageBudget = z.infer<typeof LeakageBudget>;
+
+export const Dimension = z.enum(['apiKey', 'ip', 'endpoint', 'method']);
+export type Dimension = z.infer<typeof Dimension>;
+
+export const Rule = z.strictObject({
+  /** Unique per config; appears in keys, metrics and headers. */
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'rule names use letters, digits, "_", "-" and "." (1-64 chars)' }),
+  match: z
+    .strictObject({
+      /** Which callers the rule applies to: those with an API key, those without one, or all. */
+      identity: z.enum(['apiKey', 'anonymous', 'any']).default('any'),
+      /** Route patterns in Hono syntax ("/search", "/v1/items/:id", "/admin/*"); all paths when omitted. */
+      endpoints: z.array(z.string().startsWith('/')).min(1).optional(),
+      methods: z.array(z.string().regex(/^[A-Z]+$/)).min(1).optional(),
+    })
+    .prefault({}),
+  /** The dimensions that make up the counter key. ["apiKey", "endpoint"] gives each endpoint its own budget. */
+  by: z.array(Dimension).min(1).default(['apiKey']),
+  algorithm: Algorithm.default('tokenBucket'),
+  /** Requests per period (window algorithms), refill per period (token bucket), or in-flight slots (concurrency). */
+  limit: z.number().int().positive().max(1_000_000_000),
+  period: Duration.default(60_000),
+  /** Token bucket capacity; defaults to `limit`. */
+  burst: z.number().int().positive().max(1_000_000_000).optional(),
+  /** Concurrency lease time: a slot not released within it is reclaimed (a crashed gateway cannot leak it). */
+  leaseTtl: Duration.default(30_000),
+  failMode: FailMode.default('open'),
+  leakageBudget: LeakageBudget.optional(),
+  /** Decide and count, but never reject (safe rollout). */
+  shadow: z.boolean().default(false),
+});
+export type Rule = z.infer<typeof Rule>;
+
+export const Peer = z.strictObject({
+  name: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
+  redisUrl: z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' }),
+  /** Share weight of this peer; every region's config must list the same weights. */
+  weight: z.number().positive().default(1),
+});
+export type Peer = z.infer<typeof Peer>;
+
+export const RedisSettings = z.strictObject({
+  url: z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' }).default('redis://127.0.0.1:6379'),
+  /** Cluster seed nodes; when given, the region's Redis is a Redis Cluster and `url` is ignored. */
+  clusterNodes: z.array(z.string().regex(/^rediss?:\/\//)).min(1).optional(),
+  /** A decision never waits longer than this on Redis; then the fail mode decides. */
+  commandTimeoutMs: z.number().int().positive().max(10_000).default(50),
+  connectTimeoutMs: z.number().int().positive().default(2_000),
+  /** Batch concurrent decisions into one round trip. */
+  autoPipelining: z.boolean().default(true),
+});
+
+export const Breaker = z.strictObject({
+  /** Consecutive Redis failures that open the breaker. */
+  failureThreshold: z.number().int().positive().default(5),
+  /** How often an open breaker probes Redis with PING. */
+  probeIntervalMs: z.number().int().positive().default(1_000),
+  /** Consecutive successful probes needed to close it again. */
+  successThreshold: z.number().int().positive().default(2),
+  /** While open, enforce this instance's share of each limit locally. */
+  localFallback: z.boolean().default(true),
+  /** How many gateway instances share a region; the local fallback enforces limit / instances. */
+  instancesPerRegion: z.number().int().positive().default(1),
+});
+
+export const Federation = z.strictObject({
+  syncIntervalMs: z.number().int().min(10).max(600_000).default(100),
+  /** Budget for rules that set none. */
+  leakageBudget: LeakageBudget.default('5%'),
+  /** This region's share weight. */
+  weight: z.number().positive().default(1),
+  peers: z.array(Peer).default([]),
+  /** Upper bound on clock skew between regions' Redis servers; share moves wait this long at epoch edges. */
+  maxClockSkewMs: z.number().int().min(0).default(1_000),
+  /** HMAC secret shared by the federation; gossip without a valid signature is rejected. */
+  secret: z.string().min(16, { error: 'the federation secret must be at least 16 characters' }).optional(),
+  /** Most keys in one gossip batch. */
+  maxBatchKeys: z.number().int().positive().default(1_000),
+});
+
+export const Config = z.strictObject({
+  region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
+  port: z.number().int().min(0).max(65_535).default(8080),
+  host: z.string().default('127.0.0.1'),
+  redis: RedisSettings.prefault({}),
+  upstream: z
+    .strictObject({
+      url: z.url().optional(),
+      timeoutMs: z.number().int().positive().default(30_000),
+    })
+    .prefault({}),
+  identity: z
+    .strictObject({
+      /** Requests without an API key: limit them per client IP, or reject them with 401. */
+      anonymous: z.enum(['ip', 'reject']).default('ip'),
+      /** Take the client IP from X-Forwarded-For (only behind a trusted proxy). */
+      trustForwardedFor: z.boolean().default(false),
+      maxApiKeyBytes: z.number().int().positive().max(65_536).default(512),
+    })
+    .prefault({}),
+  admin: z
+    .strictObject({
+      /** Bearer token for admin routes; /v1/check and admin routes are closed when it is set and missing. */
+      token: z.string().min(16, { error: 'the admin token must be at least 16 characters' }).optional(),
+      /** Serve admin routes on a separate listener (e.g. 127.0.0.1:9464) instead of the public port. */
+      port: z.number().int().min(0).max(65_535).optional(),
+      /** Require the admin token on POST /v1/check as well. */
+      protectCheck: z.boolean().default(false),
+    })
+    .prefault({}),
+  breaker: Breaker.prefault({}),
+  federation: Federation.prefault({}),
+  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  rules: z.array(Rule).min(1),
+}).superRefine((config, ctx) => {
+  const seen = new Set<string>();
+  config.rules.forEach((rule, index) => {
+    if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: ['rules', index, 'name'], message: `duplicate rule name "${rule.name}"` });
+    seen.add(rule.name);
+    if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
+      ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
+    }
+  });
+  const names = new Set([config.region]);
+  config.federation.peers.forEach((peer, index) => {
+    if (names.has(peer.name)) ctx.addIssue({ code: 'custom', path: ['federation', 'peers', index, 'name'], message: `duplicate region name "${peer.name}"` });
+    names.add(peer.name);
+  });
+});
+export type Config = z.infer<typeof Config>;
+export type ConfigInput = z.input<typeof Config>;

@@ -1,0 +1,62 @@
+// Types at the boundary of the decision engine. The HTTP layer, the middleware, the benchmarks and the chaos
+// lab all speak these.
+import type { Algorithm, FailMode } from '../config/schema.ts';
+
+/** Who is asking and for what. Built by the HTTP layer from the request (or from a /v1/check body). */
+export interface RequestContext {
+  apiKey?: string | undefined;
+  ip: string;
+  method: string;
+  /** The request path (no query string). */
+  path: string;
+  /** Tokens/requests this request costs; 1 unless a caller says otherwise. */
+  cost?: number;
+}
+
+/** How a decision was reached. */
+export type DecisionSource =
+  | 'redis' // the atomic Lua call decided
+  | 'cache' // the local over-limit cache answered a key known to be exhausted until its reset
+  | 'fail-open' // Redis unavailable, rule fails open: admitted and counted
+  | 'fail-closed' // Redis unavailable, rule fails closed: rejected
+  | 'local-fallback'; // breaker open, this instance's share of the limit enforced in memory
+
+export interface RuleOutcome {
+  rule: string;
+  algorithm: Algorithm;
+  allowed: boolean;
+  /** The configured limit (global across the federation). */
+  limit: number;
+  /** What is left for this caller under this rule, after this request. */
+  remaining: number;
+  /** Epoch milliseconds at which the rule is fully available again (window end / bucket full). */
+  resetAtMs: number;
+  /** Milliseconds until a retry can succeed (0 when allowed). */
+  retryAfterMs: number;
+  /** Period of the rule in ms (for the RateLimit-Policy header). */
+  periodMs: number;
+  shadow: boolean;
+  failMode: FailMode;
+  source: DecisionSource;
+}
+
+export interface Decision {
+  /** True when every non-shadow rule allowed the request. */
+  allowed: boolean;
+  outcomes: RuleOutcome[];
+  /** The most restrictive outcome: a denying rule if any, else the one with least remaining. Drives headers. */
+  binding: RuleOutcome | undefined;
+  /** Concurrency leases taken by this request; release them when the request completes. */
+  leases: Lease[];
+}
+
+export interface Lease {
+  key: string;
+  id: string;
+}
+
+export interface DecisionEngine {
+  decide(request: RequestContext): Promise<Decision>;
+  release(leases: readonly Lease[]): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,70 @@
+// The one key layout. Every Redis key quotafed touches is built here.
+//
+// Rule state:   qf:{s<shard>}:<rule>:<identity-hash>
+// Dirty set:    qf:{s<shard>}:dirty          (keys changed since the last gossip export; same slot as the state)
+// Region meta:  qf:meta                      (marker, recovery fence)
+// Peer backlog: qf:pending:<peer>            (keys not yet delivered to that peer)
+// Gossip queue: BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
+//
+// Client-supplied material (API keys, IPs, paths) never appears in a key: it is hashed, so braces, colons,
+// unicode and 8 KB keys can neither collide with each other nor move a key to another cluster slot.
+import { createHash } from 'node:crypto';
+
+export const KEY_PREFIX = 'qf';
+/** Number of dirty-set shards. Fixed: changing it changes the key layout of a running federation. */
+export const KEY_SHARDS = 64;
+export const GOSSIP_QUEUE_PREFIX = '{qf}';
+export const META_KEY = `${KEY_PREFIX}:meta`;
+
+export interface IdentityParts {
+  /** The principal decides the cluster slot: all keys of one API key (or one IP) share it. */
+  principal: string;
+  /** Every dimension value the rule is keyed by, in the rule's order. */
+  dimensions: readonly string[];
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+export function shardOf(principal: string): number {
+  return digest(principal).readUInt32BE(0) % KEY_SHARDS;
+}
+
+export function shardTag(shard: number): string {
+  return `{s${shard}}`;
+}
+
+/** 96 bits of SHA-256 over the length-prefixed dimensions: injective in practice, fixed length. */
+export function identityHash(ruleName: string, dimensions: readonly string[]): string {
+  const framed = [ruleName, ...dimensions].map((part) => `${Buffer.byteLength(part, 'utf8')}:${part}`).join('|');
+  return digest(framed).subarray(0, 12).toString('base64url');
+}
+
+export function ruleKey(ruleName: string, identity: IdentityParts): string {
+  return `${KEY_PREFIX}:${shardTag(shardOf(identity.principal))}:${ruleName}:${identityHash(ruleName, identity.dimensions)}`;
+}
+
+export function dirtySetKey(shard: number): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:dirty`;
+}
+
+/** The dirty set that lives in the same slot as a rule key. */
+export function dirtySetKeyFor(stateKey: string): string {
+  const match = /^qf:\{s(\d+)\}:/.exec(stateKey);
+  if (!match) throw new Error(`not a quotafed state key: ${stateKey}`);
+  return dirtySetKey(Number(match[1]));
+}
+
+/** The rule name embedded in a state key (used when applying gossip). */
+export function ruleNameOf(stateKey: string): string {
+  const parts = stateKey.split(':');
+  if (parts.length !== 4) throw new Error(`not a quotafed state key: ${stateKey}`);
+  return parts[2]!;
+}
+
+export const STATE_KEY_PATTERN = /^qf:\{s\d{1,3}\}:[A-Za-z0-9_.-]{1,64}:[A-Za-z0-9_-]{16}$/;
+
+export function pendingKey(peer: string): string {
+  return `${KEY_PREFIX}:pending:${peer}`;
+}

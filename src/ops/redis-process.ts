@@ -1,0 +1,146 @@
+// Starts and stops real `redis-server` processes on free loopback ports.
+// Used by the test harness, the local launcher (`npm start`) and the chaos lab, so that all three
+// run the same Redis the same way.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface RedisProcessOptions {
+  /** Port to listen on; a free one is picked when omitted. */
+  port?: number;
+  /** Persist with AOF (appendonly yes, appendfsync always) so a restart keeps the data. */
+  appendOnly?: boolean;
+  /** Start as a cluster node (cluster-enabled yes). */
+  cluster?: boolean;
+  /** Extra `--flag value` pairs passed to redis-server. */
+  extraArgs?: string[];
+  /** Data directory; a fresh temporary one when omitted. */
+  dir?: string;
+}
+
+export interface RedisProcess {
+  readonly port: number;
+  readonly url: string;
+  readonly dir: string;
+  readonly pid: number | undefined;
+  /** SIGKILL (or another signal) without cleanup: the data directory stays for a restart. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Start the same server again on the same port and directory. */
+  restart(): Promise<void>;
+  /** Stop for good and remove the temporary directory. */
+  stop(): Promise<void>;
+}
+
+export function redisServerAvailable(): boolean {
+  const probe = spawnSync('redis-server', ['--version'], { stdio: 'ignore' });
+  return probe.status === 0;
+}
+
+export const REDIS_MISSING_HINT =
+  'redis-server was not found on PATH. Install it (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew install redis`) and try again.';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') {
+        server.close();
+        reject(new Error('could not determine a free port'));
+        return;
+      }
+      const { port } = address;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    let buffer = '';
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => done(false));
+    socket.once('error', () => done(false));
+    socket.on('data', (chunk) => {
+      buffer += chunk.toString('utf8');
+      if (buffer.includes('\r\n')) done(buffer.startsWith('+PONG'));
+    });
+    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+  });
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+export async function startRedis(options: RedisProcessOptions = {}): Promise<RedisProcess> {
+  if (!redisServerAvailable()) throw new Error(REDIS_MISSING_HINT);
+  const port = options.port ?? (await freePort());
+  const ownsDir = options.dir === undefined;
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), `quotafed-redis-${port}-`));
+  const args = [
+    '--port', String(port),
+    '--bind', '127.0.0.1',
+    '--dir', dir,
+    '--save', '',
+    '--appendonly', options.appendOnly ? 'yes' : 'no',
+    '--appendfsync', 'always',
+    '--maxmemory-policy', 'noeviction',
+    '--protected-mode', 'no',
+    '--loglevel', 'warning',
+    '--logfile', join(dir, 'redis.log'),
+  ];
+  if (options.cluster) {
+    args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-node-timeout', '2000');
+  }
+  args.push(...(options.extraArgs ?? []));
+
+  let child: ChildProcess | undefined;
+  const launch = async () => {
+    child = spawn('redis-server', args, { stdio: 'ignore', detached: false });
+    const exited = new Promise<never>((_, reject) =>
+      child!.once('exit', (code) => reject(new Error(`redis-server on port ${port} exited early (code ${code}); see ${dir}/redis.log`))),
+    );
+    exited.catch(() => undefined);
+    await Promise.race([waitUntil(() => ping(port), 10_000, `redis-server on port ${port}`), exited]);
+  };
+  const terminate = async (signal: NodeJS.Signals) => {
+    const current = child;
+    if (!current || current.exitCode !== null || current.signalCode !== null) return;
+    const gone = new Promise<void>((resolve) => current.once('exit', () => resolve()));
+    current.kill(signal);
+    await gone;
+  };
+
+  await launch();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    dir,
+    get pid() {
+      return child?.pid;
+    },
+    kill: (signal: NodeJS.Signals = 'SIGKILL') => terminate(signal),
+    restart: async () => {
+      await terminate('SIGKILL');
+      await launch();
+    },
+    stop: async () => {
+      await terminate('SIGKILL');
+      if (ownsDir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
