@@ -1,10 +1,11 @@
 // The one key layout. Every Redis key quotafed touches is built here.
 //
-// Rule state:   qf:{s<shard>}:<rule>:<identity-hash>
-// Dirty set:    qf:{s<shard>}:dirty          (keys changed since the last gossip export; same slot as the state)
-// Region meta:  qf:meta                      (marker, recovery fence)
-// Peer backlog: qf:pending:<peer>            (keys not yet delivered to that peer)
-// Gossip queue: BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
+// Rule state:    qf:{s<shard>}:<rule>:<identity-hash>
+// Shard marker:  qf:{s<shard>}:m             (recovery fence; its absence means the data was lost)
+// Peer backlog:  qf:{s<shard>}:p:<peer>      (ZSET of keys not yet delivered to that peer, by change version)
+// Region meta:   qf:meta                     (region name, start-up marker, peers heard from)
+// Gossip queue:  BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
+// Everything of one shard shares one cluster slot, so a decision and its bookkeeping are one atomic script.
 //
 // Client-supplied material (API keys, IPs, paths) never appears in a key: it is hashed, so braces, colons,
 // unicode and 8 KB keys can neither collide with each other nor move a key to another cluster slot.
@@ -45,15 +46,20 @@ export function ruleKey(ruleName: string, identity: IdentityParts): string {
   return `${KEY_PREFIX}:${shardTag(shardOf(identity.principal))}:${ruleName}:${identityHash(ruleName, identity.dimensions)}`;
 }
 
-export function dirtySetKey(shard: number): string {
-  return `${KEY_PREFIX}:${shardTag(shard)}:dirty`;
+export function shardMarkerKey(shard: number): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:m`;
 }
 
-/** The dirty set that lives in the same slot as a rule key. */
-export function dirtySetKeyFor(stateKey: string): string {
+/** Pending-delivery ZSET of one shard for the peer with this region index. */
+export function peerPendingKey(shard: number, peerIndex: number): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:p:${peerIndex}`;
+}
+
+/** The shard a state key lives in. */
+export function shardOfKey(stateKey: string): number {
   const match = /^qf:\{s(\d+)\}:/.exec(stateKey);
   if (!match) throw new Error(`not a quotafed state key: ${stateKey}`);
-  return dirtySetKey(Number(match[1]));
+  return Number(match[1]);
 }
 
 /** The rule name embedded in a state key (used when applying gossip). */
@@ -64,7 +70,3 @@ export function ruleNameOf(stateKey: string): string {
 }
 
 export const STATE_KEY_PATTERN = /^qf:\{s\d{1,3}\}:[A-Za-z0-9_.-]{1,64}:[A-Za-z0-9_-]{16}$/;
-
-export function pendingKey(peer: string): string {
-  return `${KEY_PREFIX}:pending:${peer}`;
-}

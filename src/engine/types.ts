@@ -53,6 +53,8 @@ export interface Decision {
 export interface Lease {
   key: string;
   id: string;
+  /** Slots held (the request's cost). */
+  slots: number;
 }
 
 export interface DecisionEngine {

@@ -1,0 +1,79 @@
+--[[
+  Decide one request against every rule that matches it, atomically, in one round trip.
+  A request denied by any enforcing rule consumes from none.
+
+  KEYS[1]          shard marker qf:{s<n>}:m (recovery fence; same slot as the rule keys)
+  KEYS[2 .. p+1]   pending ZSETs of the p peers, qf:{s<n>}:p:<peer index>
+  KEYS[p+2 ..]     one state key per rule, in ARGV order
+
+  ARGV[1]  self index     ARGV[2] region count n     ARGV[3] weights csv (sum 1)
+  ARGV[4]  max clock skew ms                          ARGV[5] rule count m
+  ARGV[6]  now override in ms ('' = Redis TIME)
+  then 9 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
+  leakage budget (-1 = unbounded), lease ttl ms, lease id, shadow (1|0)
+
+  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms }
+]]
+--- @include "includes/clock"
+--- @include "includes/federation"
+--- @include "includes/fixed_window"
+--- @include "includes/sliding_window"
+--- @include "includes/token_bucket"
+--- @include "includes/sliding_log"
+--- @include "includes/concurrency"
+
+local n = tonumber(ARGV[2])
+local fed = { self = tonumber(ARGV[1]), n = n, weights = parse_weights(ARGV[3], n), skew = tonumber(ARGV[4]), fence = 0 }
+local rule_count = tonumber(ARGV[5])
+local now = now_ms(ARGV[6])
+local peers = n - 1
+
+if n > 1 then
+  -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
+  local fence = redis.call('HGET', KEYS[1], 'fence')
+  if fence == false then
+    redis.call('HSET', KEYS[1], 'fence', now)
+    fence = now
+  end
+  fed.fence = tonumber(fence)
+end
+
+local pending = {}
+for i = 1, peers do pending[i] = KEYS[1 + i] end
+
+local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
+local decisions = {}
+local all_allowed = 1
+for i = 1, rule_count do
+  local base = 6 + (i - 1) * 9
+  local rule = {
+    key = KEYS[1 + peers + i],
+    limit = tonumber(ARGV[base + 2]),
+    period = tonumber(ARGV[base + 3]),
+    burst = tonumber(ARGV[base + 4]),
+    cost = tonumber(ARGV[base + 5]),
+    budget = tonumber(ARGV[base + 6]),
+    lease_ttl = tonumber(ARGV[base + 7]),
+    lease_id = ARGV[base + 8],
+  }
+  local decision = algorithms[ARGV[base + 1]](rule, fed, now)
+  decision.shadow = ARGV[base + 9] == '1'
+  decision.key = rule.key
+  decisions[i] = decision
+  if not decision.allowed and not decision.shadow then all_allowed = 0 end
+end
+
+local reply = { all_allowed, now }
+for i = 1, rule_count do
+  local decision = decisions[i]
+  -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
+  if all_allowed == 1 and decision.allowed then
+    decision.commit()
+    if decision.federated then mark_changed(decision.key, pending, now) end
+  end
+  reply[#reply + 1] = decision.allowed and 1 or 0
+  reply[#reply + 1] = decision.remaining
+  reply[#reply + 1] = decision.reset_at
+  reply[#reply + 1] = decision.retry_after
+end
+return reply

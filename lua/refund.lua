@@ -1,0 +1,34 @@
+--[[
+  Undo what decide.lua committed for one identity when a rule of another identity (another cluster slot,
+  so another script) denied the same request. Keeps "a denial consumes nothing" true on a cluster.
+  A refunded federated count may already have been gossiped; peers then keep the higher value (max-merge),
+  which only errs on the safe side.
+
+  KEYS     the state keys of the rules to refund
+  ARGV[1]  self index   ARGV[2] decide's now (ms)
+  then 4 values per key: algorithm (tb|fw|sw|sl|cc), period ms, cost, lease id
+  Returns the number of keys refunded.
+]]
+local self_index = ARGV[1]
+local now = tonumber(ARGV[2])
+local refunded = 0
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local base = 2 + (i - 1) * 4
+  local algorithm, period, cost, lease = ARGV[base + 1], tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), ARGV[base + 4]
+  local id = math.floor(now / period)
+  local k = id % 3
+  if algorithm == 'sl' or algorithm == 'cc' then
+    local members = {}
+    for j = 1, cost do members[j] = lease .. '#' .. j end
+    refunded = refunded + math.min(1, redis.call('ZREM', key, unpack(members)))
+  else
+    if algorithm == 'tb' then redis.call('HINCRBYFLOAT', key, 'tokens', cost) end
+    if tonumber(redis.call('HGET', key, 'w' .. k)) == id then
+      local field = 'c' .. k .. '.' .. self_index
+      if (tonumber(redis.call('HGET', key, field)) or 0) >= cost then redis.call('HINCRBY', key, field, -cost) end
+    end
+    refunded = refunded + 1
+  end
+end
+return refunded

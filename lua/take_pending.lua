@@ -1,0 +1,13 @@
+--[[
+  Read the oldest keys waiting for delivery to one peer, with their current state (newer state supersedes
+  older unsent state: what is read here is always the latest).
+  KEYS[1]  the peer's pending ZSET for one shard, qf:{s<n>}:p:<peer index>
+  ARGV[1]  most keys to return
+  Returns { { key, version, { field, value, ... } }, ... }; a key that expired comes back with no fields.
+]]
+local members = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+local out = {}
+for i = 1, #members, 2 do
+  out[#out + 1] = { members[i], members[i + 1], redis.call('HGETALL', members[i]) }
+end
+return out

@@ -1,0 +1,14 @@
+// Errors at the engine boundary. The resilient wrapper turns StoreUnavailableError into a fail-mode decision.
+
+/** Redis did not answer in time or answered with an error: the store cannot decide this request. */
+export class StoreUnavailableError extends Error {
+  override readonly name = 'StoreUnavailableError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** The request itself is unacceptable (e.g. an oversized API key): a 4xx, never a store problem. */
+export class BadRequestError extends Error {
+  override readonly name = 'BadRequestError';
+}

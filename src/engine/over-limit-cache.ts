@@ -1,0 +1,58 @@
+// Local over-limit cache (the idea of envoy's and Upstash's local caches): once Redis has said a caller is
+// exhausted until time T, this instance answers that caller's requests with 429 until T without a Redis hop.
+// It only ever denies what Redis just denied, so it cannot add leakage or break exactness inside a region;
+// at worst a refund or an incoming share transfer could have admitted a retry slightly earlier.
+import type { MatchedRule } from './rules.ts';
+import type { RuleOutcome } from './types.ts';
+
+interface Entry {
+  untilMs: number;
+  cost: number;
+  outcome: RuleOutcome;
+}
+
+export interface OverLimitCache {
+  /** A cached denial for any enforcing rule of this request, or undefined. */
+  lookup(matched: readonly MatchedRule[], cost: number): RuleOutcome | undefined;
+  remember(key: string, outcome: RuleOutcome, cost: number): void;
+  clear(): void;
+  readonly size: number;
+}
+
+/** Denials shorter than this are not worth a cache entry. */
+const MIN_CACHE_MS = 20;
+
+export function createOverLimitCache(maxEntries: number, now: () => number = Date.now): OverLimitCache {
+  // A Map keeps insertion order, so the first key is the oldest entry: evicting it bounds memory.
+  const entries = new Map<string, Entry>();
+  return {
+    lookup(matched, cost) {
+      if (entries.size === 0) return undefined;
+      const at = now();
+      for (const { key, rule } of matched) {
+        if (rule.shadow) continue;
+        const entry = entries.get(key);
+        if (!entry) continue;
+        if (entry.untilMs <= at) {
+          entries.delete(key);
+          continue;
+        }
+        if (cost < entry.cost) continue;
+        return { ...entry.outcome, remaining: 0, retryAfterMs: entry.untilMs - at, source: 'cache' };
+      }
+      return undefined;
+    },
+    remember(key, outcome, cost) {
+      if (outcome.retryAfterMs < MIN_CACHE_MS) return;
+      entries.delete(key);
+      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
+      entries.set(key, { untilMs: now() + outcome.retryAfterMs, cost, outcome });
+    },
+    clear() {
+      entries.clear();
+    },
+    get size() {
+      return entries.size;
+    },
+  };
+}

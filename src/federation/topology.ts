@@ -1,0 +1,51 @@
+// The federation as every region must see it: regions sorted by name get indexes 0..n-1, weights are
+// normalised, and a fingerprint lets regions refuse gossip from a differently configured federation.
+import { createHash } from 'node:crypto';
+import type { Config, LeakageBudget, Rule } from '../config/schema.ts';
+
+export interface Topology {
+  /** Region names sorted; a region's index is its position here. */
+  regions: readonly string[];
+  selfIndex: number;
+  /** Normalised weights by region index (sum 1). */
+  weights: readonly number[];
+  /** The weights as the Lua scripts take them. */
+  weightsCsv: string;
+  /** Peer indexes (every index but selfIndex), ascending. */
+  peerIndexes: readonly number[];
+  maxClockSkewMs: number;
+  /** Identifies regions + weights; gossip from a federation with another fingerprint is rejected. */
+  fingerprint: string;
+}
+
+export function topologyOf(config: Pick<Config, 'region' | 'federation'>): Topology {
+  const entries = [
+    { name: config.region, weight: config.federation.weight },
+    ...config.federation.peers.map((peer) => ({ name: peer.name, weight: peer.weight })),
+  ].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const total = entries.reduce((sum, entry) => sum + entry.weight, 0);
+  const weights = entries.map((entry) => entry.weight / total);
+  const regions = entries.map((entry) => entry.name);
+  const selfIndex = regions.indexOf(config.region);
+  const fingerprint = createHash('sha256')
+    .update(JSON.stringify(entries.map((entry) => [entry.name, entry.weight])))
+    .digest('base64url')
+    .slice(0, 16);
+  return {
+    regions,
+    selfIndex,
+    weights,
+    weightsCsv: weights.map((weight) => weight.toPrecision(12)).join(','),
+    peerIndexes: regions.map((_, index) => index).filter((index) => index !== selfIndex),
+    maxClockSkewMs: config.federation.maxClockSkewMs,
+    fingerprint,
+  };
+}
+
+/** The leakage budget of a rule in requests (tokens), or -1 for "unbounded" (plain gossip). */
+export function resolveBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallback: LeakageBudget): number {
+  const budget = rule.leakageBudget ?? fallback;
+  if (budget === 'unbounded') return -1;
+  if (typeof budget === 'number') return budget;
+  return Math.floor((rule.limit * Number(budget.slice(0, -1))) / 100);
+}
