@@ -70,11 +70,24 @@ export const Rule = z.strictObject({
 });
 export type Rule = z.infer<typeof Rule>;
 
+/** TLS for rediss:// URLs. Files are PEM. */
+export const RedisTls = z.strictObject({
+  caFile: z.string().optional(),
+  certFile: z.string().optional(),
+  keyFile: z.string().optional(),
+  /** Only for testing with self-signed certificates you do not have the CA of. */
+  rejectUnauthorized: z.boolean().default(true),
+  servername: z.string().optional(),
+});
+export type RedisTls = z.infer<typeof RedisTls>;
+
 export const Peer = z.strictObject({
   name: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
   redisUrl: z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' }),
   /** Share weight of this peer; every region's config must list the same weights. */
   weight: z.number().positive().default(1),
+  /** TLS for a rediss:// peer URL; defaults to the region's `redis.tls`. */
+  tls: RedisTls.optional(),
 });
 export type Peer = z.infer<typeof Peer>;
 
@@ -87,6 +100,8 @@ export const RedisSettings = z.strictObject({
   connectTimeoutMs: z.number().int().positive().default(2_000),
   /** Batch concurrent decisions into one round trip. */
   autoPipelining: z.boolean().default(true),
+  /** TLS settings for rediss:// URLs (user and password go in the URL: rediss://user:pass@host:port). */
+  tls: RedisTls.optional(),
 });
 
 export const Breaker = z.strictObject({
