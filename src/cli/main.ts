@@ -1,0 +1,75 @@
+// The quotafed command line. Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config.
+import { parseArgs } from 'node:util';
+import { ConfigError, ENV_OVERRIDES } from '../config/load.ts';
+
+const USAGE = `Usage: quotafed <command> [--config <file>]
+
+Commands:
+  serve          run one region's service (gateway, /v1/check, /healthz, /readyz, /metrics)
+  check-config   validate a region config and exit
+  launch         start a local three-region federation (redis-server per region, demo upstream)
+
+Options:
+  -c, --config <file>   region config (YAML); default: $QUOTAFED_CONFIG
+  -h, --help            show this help
+
+Environment overrides:
+${Object.entries(ENV_OVERRIDES)
+  .map(([name, field]) => `  ${name.padEnd(28)} ${field}`)
+  .join('\n')}
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'launch') {
+    // Loaded only when asked for (it starts redis-server processes and a demo upstream); parses its own flags.
+    const { launch } = (await import('./launch.ts')) as { launch: (args: readonly string[]) => Promise<number> };
+    return launch(argv.slice(1));
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    });
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const [command, ...rest] = parsed.positionals;
+  if (parsed.values.help || command === undefined || command === 'help') {
+    process.stdout.write(USAGE);
+    return command === undefined && !parsed.values.help ? 2 : 0;
+  }
+  if (rest.length > 0) {
+    process.stderr.write(`unexpected argument(s): ${rest.join(' ')}\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    switch (command) {
+      case 'serve': {
+        const { serveCommand } = await import('./serve.ts');
+        return await serveCommand(parsed.values.config);
+      }
+      case 'check-config': {
+        const { checkConfigCommand } = await import('./serve.ts');
+        return await checkConfigCommand(parsed.values.config);
+      }
+      default:
+        process.stderr.write(`unknown command: ${command}\n\n${USAGE}`);
+        return 2;
+    }
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`quotafed: ${error.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`quotafed: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
+// Anything still holding the event loop after shutdown (a stray socket) must not keep the process alive.
+setTimeout(() => process.exit(), 2_000).unref();

@@ -1,0 +1,35 @@
+// `quotafed serve` and `quotafed check-config`.
+import { loadConfigFile, type Config } from '../config/load.ts';
+import { startRegionService } from '../service.ts';
+
+export async function checkConfigCommand(configPath: string | undefined): Promise<number> {
+  const config = loadConfigFile(configPath);
+  process.stdout.write(`config OK: region ${config.region}, ${config.rules.length} rule(s): ${config.rules.map((r) => r.name).join(', ')}\n`);
+  return 0;
+}
+
+/** Starts the region and resolves when it has stopped after SIGTERM/SIGINT. */
+export async function serveCommand(configPath: string | undefined): Promise<number> {
+  const config: Config = loadConfigFile(configPath);
+  const service = await startRegionService(config);
+  return new Promise((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        service.logger.warn({ event: 'service.forced_exit', signal }, 'second signal: exiting now');
+        process.exit(1);
+      }
+      stopping = true;
+      service.logger.info({ event: 'service.signal', signal }, 'shutting down');
+      service.close().then(
+        () => resolve(0),
+        (error: unknown) => {
+          service.logger.error({ event: 'service.shutdown_failed', error: (error as Error).message }, 'shutdown failed');
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+}

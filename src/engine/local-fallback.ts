@@ -1,0 +1,151 @@
+// In-memory limiter used while the breaker is open. It enforces this instance's share of each limit
+// (limit / breaker.instancesPerRegion), so N gateways together stay near the regional limit without Redis.
+// Exactness is not the goal here; bounded over-admission and bounded memory are.
+//
+// Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
+// token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
+// evicted first.
+import { randomUUID } from 'node:crypto';
+import type { Rule } from '../config/schema.ts';
+import { localFallbackKeys } from '../metrics.ts';
+import type { Lease, RuleOutcome } from './types.ts';
+
+/** The part of a matched rule this limiter needs (structurally a MatchedRule). */
+export interface LocalRuleInput {
+  rule: Rule;
+  /** The rule's state key for this caller; the same key Redis would use. */
+  key: string;
+}
+
+export interface LocalDecision {
+  allowed: boolean;
+  outcomes: RuleOutcome[];
+  leases: Lease[];
+}
+
+export interface LocalFallback {
+  decide(matched: readonly LocalRuleInput[], cost: number, nowMs: number): LocalDecision;
+  /** Release leases taken by `decide`; returns the leases that were not local (for Redis to release). */
+  release(leases: readonly Lease[]): Lease[];
+  clear(): void;
+  readonly size: number;
+}
+
+export const LOCAL_LEASE_PREFIX = 'local:';
+export const DEFAULT_LOCAL_CAPACITY = 100_000;
+
+type Entry =
+  | { kind: 'window'; windowStart: number; count: number }
+  | { kind: 'bucket'; tokens: number; last: number }
+  | { kind: 'concurrency'; inFlight: number };
+
+interface Proposal {
+  input: LocalRuleInput;
+  next: Entry;
+  outcome: RuleOutcome;
+}
+
+function share(total: number, instances: number): number {
+  return Math.max(1, Math.floor(total / instances));
+}
+
+export function createLocalFallback(options: { instancesPerRegion: number; capacity?: number }): LocalFallback {
+  const capacity = options.capacity ?? DEFAULT_LOCAL_CAPACITY;
+  const entries = new Map<string, Entry>();
+
+  const touch = (key: string, entry: Entry) => {
+    entries.delete(key);
+    entries.set(key, entry);
+    while (entries.size > capacity) {
+      const oldest = entries.keys().next().value as string;
+      entries.delete(oldest);
+    }
+  };
+
+  const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
+    const { rule } = input;
+    const base = { rule: rule.name, algorithm: rule.algorithm, limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit, periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode, source: 'local-fallback' as const };
+    const current = entries.get(input.key);
+
+    if (rule.algorithm === 'concurrency') {
+      const allowedSlots = share(rule.limit, options.instancesPerRegion);
+      const inFlight = current?.kind === 'concurrency' ? current.inFlight : 0;
+      const allowed = inFlight + cost <= allowedSlots;
+      const after = allowed ? inFlight + cost : inFlight;
+      return {
+        input,
+        next: { kind: 'concurrency', inFlight: after },
+        outcome: { ...base, allowed, remaining: Math.max(0, allowedSlots - after), resetAtMs: now + rule.leaseTtl, retryAfterMs: allowed ? 0 : Math.min(rule.leaseTtl, 1_000) },
+      };
+    }
+
+    if (rule.algorithm === 'tokenBucket') {
+      const capacityTokens = share(rule.burst ?? rule.limit, options.instancesPerRegion);
+      const ratePerMs = share(rule.limit, options.instancesPerRegion) / rule.period;
+      const previous = current?.kind === 'bucket' ? current : { tokens: capacityTokens, last: now };
+      const tokens = Math.min(capacityTokens, previous.tokens + Math.max(0, now - previous.last) * ratePerMs);
+      const allowed = tokens >= cost;
+      const after = allowed ? tokens - cost : tokens;
+      return {
+        input,
+        next: { kind: 'bucket', tokens: after, last: now },
+        outcome: {
+          ...base,
+          allowed,
+          remaining: Math.floor(after),
+          resetAtMs: now + Math.ceil((capacityTokens - after) / ratePerMs),
+          retryAfterMs: allowed ? 0 : Math.ceil((cost - tokens) / ratePerMs),
+        },
+      };
+    }
+
+    const allowedCount = share(rule.limit, options.instancesPerRegion);
+    const windowStart = now - (now % rule.period);
+    const count = current?.kind === 'window' && current.windowStart === windowStart ? current.count : 0;
+    const allowed = count + cost <= allowedCount;
+    const after = allowed ? count + cost : count;
+    const resetAtMs = windowStart + rule.period;
+    return {
+      input,
+      next: { kind: 'window', windowStart, count: after },
+      outcome: { ...base, allowed, remaining: Math.max(0, allowedCount - after), resetAtMs, retryAfterMs: allowed ? 0 : resetAtMs - now },
+    };
+  };
+
+  return {
+    decide(matched, cost, nowMs) {
+      const proposals = matched.map((input) => propose(input, cost, nowMs));
+      const allowed = proposals.every((p) => p.outcome.allowed || p.outcome.shadow);
+      const leases: Lease[] = [];
+      // A denial consumes nothing: state changes only when the whole request is admitted.
+      if (allowed) {
+        for (const proposal of proposals) {
+          if (!proposal.outcome.allowed) continue;
+          touch(proposal.input.key, proposal.next);
+          if (proposal.next.kind === 'concurrency') leases.push({ key: proposal.input.key, id: `${LOCAL_LEASE_PREFIX}${randomUUID()}`, slots: cost });
+        }
+      }
+      localFallbackKeys.set(entries.size);
+      return { allowed, outcomes: proposals.map((p) => p.outcome), leases };
+    },
+    release(leases) {
+      const remote: Lease[] = [];
+      for (const lease of leases) {
+        if (!lease.id.startsWith(LOCAL_LEASE_PREFIX)) {
+          remote.push(lease);
+          continue;
+        }
+        const entry = entries.get(lease.key);
+        if (entry?.kind === 'concurrency') entry.inFlight = Math.max(0, entry.inFlight - lease.slots);
+      }
+      return remote;
+    },
+    clear() {
+      entries.clear();
+      localFallbackKeys.set(0);
+    },
+    get size() {
+      return entries.size;
+    },
+  };
+}

@@ -1,0 +1,191 @@
+// Wraps the Redis decision engine with the outage policy: a bounded wait per decision, a circuit breaker,
+// and what to do instead of Redis (each rule's fail mode, or the in-memory local fallback while the breaker
+// is open). It also records the decision metrics, so every front end (gateway, /v1/check, the embedded
+// middleware) is observed the same way.
+import { performance } from 'node:perf_hooks';
+import type { Config } from '../config/schema.ts';
+import type { Logger } from '../log.ts';
+import {
+  OTHER_ENDPOINT,
+  decisionsTotal,
+  degradedAdmissionsTotal,
+  limiterOverheadSeconds,
+  nearLimitTotal,
+  redisCommandSeconds,
+  redisErrorsTotal,
+} from '../metrics.ts';
+import { createBreaker, type Breaker } from './breaker.ts';
+import { StoreUnavailableError } from './errors.ts';
+import { createLocalFallback, type LocalFallback } from './local-fallback.ts';
+import { bindingOutcome } from './redis-engine.ts';
+import { matchRules, type MatchedRule } from './rules.ts';
+import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
+
+/** A decision plus the route pattern it was counted under (the metrics label for 429s). */
+export interface ObservedDecision extends Decision {
+  endpoint: string;
+}
+
+export interface ResilientEngine extends DecisionEngine {
+  decide(request: RequestContext): Promise<ObservedDecision>;
+  readonly breaker: Breaker;
+}
+
+export interface ResilientEngineOptions {
+  config: Config;
+  inner: DecisionEngine;
+  /** Health check used by the open breaker (PING); must be bounded by the command timeout. */
+  probe: () => Promise<unknown>;
+  logger: Logger;
+  /** Most keys the local fallback holds. */
+  localCapacity?: number;
+  /**
+   * Upper bound on one inner decision, on top of the client's command timeout. The Redis client already
+   * times out each command; this guards decisions that take more than one round trip (a refund on a
+   * cluster) and any path that escapes the client timeout.
+   */
+  decisionDeadlineMs?: number;
+  now?: () => number;
+}
+
+class DeadlineExceededError extends Error {
+  constructor(ms: number) {
+    super(`decision took longer than ${ms} ms`);
+    this.name = 'DeadlineExceededError';
+  }
+}
+
+function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DeadlineExceededError(ms)), ms);
+  });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
+
+function isStoreFailure(error: unknown): boolean {
+  return error instanceof StoreUnavailableError || error instanceof DeadlineExceededError;
+}
+
+function errorKind(error: unknown): 'timeout' | 'unavailable' {
+  const text = error instanceof Error ? `${error.name} ${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
+  return /timed? ?out|deadline/i.test(text) ? 'timeout' : 'unavailable';
+}
+
+/** The route pattern a request is counted under: the first endpoint-scoped rule that matched. */
+export function endpointOf(matched: readonly MatchedRule[]): string {
+  return matched.find((m) => m.endpoint !== undefined)?.endpoint ?? OTHER_ENDPOINT;
+}
+
+export function createResilientEngine(options: ResilientEngineOptions): ResilientEngine {
+  const { config, inner, logger } = options;
+  const now = options.now ?? Date.now;
+  const deadlineMs = options.decisionDeadlineMs ?? 2 * config.redis.commandTimeoutMs + 25;
+  const log = logger.child({ module: 'resilient-engine' });
+  const local: LocalFallback = createLocalFallback({ instancesPerRegion: config.breaker.instancesPerRegion, capacity: options.localCapacity });
+
+  const timedProbe = async () => {
+    const started = performance.now();
+    try {
+      return await withDeadline(options.probe(), deadlineMs);
+    } catch (error) {
+      redisErrorsTotal.inc({ command: 'ping', kind: errorKind(error) });
+      throw error;
+    } finally {
+      redisCommandSeconds.observe({ command: 'ping' }, (performance.now() - started) / 1000);
+    }
+  };
+
+  const breaker = createBreaker({
+    settings: config.breaker,
+    probe: timedProbe,
+    logger: log,
+    region: config.region,
+    // Local counts from one outage must not leak into the next one.
+    onTransition: (state) => {
+      if (state === 'closed') local.clear();
+    },
+  });
+
+  /** While closed, a failed call is decided by fail modes; the local limiter only runs while open. */
+  const degraded = (matched: readonly MatchedRule[], request: RequestContext): Decision => {
+    const cost = request.cost ?? 1;
+    const at = now();
+    if (breaker.state === 'open' && config.breaker.localFallback) {
+      const result = local.decide(matched, cost, at);
+      return { allowed: result.allowed, outcomes: result.outcomes, binding: bindingOutcome(result.outcomes), leases: result.leases };
+    }
+    const waitMs = Math.max(1_000, config.breaker.probeIntervalMs * config.breaker.successThreshold);
+    const outcomes: RuleOutcome[] = matched.map(({ rule }) => {
+      const base = { rule: rule.name, algorithm: rule.algorithm, limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit, periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode };
+      return rule.failMode === 'open'
+        ? { ...base, allowed: true, remaining: base.limit, resetAtMs: at + rule.period, retryAfterMs: 0, source: 'fail-open' as const }
+        : { ...base, allowed: false, remaining: 0, resetAtMs: at + waitMs, retryAfterMs: waitMs, source: 'fail-closed' as const };
+    });
+    const allowed = outcomes.every((o) => o.allowed || o.shadow);
+    return { allowed, outcomes, binding: bindingOutcome(outcomes), leases: [] };
+  };
+
+  const record = (decision: Decision, endpoint: string) => {
+    for (const outcome of decision.outcomes) {
+      const verdict = outcome.allowed ? 'allowed' : outcome.shadow ? 'shadow_limited' : 'limited';
+      decisionsTotal.inc({ rule: outcome.rule, endpoint, outcome: verdict, source: outcome.source });
+      if (outcome.allowed && outcome.limit > 0 && outcome.limit - outcome.remaining >= 0.8 * outcome.limit) nearLimitTotal.inc({ rule: outcome.rule });
+    }
+    if (decision.allowed) {
+      const degradedSource = decision.outcomes.find((o) => o.source === 'fail-open' || o.source === 'local-fallback')?.source;
+      if (degradedSource) degradedAdmissionsTotal.inc({ mode: degradedSource });
+    }
+  };
+
+  return {
+    breaker,
+    async decide(request) {
+      const started = performance.now();
+      const matched = matchRules(config, request);
+      const endpoint = endpointOf(matched);
+      let decision: Decision;
+      if (matched.length === 0) {
+        decision = { allowed: true, outcomes: [], binding: undefined, leases: [] };
+      } else if (breaker.state === 'open') {
+        decision = degraded(matched, request);
+      } else {
+        const callStarted = performance.now();
+        try {
+          decision = await withDeadline(inner.decide(request), deadlineMs);
+          breaker.recordSuccess();
+        } catch (error) {
+          if (!isStoreFailure(error)) throw error;
+          redisErrorsTotal.inc({ command: 'decide', kind: errorKind(error) });
+          log.debug({ event: 'decide.failed', error: (error as Error).message }, 'Redis decision failed; fail mode decides');
+          // Decided under the state the request met (closed: fail modes), then counted toward opening.
+          decision = degraded(matched, request);
+          breaker.recordFailure(error);
+        } finally {
+          redisCommandSeconds.observe({ command: 'decide' }, (performance.now() - callStarted) / 1000);
+        }
+      }
+      record(decision, endpoint);
+      limiterOverheadSeconds.observe((performance.now() - started) / 1000);
+      return { ...decision, endpoint };
+    },
+    async release(leases: readonly Lease[]) {
+      const remote = local.release(leases);
+      // An open breaker means no Redis calls; an unreleased lease expires after the rule's leaseTtl.
+      if (remote.length === 0 || breaker.state === 'open') return;
+      const started = performance.now();
+      try {
+        await withDeadline(inner.release(remote), deadlineMs);
+      } catch (error) {
+        redisErrorsTotal.inc({ command: 'release', kind: errorKind(error) });
+        log.debug({ event: 'release.failed', leases: remote.length, error: (error as Error).message }, 'lease release failed; leases expire by TTL');
+      } finally {
+        redisCommandSeconds.observe({ command: 'release' }, (performance.now() - started) / 1000);
+      }
+    },
+    async close() {
+      breaker.stop();
+      await inner.close();
+    },
+  };
+}

@@ -1,0 +1,89 @@
+// Assembles a region's Hono apps. The public app serves ops routes, /v1/check and, in gateway mode, forwards
+// everything else to the upstream behind the limiter. Paths the service owns are never forwarded:
+// /healthz, /readyz, /metrics, /v1/check, /v1/release and /admin/*.
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { Registry } from 'prom-client';
+import type { Config } from '../config/schema.ts';
+import type { DecisionEngine } from '../engine/types.ts';
+import type { Logger } from '../log.ts';
+import { registry as sharedRegistry } from '../metrics.ts';
+import { ADMIN_PREFIX, createAdminApp, requireAdminToken, type AdminRoutes } from './admin.ts';
+import { CHECK_BODY_LIMIT_BYTES, registerCheckRoutes } from './check.ts';
+import type { QuotafedEnv } from './env.ts';
+import { errorHandler, notFound } from './errors.ts';
+import { gatewayHandler } from './gateway.ts';
+import { jsonError } from './json-error.ts';
+import { quotafed } from './middleware.ts';
+import { registerHealthRoutes, registerMetricsRoute, type Readiness } from './ops.ts';
+
+export interface RegionAppDeps {
+  config: Config;
+  engine: DecisionEngine;
+  logger: Logger;
+  readiness: Readiness;
+  adminRoutes?: readonly AdminRoutes[];
+  registry?: Registry;
+}
+
+const methodNotAllowed = () => jsonError(405, 'Method not allowed');
+
+function baseApp(logger: Logger): Hono<QuotafedEnv> {
+  const app = new Hono<QuotafedEnv>();
+  app.onError(errorHandler(logger));
+  app.notFound(notFound);
+  return app;
+}
+
+function reserve(app: Hono<QuotafedEnv>, ...paths: string[]): void {
+  for (const path of paths) app.all(path, methodNotAllowed);
+}
+
+export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
+  const { config, engine, logger } = deps;
+  const app = baseApp(logger);
+
+  registerHealthRoutes(app, deps.readiness);
+  reserve(app, '/healthz', '/readyz');
+  if (config.admin.port === undefined) {
+    registerMetricsRoute(app, deps.registry ?? sharedRegistry);
+  }
+  reserve(app, '/metrics');
+
+  const tooLarge = bodyLimit({ maxSize: CHECK_BODY_LIMIT_BYTES, onError: () => jsonError(413, 'Request body too large') });
+  app.use('/v1/check', tooLarge);
+  app.use('/v1/release', tooLarge);
+  if (config.admin.protectCheck) {
+    app.use('/v1/check', requireAdminToken(config.admin.token));
+    app.use('/v1/release', requireAdminToken(config.admin.token));
+  }
+  registerCheckRoutes(app, { engine, identity: config.identity });
+  reserve(app, '/v1/check', '/v1/release');
+
+  if (config.admin.port === undefined) {
+    app.route(ADMIN_PREFIX, createAdminApp({ token: config.admin.token, openWithoutToken: false, routes: deps.adminRoutes ?? [] }));
+  }
+  // Unknown admin paths end here: with a separate admin listener, the public port has no admin routes at all.
+  app.all(ADMIN_PREFIX, notFound);
+  app.all(`${ADMIN_PREFIX}/*`, notFound);
+
+  const upstream = config.upstream.url;
+  if (upstream !== undefined) {
+    app.all(
+      '*',
+      quotafed({ engine, identity: config.identity }),
+      gatewayHandler({ upstreamUrl: upstream, timeoutMs: config.upstream.timeoutMs, identity: config.identity, logger }),
+    );
+  }
+  return app;
+}
+
+/** The app on `admin.port`: admin routes, metrics and health, nothing that decides or forwards. */
+export function createAdminListenerApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
+  const app = baseApp(deps.logger);
+  registerHealthRoutes(app, deps.readiness);
+  registerMetricsRoute(app, deps.registry ?? sharedRegistry);
+  app.route(ADMIN_PREFIX, createAdminApp({ token: deps.config.admin.token, openWithoutToken: true, routes: deps.adminRoutes ?? [] }));
+  app.all(`${ADMIN_PREFIX}/*`, notFound);
+  return app;
+}

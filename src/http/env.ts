@@ -1,0 +1,14 @@
+// The Hono environment shared by quotafed's apps: Node bindings (for the client socket) and the decision
+// the middleware stores for later handlers.
+import type { HttpBindings } from '@hono/node-server';
+import type { Decision } from '../engine/types.ts';
+
+export type QuotafedVariables = {
+  /** The decision for this request, set by the quotafed middleware. */
+  quotafed: Decision;
+};
+
+export type QuotafedEnv = {
+  Bindings: HttpBindings;
+  Variables: QuotafedVariables;
+};

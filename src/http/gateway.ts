@@ -1,0 +1,50 @@
+// Gateway mode: the request was admitted by the quotafed middleware; forward it to the upstream.
+// Denied requests never get here. Upstream failures are the upstream's, so they become 502/504, not 500.
+import type { Handler } from 'hono';
+import { proxy } from 'hono/proxy';
+import type { Logger } from '../log.ts';
+import type { QuotafedEnv } from './env.ts';
+import { clientIp, type IdentitySettings } from './identity.ts';
+import { jsonError } from './json-error.ts';
+
+export interface GatewayOptions {
+  upstreamUrl: string;
+  timeoutMs: number;
+  identity: IdentitySettings;
+  logger: Logger;
+}
+
+export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
+  const base = new URL(options.upstreamUrl);
+  const basePath = base.pathname.replace(/\/$/, '');
+  return async (c) => {
+    const incoming = new URL(c.req.url);
+    const target = new URL(base);
+    target.pathname = `${basePath}${incoming.pathname}`;
+    target.search = incoming.search;
+
+    const headers = new Headers(c.req.raw.headers);
+    headers.delete('host');
+    const ip = clientIp(c, options.identity);
+    const prior = options.identity.trustForwardedFor ? headers.get('x-forwarded-for') : null;
+    headers.set('x-forwarded-for', prior ? `${prior}, ${ip}` : ip);
+    headers.set('x-forwarded-host', incoming.host);
+    headers.set('x-forwarded-proto', incoming.protocol.replace(':', ''));
+
+    try {
+      return await proxy(target, {
+        method: c.req.method,
+        headers,
+        body: c.req.raw.body,
+        duplex: c.req.raw.body ? 'half' : undefined,
+        signal: AbortSignal.any([c.req.raw.signal, AbortSignal.timeout(options.timeoutMs)]),
+      } as RequestInit & { duplex?: 'half' });
+    } catch (error) {
+      const name = (error as Error).name;
+      if (name === 'TimeoutError') return jsonError(504, 'Upstream timed out');
+      if (name === 'AbortError') return jsonError(499, 'Client closed request');
+      options.logger.warn({ event: 'upstream.error', error: (error as Error).message, cause: String((error as Error).cause ?? '') }, 'upstream request failed');
+      return jsonError(502, 'Bad gateway');
+    }
+  };
+}

@@ -1,0 +1,105 @@
+// The limiter as a Hono middleware, for apps that embed it:
+//
+//   const engine = await createQuotafedEngine(config);          // or any DecisionEngine
+//   app.use('/api/*', quotafed({ engine }));
+//
+// Denied requests get the 429 contract and never reach the handler; allowed ones get the X-RateLimit-* and
+// RateLimit headers on whatever the handler returns. Concurrency leases are released when the response body
+// has been sent (or the client went away), not when the handler returns.
+import type { Context, MiddlewareHandler } from 'hono';
+import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
+import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
+import type { QuotafedEnv } from './env.ts';
+import { applyHeaders, rateLimitHeaders, rateLimitedResponse } from './headers.ts';
+import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
+import { jsonError } from './json-error.ts';
+
+export interface QuotafedOptions {
+  engine: DecisionEngine;
+  /** Build the request context yourself (return a Response to answer without deciding, e.g. a 401). */
+  identify?: (c: Context) => RequestContext | Response | Promise<RequestContext | Response>;
+  /** Settings of the default identify (API key headers, client IP). */
+  identity?: Partial<IdentitySettings>;
+  now?: () => number;
+}
+
+function endpointOf(decision: Decision): string {
+  return (decision as Decision & { endpoint?: string }).endpoint ?? OTHER_ENDPOINT;
+}
+
+/** A body that calls `done` exactly once: when fully read, on error, or when the client cancels. */
+export function releaseWhenDone(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
+  let released = false;
+  const finish = () => {
+    if (released) return;
+    released = true;
+    done();
+  };
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done: ended } = await reader.read();
+        if (ended) {
+          finish();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (error) {
+        finish();
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      finish();
+      await reader.cancel(reason).catch(() => undefined);
+    },
+  });
+}
+
+export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEnv> {
+  const settings: IdentitySettings = { ...DEFAULT_IDENTITY, ...options.identity };
+  const now = options.now ?? Date.now;
+  const identify =
+    options.identify ??
+    ((c: Context) => {
+      const identity = identifyRequest(c, settings);
+      return identity.ok ? identity.request : jsonError(identity.status, identity.reason);
+    });
+
+  return async (c, next) => {
+    const identified = await identify(c);
+    if (identified instanceof Response) return identified;
+    const decision = await options.engine.decide(identified);
+    c.set('quotafed', decision);
+
+    if (!decision.allowed) {
+      rejectionsTotal.inc({ endpoint: endpointOf(decision) });
+      return rateLimitedResponse(decision, now());
+    }
+
+    const release = (leases: readonly Lease[]) => {
+      if (leases.length > 0) void options.engine.release(leases).catch(() => undefined);
+    };
+    let handedOff = false;
+    try {
+      await next();
+      const res = c.res;
+      // Informational and upgrade responses cannot be rebuilt (and carry no rate-limit headers).
+      if (res.status < 200 || res.status > 599) return;
+      const headers = new Headers(res.headers);
+      applyHeaders(headers, rateLimitHeaders(decision, now()));
+      let body: ReadableStream<Uint8Array> | null = res.body;
+      if (body && decision.leases.length > 0) {
+        body = releaseWhenDone(body, () => release(decision.leases));
+        handedOff = true;
+      }
+      // A fresh Response: fetch() responses (the proxied upstream) have immutable headers.
+      c.res = undefined;
+      c.res = new Response(body as BodyInit | null, { status: res.status, statusText: res.statusText, headers });
+    } finally {
+      if (!handedOff) release(decision.leases);
+    }
+  };
+}

@@ -1,0 +1,85 @@
+// The shared Prometheus registry and the decision metrics. Other modules (federation, gossip) register their
+// metrics on `registry` too, so `/metrics` shows one consistent page.
+//
+// Label values are always bounded: rule names and endpoint route patterns come from the config, never from
+// the request (a raw path or an API key as a label would let a client grow the registry without bound).
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'quotafed_' });
+
+/** Endpoint label for requests that matched no endpoint-scoped rule. */
+export const OTHER_ENDPOINT = '(other)';
+
+/** Sub-5 ms resolution: the seed's limiter budget is p99 < 5 ms, so the buckets must resolve below it. */
+const FAST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+export const decisionsTotal = new Counter({
+  name: 'quotafed_decisions_total',
+  help: 'Rule decisions by rule, endpoint (route pattern), outcome (allowed|limited|shadow_limited) and source (redis|cache|fail-open|fail-closed|local-fallback).',
+  labelNames: ['rule', 'endpoint', 'outcome', 'source'] as const,
+  registers: [registry],
+});
+
+export const rejectionsTotal = new Counter({
+  name: 'quotafed_http_429_total',
+  help: 'HTTP 429 responses sent, by endpoint route pattern.',
+  labelNames: ['endpoint'] as const,
+  registers: [registry],
+});
+
+export const nearLimitTotal = new Counter({
+  name: 'quotafed_near_limit_total',
+  help: 'Admitted decisions that used at least 80% of the rule limit (like envoy ratelimit near_limit).',
+  labelNames: ['rule'] as const,
+  registers: [registry],
+});
+
+export const redisCommandSeconds = new Histogram({
+  name: 'quotafed_redis_command_duration_seconds',
+  help: 'Latency of Redis round trips made by the limiter (decide, release, ping probes), including failures.',
+  labelNames: ['command'] as const,
+  buckets: FAST_BUCKETS,
+  registers: [registry],
+});
+
+export const redisErrorsTotal = new Counter({
+  name: 'quotafed_redis_errors_total',
+  help: 'Failed Redis round trips on the limiter path, by command and kind (timeout|unavailable|error).',
+  labelNames: ['command', 'kind'] as const,
+  registers: [registry],
+});
+
+export const breakerState = new Gauge({
+  name: 'quotafed_breaker_state',
+  help: 'Circuit breaker state: 0 closed (Redis decides), 1 open (degraded, probing Redis).',
+  labelNames: ['region'] as const,
+  registers: [registry],
+});
+
+export const breakerTransitionsTotal = new Counter({
+  name: 'quotafed_breaker_transitions_total',
+  help: 'Circuit breaker transitions, by region and the state entered.',
+  labelNames: ['region', 'to'] as const,
+  registers: [registry],
+});
+
+export const degradedAdmissionsTotal = new Counter({
+  name: 'quotafed_degraded_admissions_total',
+  help: 'Requests admitted without Redis deciding, by mode (fail-open|local-fallback). Alert on its rate.',
+  labelNames: ['mode'] as const,
+  registers: [registry],
+});
+
+export const limiterOverheadSeconds = new Histogram({
+  name: 'quotafed_limiter_overhead_seconds',
+  help: 'Time the limiter adds to a request: from the start of the decision to its result, whatever decided.',
+  buckets: FAST_BUCKETS,
+  registers: [registry],
+});
+
+export const localFallbackKeys = new Gauge({
+  name: 'quotafed_local_fallback_keys',
+  help: 'Keys held by the in-memory fallback limiter (bounded by its capacity).',
+  registers: [registry],
+});

@@ -1,0 +1,171 @@
+// One region's service: Redis client → Redis engine → resilient wrapper → Hono apps → listeners.
+// Shutdown order matters: stop accepting, let in-flight requests finish, run the shutdown hooks (the
+// federation flushes gossip and closes BullMQ there, while Redis is still up), then close Redis.
+import { serve } from '@hono/node-server';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Config } from './config/schema.ts';
+import { createRedisEngine } from './engine/redis-engine.ts';
+import { createRegionRedis, waitReady, type RegionRedis } from './engine/redis-client.ts';
+import { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
+import type { DecisionEngine } from './engine/types.ts';
+import type { AdminRoutes } from './http/admin.ts';
+import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
+import type { Readiness } from './http/ops.ts';
+import { createLogger, type Logger } from './log.ts';
+
+export type ShutdownHook = () => Promise<void> | void;
+
+export interface RegionServiceOptions {
+  logger?: Logger;
+  /** Routes for the admin app (policy reload, federation status…), mounted under /admin. */
+  adminRoutes?: AdminRoutes[];
+  /** Build the inner engine yourself (benchmarks, experiments); the Redis engine otherwise. */
+  createEngine?: (deps: { config: Config; redis: RegionRedis }) => DecisionEngine;
+  /** How long shutdown waits for in-flight requests before cutting connections. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface RegionService {
+  readonly config: Config;
+  readonly url: string;
+  readonly adminUrl: string | undefined;
+  readonly logger: Logger;
+  readonly redis: RegionRedis;
+  readonly engine: ResilientEngine;
+  /** Runs at shutdown after in-flight requests finished and before Redis closes, in registration order. */
+  onShutdown(hook: ShutdownHook): void;
+  close(): Promise<void>;
+}
+
+function urlOf(server: Server, host: string): string {
+  const { port } = server.address() as AddressInfo;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+function listen(fetch: (request: Request, env: never) => Response | Promise<Response>, port: number, hostname: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch: fetch as never, port, hostname }, () => resolve(server as Server)) as Server;
+    server.once('error', reject);
+    // Slow-loris guard; Node's own header limit (16 KB) answers oversized headers with 431.
+    server.headersTimeout = 10_000;
+    server.requestTimeout = 60_000;
+  });
+}
+
+function closeServer(server: Server, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    timer.unref();
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+export interface RegionEngine {
+  redis: RegionRedis;
+  engine: ResilientEngine;
+  /** Closes the engine and then the Redis connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * The region's decision engine without HTTP: Redis client, Redis engine and the resilient wrapper. For apps
+ * that embed the middleware: `app.use(quotafed({ engine: (await createRegionEngine(config)).engine }))`.
+ */
+export async function createRegionEngine(
+  config: Config,
+  options: Pick<RegionServiceOptions, 'logger' | 'createEngine'> = {},
+): Promise<RegionEngine> {
+  const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
+  const redis = createRegionRedis(config);
+  let redisUp = false;
+  redis.on('error', (error: Error) => logger.debug({ event: 'redis.error', error: error.message }, 'Redis client error'));
+  redis.on('ready', () => {
+    if (!redisUp) logger.info({ event: 'redis.ready' }, 'Redis connection ready');
+    redisUp = true;
+  });
+  redis.on('close', () => {
+    if (redisUp) logger.warn({ event: 'redis.closed' }, 'Redis connection lost; reconnecting');
+    redisUp = false;
+  });
+  try {
+    await waitReady(redis, config.redis.connectTimeoutMs);
+  } catch (error) {
+    // Serve anyway: the breaker and the fail modes decide until Redis comes up.
+    logger.warn({ event: 'redis.unavailable_at_start', error: (error as Error).message }, 'Redis not reachable at startup; starting degraded');
+  }
+  const inner = options.createEngine ? options.createEngine({ config, redis }) : createRedisEngine({ config, redis });
+  const engine = createResilientEngine({ config, inner, probe: () => redis.ping(), logger });
+  return {
+    redis,
+    engine,
+    async close() {
+      await engine.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
+
+export async function startRegionService(config: Config, options: RegionServiceOptions = {}): Promise<RegionService> {
+  const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
+  const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
+  const { redis, engine } = region;
+
+  const readiness: Readiness = async () => {
+    const reasons: string[] = [];
+    if (engine.breaker.state === 'open') reasons.push(`circuit breaker open: ${engine.breaker.reason ?? 'Redis failures'}`);
+    try {
+      await redis.ping();
+    } catch (error) {
+      reasons.push(`Redis unreachable: ${(error as Error).message}`);
+    }
+    return reasons;
+  };
+
+  if (config.admin.protectCheck && config.admin.token === undefined) {
+    logger.warn({ event: 'config.warning' }, 'admin.protectCheck is set without admin.token: /v1/check answers 403');
+  }
+
+  const deps: RegionAppDeps = { config, engine, logger, readiness, adminRoutes: options.adminRoutes ?? [] };
+  const publicServer = await listen(createPublicApp(deps).fetch, config.port, config.host);
+  const adminServer = config.admin.port === undefined ? undefined : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host);
+  const url = urlOf(publicServer, config.host);
+  const adminUrl = adminServer ? urlOf(adminServer, config.host) : undefined;
+  logger.info({ event: 'service.listening', url, adminUrl, upstream: config.upstream.url ?? null, rules: config.rules.map((r) => r.name) }, 'quotafed region service listening');
+
+  const hooks: ShutdownHook[] = [];
+  let closing: Promise<void> | undefined;
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
+
+  return {
+    config,
+    url,
+    adminUrl,
+    logger,
+    redis,
+    engine,
+    onShutdown(hook) {
+      hooks.push(hook);
+    },
+    close() {
+      closing ??= (async () => {
+        logger.info({ event: 'service.stopping' }, 'stopping: no new connections, finishing in-flight requests');
+        await Promise.all([publicServer, adminServer].filter((s): s is Server => s !== undefined).map((s) => closeServer(s, shutdownTimeoutMs)));
+        for (const hook of hooks) {
+          try {
+            await hook();
+          } catch (error) {
+            logger.error({ event: 'service.shutdown_hook_failed', error: (error as Error).message }, 'shutdown hook failed');
+          }
+        }
+        await region.close();
+        logger.info({ event: 'service.stopped' }, 'stopped');
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,107 @@
+// The pieces the outage test runs end to end, checked alone: the breaker's state machine and the local
+// fallback's arithmetic and memory bound.
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import { createBreaker } from '../../src/engine/breaker.ts';
+import { createLocalFallback } from '../../src/engine/local-fallback.ts';
+import { silentLogger } from '../../src/log.ts';
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('breaker', () => {
+  it('opens after consecutive failures only, and closes after enough consecutive successful probes', async () => {
+    let healthy = false;
+    let probes = 0;
+    const transitions: string[] = [];
+    const breaker = createBreaker({
+      settings: { failureThreshold: 3, probeIntervalMs: 10, successThreshold: 2 },
+      probe: async () => {
+        probes += 1;
+        if (!healthy) throw new Error('down');
+      },
+      logger: silentLogger(),
+      region: 'unit',
+      onTransition: (state) => transitions.push(state),
+    });
+    try {
+      breaker.recordFailure(new Error('a'));
+      breaker.recordFailure(new Error('b'));
+      breaker.recordSuccess(); // resets the streak
+      breaker.recordFailure(new Error('c'));
+      breaker.recordFailure(new Error('d'));
+      expect(breaker.state).toBe('closed');
+      breaker.recordFailure(new Error('e'));
+      expect(breaker.state).toBe('open');
+      expect(breaker.reason).toBe('e');
+
+      for (let i = 0; i < 100 && probes < 3; i++) await wait(10);
+      expect(probes).toBeGreaterThanOrEqual(3);
+      expect(breaker.state).toBe('open');
+
+      healthy = true;
+      for (let i = 0; i < 100 && breaker.state === 'open'; i++) await wait(10);
+      expect(breaker.state).toBe('closed');
+      expect(transitions).toEqual(['open', 'closed']);
+      const after = probes;
+      await wait(50);
+      expect(probes).toBe(after); // a closed breaker does not probe
+    } finally {
+      breaker.stop();
+    }
+  });
+});
+
+describe('local fallback', () => {
+  const config = parseConfig({
+    region: 'unit',
+    rules: [
+      { name: 'window', algorithm: 'fixedWindow', limit: 10, period: '1m', by: ['apiKey'] },
+      { name: 'bucket', algorithm: 'tokenBucket', limit: 60, burst: 4, period: '1m', by: ['apiKey'] },
+      { name: 'slots', algorithm: 'concurrency', limit: 4, by: ['apiKey'] },
+    ],
+  });
+  const [window, bucket, slots] = config.rules as [typeof config.rules[0], typeof config.rules[0], typeof config.rules[0]];
+  const at = 1_800_000_000_000; // on a minute boundary
+
+  it('enforces limit / instances for windows and buckets, refilling buckets over time', () => {
+    const local = createLocalFallback({ instancesPerRegion: 2 });
+    const w = Array.from({ length: 7 }, () => local.decide([{ rule: window, key: 'w' }], 1, at).allowed);
+    expect(w).toEqual([true, true, true, true, true, false, false]);
+    expect(local.decide([{ rule: window, key: 'w' }], 1, at + 60_000).allowed).toBe(true); // next window
+
+    const b = Array.from({ length: 3 }, () => local.decide([{ rule: bucket, key: 'b' }], 1, at).allowed);
+    expect(b).toEqual([true, true, false]); // burst 4 / 2 instances
+    // 30 per minute per instance: one token every 2 s.
+    expect(local.decide([{ rule: bucket, key: 'b' }], 1, at + 2_000).allowed).toBe(true);
+  });
+
+  it('consumes nothing when any rule denies', () => {
+    const local = createLocalFallback({ instancesPerRegion: 1 });
+    const both = [{ rule: window, key: 'w' }, { rule: bucket, key: 'b' }];
+    for (let i = 0; i < 4; i++) expect(local.decide(both, 1, at).allowed).toBe(true);
+    for (let i = 0; i < 5; i++) expect(local.decide(both, 1, at).allowed).toBe(false); // bucket empty
+    const windowOnly = local.decide([{ rule: window, key: 'w' }], 1, at);
+    expect(windowOnly.outcomes[0]!.remaining).toBe(10 - 5);
+  });
+
+  it('counts concurrency slots until their leases are released', () => {
+    const local = createLocalFallback({ instancesPerRegion: 2 });
+    const first = local.decide([{ rule: slots, key: 's' }], 1, at);
+    const second = local.decide([{ rule: slots, key: 's' }], 1, at);
+    expect([first.allowed, second.allowed]).toEqual([true, true]);
+    expect(local.decide([{ rule: slots, key: 's' }], 1, at).allowed).toBe(false);
+    expect(local.release(first.leases)).toEqual([]);
+    expect(local.decide([{ rule: slots, key: 's' }], 1, at).allowed).toBe(true);
+    // Leases that are not local are handed back for Redis.
+    expect(local.release([{ key: 'qf:{s1}:x:y', id: 'abc', slots: 1 }])).toHaveLength(1);
+  });
+
+  it('keeps at most `capacity` keys, evicting the least recently used', () => {
+    const local = createLocalFallback({ instancesPerRegion: 1, capacity: 100 });
+    for (let i = 0; i < 10_000; i++) local.decide([{ rule: window, key: `k${i}` }], 1, at);
+    expect(local.size).toBe(100);
+    // k9999 is recent and kept its count; k0 was evicted and starts over.
+    expect(local.decide([{ rule: window, key: 'k9999' }], 1, at).outcomes[0]!.remaining).toBe(8);
+    expect(local.decide([{ rule: window, key: 'k0' }], 1, at).outcomes[0]!.remaining).toBe(9);
+  });
+});
