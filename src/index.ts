@@ -5,3 +5,9 @@ export { createRedisEngine, createRegionRedis, matchRules, StoreUnavailableError
 export type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './engine/index.ts';
 export { parseConfig, loadConfigFile, ConfigError } from './config/load.ts';
 export { Config as ConfigSchema, type Config, type ConfigInput, type Rule } from './config/schema.ts';
+export { quotafed, type QuotafedOptions } from './http/middleware.ts';
+export type { QuotafedEnv } from './http/env.ts';
+export type { AdminRoutes } from './http/admin.ts';
+export { createRegionEngine, startRegionService, type RegionService, type RegionServiceOptions } from './service.ts';
+export { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
+export { registry } from './metrics.ts';

@@ -175,6 +175,9 @@ export const Config = z.strictObject({
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
     }
   });
+  if (config.admin.protectCheck && !config.admin.token) {
+    ctx.addIssue({ code: 'custom', path: ['admin', 'protectCheck'], message: 'protectCheck needs admin.token (or QUOTAFED_ADMIN_TOKEN)' });
+  }
   const names = new Set([config.region]);
   config.federation.peers.forEach((peer, index) => {
     if (names.has(peer.name)) ctx.addIssue({ code: 'custom', path: ['federation', 'peers', index, 'name'], message: `duplicate region name "${peer.name}"` });
