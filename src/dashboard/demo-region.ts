@@ -1,0 +1,71 @@
+// One region of the dashboard demo, as its own process (so each region has its own metrics registry, as in
+// production): the region service, its federation, and the dashboard on a second listener. Started by src/dashboard/demo.ts; prints one JSON line `{"ready":…}` when it serves.
+//
+//   node --import tsx src/dashboard/demo-region.ts '<json: { config, watch, dashboardPort }>'
+import { serve } from '@hono/node-server';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Hono } from 'hono';
+import { Config, type ConfigInput } from '../config/schema.ts';
+import { startFederation, type Federation } from '../federation/index.ts';
+import { createLogger } from '../log.ts';
+import { registry } from '../metrics.ts';
+import { startRegionService } from '../service.ts';
+import { createAnnotationStore } from './annotations.ts';
+import type { WatchedKey } from './key-view.ts';
+import { registerDashboard } from './routes.ts';
+import { createDashboardSource } from './source.ts';
+
+export interface DemoRegionSpec {
+  config: ConfigInput;
+  watch: WatchedKey[];
+  dashboardPort: number;
+  /** Start the federation's gossip (default true); without it each region only sees itself. */
+  federate?: boolean;
+}
+
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.argv[2] ?? '{}') as DemoRegionSpec;
+  const config = Config.parse(spec.config);
+  const logger = createLogger({ level: config.logLevel, base: { region: config.region } });
+  const service = await startRegionService(config, { logger });
+  const federation: Federation | undefined =
+    spec.federate === false ? undefined : await startFederation({ config, redis: service.redis, logger, registry });
+  const annotations = createAnnotationStore();
+  const source = createDashboardSource({
+    config,
+    registry,
+    annotations,
+    redis: service.redis,
+    federation,
+    breakerState: () => service.engine.breaker.state,
+    watch: spec.watch,
+  });
+  const app = new Hono();
+  // The demo's dashboard listener is private to the test machine, so the annotation routes sit beside the page.
+  registerDashboard(app, source, { annotations });
+  const server = await new Promise<Server>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: spec.dashboardPort, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
+  });
+  const { port } = server.address() as AddressInfo;
+  process.stdout.write(`${JSON.stringify({ ready: true, region: config.region, url: service.url, dashboardUrl: `http://127.0.0.1:${port}/dashboard`, federated: federation !== undefined })}\n`);
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    server.closeAllConnections();
+    server.close();
+    await source.close();
+    await federation?.close().catch(() => undefined);
+    await service.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop());
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`demo region failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});
