@@ -18,6 +18,11 @@ export interface RedisProcessOptions {
   extraArgs?: string[];
   /** Data directory; a fresh temporary one when omitted. */
   dir?: string;
+  /**
+   * Run redis-server in its own process group, so a Ctrl-C in the terminal reaches only the parent, which can
+   * then stop its services before their Redis (the launcher's shutdown order).
+   */
+  ownProcessGroup?: boolean;
 }
 
 export interface RedisProcess {
@@ -71,9 +76,20 @@ function ping(port: number): Promise<boolean> {
     socket.once('error', () => done(false));
     socket.on('data', (chunk) => {
       buffer += chunk.toString('utf8');
-      if (buffer.includes('\r\n')) done(buffer.startsWith('+PONG'));
+      // A server that requires AUTH answers -NOAUTH: it is up all the same.
+      if (buffer.includes('\r\n')) done(buffer.startsWith('+PONG') || buffer.startsWith('-NOAUTH'));
     });
     socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+  });
+}
+
+/** True when nothing listens on 127.0.0.1:port (so a redis-server there would not answer someone else's PING). */
+export async function portIsFree(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen(port, host, () => server.close(() => resolve(true)));
   });
 }
 
@@ -89,6 +105,8 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what:
 export async function startRedis(options: RedisProcessOptions = {}): Promise<RedisProcess> {
   if (!redisServerAvailable()) throw new Error(REDIS_MISSING_HINT);
   const port = options.port ?? (await freePort());
+  // Without this check a server already on the port would answer our readiness PING for the one that failed.
+  if (options.port !== undefined && !(await portIsFree(port))) throw new Error(`port ${port} is already in use; cannot start redis-server there`);
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), `quotafed-redis-${port}-`));
   const args = [
@@ -110,7 +128,7 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
 
   let child: ChildProcess | undefined;
   const launch = async () => {
-    child = spawn('redis-server', args, { stdio: 'ignore', detached: false });
+    child = spawn('redis-server', args, { stdio: 'ignore', detached: options.ownProcessGroup ?? false });
     const exited = new Promise<never>((_, reject) =>
       child!.once('exit', (code) => reject(new Error(`redis-server on port ${port} exited early (code ${code}); see ${dir}/redis.log`))),
     );
