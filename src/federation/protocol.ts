@@ -1,0 +1,730 @@
+// The federation protocol as pure functions: the specification that lua/*.lua mirrors (a differential test
+// compares them) and that the simulation drives. Full argument: docs/federation.md.
+//
+// Numeric contract with the Lua mirror: every value here is an IEEE double, and every expression that mixes
+// products and quotients is written in one fixed order (the Lua evaluates the same order), so both sides
+// compute bit-identical results. Integer quantities (counts, share units, transfers) stay below 2^53.
+import type { LeakageBudget } from '../config/schema.ts';
+
+/** Share units: a region's weight, a token-bucket share and every "X·ω" product are expressed in 1/S. */
+export const SHARE_UNITS = 1_000_000;
+
+/** Window (or epoch) slots kept per key: the previous, the current and one early window (a peer ahead). */
+export const KEPT_WINDOWS = 3;
+
+/**
+ * Demand-following transfer policy. Passed to the Lua as arguments, so every tunable lives here.
+ * - hungerFraction: a region is hungry once it used more than this fraction of its allowance.
+ * - reserveFraction: a giver always keeps this fraction of its base share unused (plus what it has used).
+ * - giveFraction: the fraction of its surplus a giver hands out per rebalance, split over the hungry peers.
+ * - minSurplus: no transfer below this surplus (requests, or share units for token buckets).
+ * - idleMs: a region that admitted nothing for this long (by its last admission time in the view) is idle:
+ *   it is never hungry and keeps no reserve for its past use, so allowance follows traffic that moves.
+ */
+export const REBALANCE = {
+  hungerFraction: 0.5,
+  reserveFraction: 0.02,
+  giveFraction: 0.5,
+  minSurplus: 2,
+  idleMs: 5_000,
+} as const;
+
+export interface RebalancePolicy {
+  hungerFraction: number;
+  reserveFraction: number;
+  giveFraction: number;
+  minSurplus: number;
+  idleMs: number;
+}
+
+/** Budgets above this are clamped (keeps B·u below 2^53). */
+const MAX_BUDGET = 1_000_000_000;
+
+/** Everything one region needs to decide for one rule. Built once per rule; the Lua gets the same values. */
+export interface FederationParams {
+  /** Number of regions N; the region indexes are 0..N-1 in name order. */
+  regions: number;
+  /** This region's index. */
+  self: number;
+  /** Share units per region (Σ ≤ SHARE_UNITS), see shareUnits(). */
+  units: readonly number[];
+  /** L: requests per window, or tokens refilled per period. */
+  limit: number;
+  /** P in ms. */
+  periodMs: number;
+  /** C: token bucket capacity (burst ?? limit); unused by windows. */
+  capacity: number;
+  /** B: leakage budget in requests; null means "unbounded" (plain gossip, no local limit, no guarantee). */
+  budget: number | null;
+  /** Bound on the clock skew between any two regions' Redis servers. */
+  maxClockSkewMs: number;
+  rebalance: RebalancePolicy;
+}
+
+export interface ParamsInput {
+  regions: number;
+  self: number;
+  weights: readonly number[];
+  limit: number;
+  periodMs: number;
+  burst?: number | undefined;
+  leakageBudget: LeakageBudget;
+  maxClockSkewMs: number;
+  rebalance?: Partial<RebalancePolicy> | undefined;
+}
+
+export function federationParams(input: ParamsInput): FederationParams {
+  if (input.weights.length !== input.regions) throw new Error('one weight per region');
+  if (input.self < 0 || input.self >= input.regions) throw new Error('self index out of range');
+  return {
+    regions: input.regions,
+    self: input.self,
+    units: shareUnits(input.weights),
+    limit: input.limit,
+    periodMs: input.periodMs,
+    capacity: input.burst ?? input.limit,
+    budget: resolveBudget(input.limit, input.leakageBudget, input.regions),
+    maxClockSkewMs: input.maxClockSkewMs,
+    rebalance: { ...REBALANCE, ...input.rebalance },
+  };
+}
+
+/**
+ * Integer share units u_r = floor(S·w_r / Σw). Float rounding could in theory push Σu above S; the excess is
+ * taken from the last regions, so Σu ≤ S always holds. Then floor(X·u_r/S) is exact for X ≤ 10^9.
+ */
+export function shareUnits(weights: readonly number[]): number[] {
+  let total = 0;
+  for (const weight of weights) total += weight;
+  const units = weights.map((weight) => Math.floor((SHARE_UNITS * weight) / total));
+  let sum = units.reduce((a, b) => a + b, 0);
+  for (let index = units.length - 1; sum > SHARE_UNITS && index >= 0; index--) {
+    const take = Math.min(units[index]!, sum - SHARE_UNITS);
+    units[index] = units[index]! - take;
+    sum -= take;
+  }
+  return units;
+}
+
+/** B in requests; null for "unbounded". A single region is exact: B = 0 whatever the configuration says. */
+export function resolveBudget(limit: number, budget: LeakageBudget, regions: number): number | null {
+  if (regions <= 1) return 0;
+  if (budget === 'unbounded') return null;
+  if (typeof budget === 'number') return Math.min(budget, MAX_BUDGET);
+  return Math.min(Math.floor((limit * Number(budget.slice(0, -1))) / 100), MAX_BUDGET);
+}
+
+/** floor(X·ω_r) in exact integer arithmetic. */
+export function portion(amount: number, units: number): number {
+  return Math.floor((amount * units) / SHARE_UNITS);
+}
+
+export function windowIdAt(ms: number, periodMs: number): number {
+  return Math.floor(ms / periodMs);
+}
+
+/** Recovery fence: 0 = no data loss ever detected; otherwise the local ms at which the loss was detected. */
+export type Fence = number;
+
+// ---------------------------------------------------------------------------------------------------------
+// Views: per window (or epoch) id, a matrix of max-merged cells. Slot k of a key holds the id ≡ k (mod 3);
+// a slot holding another id reads as zeros (`id: -1` is an empty slot).
+
+export interface WindowSlot {
+  id: number;
+  /** c[o]: requests admitted by region o in this window. */
+  c: number[];
+  /** x[o][d]: allowance region o transferred to region d in this window (cumulative). */
+  x: number[][];
+  /** a[o][d]: region o's acknowledged view of c[d]. */
+  a: number[][];
+  /** t[o]: region o's clock at its last admission in this window (0 = none); the demand recency signal. */
+  t: number[];
+}
+
+export interface EpochSlot {
+  id: number;
+  /** c[o]: cost admitted by region o in this epoch (the demand signal). */
+  c: number[];
+  /** x[o][d]: share units region o transferred to region d in this epoch. */
+  x: number[][];
+  /** t[o]: region o's clock at its last admission in this epoch (0 = none). */
+  t: number[];
+}
+
+export type Slot = WindowSlot | EpochSlot;
+
+function zeros(n: number): number[] {
+  return new Array<number>(n).fill(0);
+}
+
+function matrix(n: number): number[][] {
+  return Array.from({ length: n }, () => zeros(n));
+}
+
+export function emptyWindowSlot(n: number, id = -1): WindowSlot {
+  return { id, c: zeros(n), x: matrix(n), a: matrix(n), t: zeros(n) };
+}
+
+export function emptyEpochSlot(n: number, id = -1): EpochSlot {
+  return { id, c: zeros(n), x: matrix(n), t: zeros(n) };
+}
+
+function cloneWindowSlot(slot: WindowSlot): WindowSlot {
+  return { id: slot.id, c: [...slot.c], x: slot.x.map((row) => [...row]), a: slot.a.map((row) => [...row]), t: [...slot.t] };
+}
+
+function cloneEpochSlot(slot: EpochSlot): EpochSlot {
+  return { id: slot.id, c: [...slot.c], x: slot.x.map((row) => [...row]), t: [...slot.t] };
+}
+
+function slotIndex(id: number): number {
+  return ((id % KEPT_WINDOWS) + KEPT_WINDOWS) % KEPT_WINDOWS;
+}
+
+/** Cellwise max of two slots with the same id. Idempotent, commutative, associative (a join). */
+export function joinWindowSlots(left: WindowSlot, right: WindowSlot): WindowSlot {
+  if (left.id !== right.id) throw new Error('joining slots of different windows');
+  return {
+    id: left.id,
+    c: left.c.map((value, o) => Math.max(value, right.c[o]!)),
+    x: left.x.map((row, o) => row.map((value, d) => Math.max(value, right.x[o]![d]!))),
+    a: left.a.map((row, o) => row.map((value, d) => Math.max(value, right.a[o]![d]!))),
+    t: left.t.map((value, o) => Math.max(value, right.t[o]!)),
+  };
+}
+
+export function joinEpochSlots(left: EpochSlot, right: EpochSlot): EpochSlot {
+  if (left.id !== right.id) throw new Error('joining slots of different epochs');
+  return {
+    id: left.id,
+    c: left.c.map((value, o) => Math.max(value, right.c[o]!)),
+    x: left.x.map((row, o) => row.map((value, d) => Math.max(value, right.x[o]![d]!))),
+    t: left.t.map((value, o) => Math.max(value, right.t[o]!)),
+  };
+}
+
+function sum(values: readonly number[]): number {
+  let total = 0;
+  for (const value of values) total += value;
+  return total;
+}
+
+/** Σ_{o≠d} x[o][d] − Σ_{o≠d} x[d][o]: what d received minus what it gave, in one slot. */
+function netTransfer(slot: EpochSlot | WindowSlot, d: number): number {
+  let net = 0;
+  for (let o = 0; o < slot.c.length; o++) {
+    if (o === d) continue;
+    net += slot.x[o]![d]! - slot.x[d]![o]!;
+  }
+  return net;
+}
+
+function given(slot: EpochSlot | WindowSlot, d: number): number {
+  let total = 0;
+  for (let o = 0; o < slot.c.length; o++) if (o !== d) total += slot.x[d]![o]!;
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Window algorithms (fixedWindow, slidingWindow)
+
+export interface WindowState {
+  /** KEPT_WINDOWS slots; slot k holds a window id ≡ k (mod 3) or -1. */
+  slots: WindowSlot[];
+}
+
+export function newWindowState(n: number): WindowState {
+  return { slots: Array.from({ length: KEPT_WINDOWS }, () => emptyWindowSlot(n)) };
+}
+
+/** The cells of window `id`, zeros when the slot holds another window. Never mutate the result. */
+export function windowCells(state: WindowState, id: number): WindowSlot {
+  const slot = state.slots[slotIndex(id)]!;
+  return slot.id === id ? slot : emptyWindowSlot(slot.c.length, id);
+}
+
+/** base_d = floor(L·ω_d) + floor(B·ω_d). Unbounded mode has no local limit (Infinity). */
+export function windowBase(params: FederationParams, d: number): number {
+  if (params.budget === null) return Infinity;
+  return portion(params.limit, params.units[d]!) + portion(params.budget, params.units[d]!);
+}
+
+/** l_d = base_d + Σ_o x[o][d] − Σ_o x[d][o], from whoever's view `slot` is. */
+export function windowAllowance(params: FederationParams, slot: WindowSlot, d: number): number {
+  return windowBase(params, d) + netTransfer(slot, d);
+}
+
+/** A region's share of window w is forfeited when w started at or before its recovery fence. */
+export function windowForfeited(params: FederationParams, fence: Fence, id: number): boolean {
+  return fence > 0 && id <= windowIdAt(fence, params.periodMs);
+}
+
+export interface WindowDecision {
+  allowed: boolean;
+  /** Requests this region could still admit in the window (local allowance and global view). */
+  remaining: number;
+  /** The new state; the very same object when denied (a denial changes nothing). */
+  state: WindowState;
+}
+
+export function decideWindow(
+  params: FederationParams,
+  state: WindowState,
+  fence: Fence,
+  now: number,
+  cost: number,
+  sliding: boolean,
+): WindowDecision {
+  const r = params.self;
+  const id = windowIdAt(now, params.periodMs);
+  const cells = windowCells(state, id);
+  const global = sum(cells.c);
+  const local = params.budget === null ? Infinity : windowAllowance(params, cells, r) - cells.c[r]!;
+  let remaining = Math.max(0, Math.min(local, params.limit - global));
+  if (sliding) {
+    // Smoothing: the previous window's global count weighted by how much of it the sliding window still covers.
+    const previous = sum(windowCells(state, id - 1).c);
+    const elapsed = now - id * params.periodMs;
+    const weighted = (previous * (params.periodMs - elapsed)) / params.periodMs;
+    remaining = Math.max(0, Math.min(remaining, Math.floor(params.limit - weighted - global)));
+  }
+  if (windowForfeited(params, fence, id)) return { allowed: false, remaining: 0, state };
+  if (cost > remaining) return { allowed: false, remaining, state };
+  const next = withSlot(state, id);
+  const slot = next.slots[slotIndex(id)]!;
+  slot.c[r] = slot.c[r]! + cost;
+  slot.t[r] = Math.max(slot.t[r]!, now);
+  acknowledge(slot, r);
+  return { allowed: true, remaining: remaining - cost, state: next };
+}
+
+/** A copy of `state` in which slot `id` exists (reset if it held an older window). */
+function withSlot(state: WindowState, id: number): WindowState {
+  const slots = state.slots.map(cloneWindowSlot);
+  const index = slotIndex(id);
+  if (slots[index]!.id !== id) slots[index] = emptyWindowSlot(slots[index]!.c.length, id);
+  return { slots };
+}
+
+/** a[r][d] := max(a[r][d], c[d]): r acknowledges everything it has seen (a cell never decreases). */
+function acknowledge(slot: WindowSlot, r: number): void {
+  for (let d = 0; d < slot.c.length; d++) slot.a[r]![d] = Math.max(slot.a[r]![d]!, slot.c[d]!);
+}
+
+export interface MergeResult<S> {
+  state: S;
+  /** True when the merge or the rebalance after it changed anything (the key is then pending for every peer). */
+  changed: boolean;
+}
+
+/** Is `id` within the kept range around the local clock? Older windows are dropped, further ones too. */
+function kept(id: number, current: number): boolean {
+  return id >= current - 1 && id <= current + 1;
+}
+
+/**
+ * Apply a peer's view (all its slots for this key) and then rebalance. Slots outside [cur−1, cur+1] are
+ * ignored; a slot never replaces a newer window held in the same position.
+ */
+export function mergeWindow(
+  params: FederationParams,
+  state: WindowState,
+  fence: Fence,
+  now: number,
+  incoming: readonly WindowSlot[],
+): MergeResult<WindowState> {
+  const current = windowIdAt(now, params.periodMs);
+  const slots = state.slots.map(cloneWindowSlot);
+  const changedIds: number[] = [];
+  for (const slot of incoming) {
+    if (slot.id < 0 || !kept(slot.id, current)) continue;
+    const index = slotIndex(slot.id);
+    const held = slots[index]!;
+    if (held.id > slot.id) continue;
+    const base = held.id === slot.id ? held : emptyWindowSlot(held.c.length, slot.id);
+    const joined = joinWindowSlots(base, slot);
+    acknowledge(joined, params.self);
+    if (!sameWindowSlot(joined, held)) {
+      slots[index] = joined;
+      changedIds.push(slot.id);
+    }
+  }
+  let next: WindowState = { slots };
+  for (const id of changedIds.sort((a, b) => a - b)) {
+    if (id <= current && !windowForfeited(params, fence, id)) next = rebalanceWindow(params, next, id, now);
+  }
+  return { state: changedIds.length > 0 ? next : state, changed: changedIds.length > 0 };
+}
+
+function sameWindowSlot(left: WindowSlot, right: WindowSlot): boolean {
+  if (left.id !== right.id) return false;
+  for (let o = 0; o < left.c.length; o++) {
+    if (left.c[o] !== right.c[o] || left.t[o] !== right.t[o]) return false;
+    for (let d = 0; d < left.c.length; d++) {
+      if (left.x[o]![d] !== right.x[o]![d] || left.a[o]![d] !== right.a[o]![d]) return false;
+    }
+  }
+  return true;
+}
+
+function sameEpochSlot(left: EpochSlot, right: EpochSlot): boolean {
+  if (left.id !== right.id) return false;
+  for (let o = 0; o < left.c.length; o++) {
+    if (left.c[o] !== right.c[o] || left.t[o] !== right.t[o]) return false;
+    for (let d = 0; d < left.c.length; d++) if (left.x[o]![d] !== right.x[o]![d]) return false;
+  }
+  return true;
+}
+
+/** Active: admitted something within idleMs of `now` (clocks differ by at most the skew; a heuristic). */
+function active(slot: Slot, d: number, now: number, policy: RebalancePolicy): boolean {
+  return slot.t[d]! > 0 && now - slot.t[d]! <= policy.idleMs;
+}
+
+/** Hungry: active, and used more than hungerFraction of its allowance. */
+function hungry(slot: Slot, d: number, allowance: number, now: number, policy: RebalancePolicy): boolean {
+  const used = slot.c[d]!;
+  return used > 0 && used > policy.hungerFraction * allowance && active(slot, d, now, policy);
+}
+
+/**
+ * Demand-following transfer in window `id` (call only for id ≤ the current window, outside a forfeited
+ * window, never on the request path). Only unused allowance moves: afterwards c[r] ≤ l_r still holds.
+ */
+export function rebalanceWindow(params: FederationParams, state: WindowState, id: number, now: number): WindowState {
+  if (params.budget === null || params.regions < 2) return state;
+  const r = params.self;
+  const policy = params.rebalance;
+  if (state.slots[slotIndex(id)]!.id !== id) return state; // nothing was admitted or seen in w
+  const slot = windowCells(state, id);
+  const ownAllowance = windowAllowance(params, slot, r);
+  if (hungry(slot, r, ownAllowance, now, policy)) return state;
+  const hungryPeers: number[] = [];
+  for (let d = 0; d < params.regions; d++) {
+    if (d !== r && hungry(slot, d, windowAllowance(params, slot, d), now, policy)) hungryPeers.push(d);
+  }
+  if (hungryPeers.length === 0) return state;
+  // An active giver keeps as much unused as it has used; an idle one only the minimum reserve.
+  const kept = active(slot, r, now, policy) ? slot.c[r]! : 0;
+  const reserve = Math.max(Math.ceil(policy.reserveFraction * windowBase(params, r)), kept);
+  const surplus = ownAllowance - slot.c[r]! - reserve;
+  if (surplus < policy.minSurplus) return state;
+  const give = Math.floor((surplus * policy.giveFraction) / hungryPeers.length);
+  if (give < 1) return state;
+  const next = withSlot(state, id);
+  const target = next.slots[slotIndex(id)]!;
+  for (const d of hungryPeers) target.x[r]![d] = target.x[r]![d]! + give;
+  return next;
+}
+
+/** Does r's view show a hungry peer in the current window? Then the key belongs in the sweep set. */
+export function windowHasHungryPeer(params: FederationParams, state: WindowState, now: number): boolean {
+  if (params.budget === null || params.regions < 2) return false;
+  const slot = windowCells(state, windowIdAt(now, params.periodMs));
+  for (let d = 0; d < params.regions; d++) {
+    if (d !== params.self && hungry(slot, d, windowAllowance(params, slot, d), now, params.rebalance)) return true;
+  }
+  return false;
+}
+
+/**
+ * Rebalance the current window without new gossip. The sync loop runs it every interval for the keys whose
+ * last merge showed a hungry peer: a starved peer's denials change nothing and send nothing, so without the
+ * sweep a giver that went idle after the peer's last message would never notice it.
+ */
+export function sweepWindow(params: FederationParams, state: WindowState, fence: Fence, now: number): MergeResult<WindowState> {
+  const id = windowIdAt(now, params.periodMs);
+  if (windowForfeited(params, fence, id)) return { state, changed: false };
+  const next = rebalanceWindow(params, state, id, now);
+  return { state: next, changed: next !== state };
+}
+
+/** What a region sends for a window key: its whole view (every slot that holds a window). */
+export function windowGossip(state: WindowState): WindowSlot[] {
+  return state.slots.filter((slot) => slot.id >= 0).map(cloneWindowSlot);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Token bucket
+
+export interface BucketState {
+  /** Tokens at lastRefill (fractional). */
+  tokens: number;
+  lastRefill: number;
+  /** σ in force at lastRefill (share units); informational, the refill integrates the exact σ path. */
+  sig: number;
+  /** KEPT_WINDOWS epoch slots. */
+  slots: EpochSlot[];
+}
+
+function emptyEpochSlots(n: number): EpochSlot[] {
+  return Array.from({ length: KEPT_WINDOWS }, () => emptyEpochSlot(n));
+}
+
+export function epochCells(slots: readonly EpochSlot[], id: number): EpochSlot {
+  const slot = slots[slotIndex(id)]!;
+  return slot.id === id ? slot : emptyEpochSlot(slot.c.length, id);
+}
+
+/** b_r: the budget as extra capacity (never as rate). */
+export function bucketBudget(params: FederationParams, r: number): number {
+  return params.budget === null ? 0 : portion(params.budget, params.units[r]!);
+}
+
+/** Share moves need the sender to regain a share `skew` after the epoch, within the kept epochs. */
+export function transfersAllowed(params: FederationParams): boolean {
+  return params.budget !== null && params.regions > 1 && params.periodMs > params.maxClockSkewMs;
+}
+
+/**
+ * End of the span in which a wiped region holds no share: the rest of the fence's epoch plus the skew (its
+ * forgotten outgoing transfers are counted by receivers until then).
+ */
+export function bucketFenceEnd(params: FederationParams, fence: Fence): number {
+  if (fence <= 0) return 0;
+  return (windowIdAt(fence, params.periodMs) + 1) * params.periodMs + params.maxClockSkewMs;
+}
+
+/**
+ * σ_r(t): the share in force at local time t for a view. Receivers count a transfer during its epoch only;
+ * senders keep paying for it until `skew` after the epoch ended.
+ */
+export function shareAt(params: FederationParams, slots: readonly EpochSlot[], fence: Fence, t: number): number {
+  if (params.budget === null) return SHARE_UNITS;
+  if (t < bucketFenceEnd(params, fence)) return 0;
+  const r = params.self;
+  const epoch = windowIdAt(t, params.periodMs);
+  let share = params.units[r]! + netTransfer(epochCells(slots, epoch), r);
+  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= given(epochCells(slots, epoch - 1), r);
+  return share;
+}
+
+/** cap_r(σ) = C·σ/S + b_r. */
+export function bucketCapacity(params: FederationParams, share: number): number {
+  return (params.capacity * share) / SHARE_UNITS + bucketBudget(params, params.self);
+}
+
+/** rate_r(σ) = (L/P)·σ/S tokens per ms, evaluated as (L·σ)/(P·S). */
+export function bucketRate(params: FederationParams, share: number): number {
+  return (params.limit * share) / (params.periodMs * SHARE_UNITS);
+}
+
+/** The next instant after t at which σ can change for a fixed view: an epoch start, an epoch start + skew, the fence end. */
+function nextShareChange(params: FederationParams, fence: Fence, t: number): number {
+  const epochStart = windowIdAt(t, params.periodMs) * params.periodMs;
+  let next = epochStart + params.periodMs;
+  const skewEdge = epochStart + params.maxClockSkewMs;
+  if (skewEdge > t && skewEdge < next) next = skewEdge;
+  const fenceEnd = bucketFenceEnd(params, fence);
+  if (fenceEnd > t && fenceEnd < next) next = fenceEnd;
+  return next;
+}
+
+/** After this instant σ is constant for the view: no kept epoch and no fence can matter any more. */
+function shareSettles(params: FederationParams, slots: readonly EpochSlot[], fence: Fence): number {
+  let latest = -1;
+  for (const slot of slots) latest = Math.max(latest, slot.id);
+  return Math.max(bucketFenceEnd(params, fence), (latest + 2) * params.periodMs + params.maxClockSkewMs);
+}
+
+const MAX_REFILL_SEGMENTS = 32;
+
+/**
+ * Tokens at `now`: integrate the refill over the exact piecewise-constant σ path since lastRefill (the view is
+ * unchanged in between: every change of it is an access that refills first), clamping to each segment's cap.
+ */
+export function refill(params: FederationParams, state: BucketState, fence: Fence, now: number): number {
+  let tokens = state.tokens;
+  let t = state.lastRefill;
+  if (now <= t) return Math.min(tokens, bucketCapacity(params, shareAt(params, state.slots, fence, now)));
+  const settles = shareSettles(params, state.slots, fence);
+  for (let segment = 0; segment < MAX_REFILL_SEGMENTS && t < now && t < settles; segment++) {
+    const end = Math.min(now, nextShareChange(params, fence, t));
+    const share = shareAt(params, state.slots, fence, t);
+    tokens = Math.min(bucketCapacity(params, share), tokens + (end - t) * bucketRate(params, share));
+    t = end;
+  }
+  const share = shareAt(params, state.slots, fence, now);
+  if (t < now && t >= settles) {
+    // σ is constant from here on.
+    tokens = Math.min(bucketCapacity(params, share), tokens + (now - t) * bucketRate(params, share));
+  }
+  // Segment limit hit before σ settled (cannot happen for states this module writes): credit nothing more.
+  return Math.min(tokens, bucketCapacity(params, share));
+}
+
+/**
+ * A bucket this region has no state for. Without a fence it starts full. After a data loss it starts as if
+ * emptied at the fence and refilled since (at σ = 0 during the forfeited span).
+ */
+export function newBucket(params: FederationParams, fence: Fence, now: number): BucketState {
+  const slots = emptyEpochSlots(params.regions);
+  if (fence > 0 && fence <= now) {
+    const empty: BucketState = { tokens: 0, lastRefill: fence, sig: 0, slots };
+    return { tokens: refill(params, empty, fence, now), lastRefill: now, sig: shareAt(params, slots, fence, now), slots };
+  }
+  const share = shareAt(params, slots, fence, now);
+  return { tokens: bucketCapacity(params, share), lastRefill: now, sig: share, slots };
+}
+
+export interface BucketDecision {
+  allowed: boolean;
+  /** Tokens left (after this request when allowed). */
+  remaining: number;
+  /** The new state; the very same object (possibly undefined) when denied. */
+  state: BucketState | undefined;
+}
+
+export function decideBucket(
+  params: FederationParams,
+  state: BucketState | undefined,
+  fence: Fence,
+  now: number,
+  cost: number,
+): BucketDecision {
+  const current = state ?? newBucket(params, fence, now);
+  const tokens = refill(params, current, fence, now);
+  if (tokens < cost) return { allowed: false, remaining: tokens, state };
+  const epoch = windowIdAt(now, params.periodMs);
+  const slots = withEpochSlot(current.slots, epoch);
+  const slot = slots[slotIndex(epoch)]!;
+  slot.c[params.self] = slot.c[params.self]! + cost;
+  slot.t[params.self] = Math.max(slot.t[params.self]!, now);
+  return {
+    allowed: true,
+    remaining: tokens - cost,
+    state: { tokens: tokens - cost, lastRefill: now, sig: shareAt(params, slots, fence, now), slots },
+  };
+}
+
+function withEpochSlot(slots: readonly EpochSlot[], id: number): EpochSlot[] {
+  const next = slots.map(cloneEpochSlot);
+  const index = slotIndex(id);
+  if (next[index]!.id !== id) next[index] = emptyEpochSlot(next[index]!.c.length, id);
+  return next;
+}
+
+/**
+ * Apply a peer's epoch slots: refill first (old view), join, rebalance the current epoch, then clamp the tokens
+ * to the cap of the new σ. Unbounded mode instead charges the bucket for the peers' newly seen consumption.
+ */
+export function mergeBucket(
+  params: FederationParams,
+  state: BucketState | undefined,
+  fence: Fence,
+  now: number,
+  incoming: readonly EpochSlot[],
+): MergeResult<BucketState | undefined> {
+  const current = state ?? newBucket(params, fence, now);
+  const epoch = windowIdAt(now, params.periodMs);
+  let slots = current.slots.map(cloneEpochSlot);
+  const changedIds: number[] = [];
+  let charged = 0;
+  for (const slot of incoming) {
+    if (slot.id < 0 || !kept(slot.id, epoch)) continue;
+    const index = slotIndex(slot.id);
+    const held = slots[index]!;
+    if (held.id > slot.id) continue;
+    const base = held.id === slot.id ? held : emptyEpochSlot(held.c.length, slot.id);
+    const joined = joinEpochSlots(base, slot);
+    if (!sameEpochSlot(joined, held)) {
+      for (let o = 0; o < joined.c.length; o++) if (o !== params.self) charged += joined.c[o]! - base.c[o]!;
+      slots[index] = joined;
+      changedIds.push(slot.id);
+    }
+  }
+  if (changedIds.length === 0) return { state, changed: false };
+  let tokens = refill(params, current, fence, now);
+  if (params.budget === null) tokens = Math.max(0, tokens - charged);
+  if (changedIds.includes(epoch) && transfersAllowed(params) && now >= bucketFenceEnd(params, fence)) {
+    slots = rebalanceBucket(params, slots, fence, now);
+  }
+  const share = shareAt(params, slots, fence, now);
+  tokens = Math.min(tokens, bucketCapacity(params, share));
+  return { state: { tokens, lastRefill: now, sig: share, slots }, changed: true };
+}
+
+/** σ_d from a view without the skew term: the share d holds for the epoch as far as this region knows. */
+export function viewShare(params: FederationParams, slot: EpochSlot, d: number): number {
+  return params.units[d]! + netTransfer(slot, d);
+}
+
+/** σ_r without what r received: u_r − Σ_d x_e[r][d] − (skew term). A giver only gives from this. */
+export function ownShareAt(params: FederationParams, slots: readonly EpochSlot[], fence: Fence, t: number): number {
+  if (t < bucketFenceEnd(params, fence)) return 0;
+  const r = params.self;
+  const epoch = windowIdAt(t, params.periodMs);
+  let share = params.units[r]! - given(epochCells(slots, epoch), r);
+  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= given(epochCells(slots, epoch - 1), r);
+  return share;
+}
+
+/**
+ * Demand-following share transfer in the current epoch (the caller refills first and clamps after).
+ * Demand is paced: d is hungry when it admitted more than hungerFraction of what its share refilled so far in
+ * the epoch (a drained bucket admits exactly its refill, so "half the epoch's allowance" would never trigger).
+ * A giver gives only from its own units (never passes received share on), so u_r − Σ x_e[r][·] ≥ 0 and its
+ * share stays ≥ 0 also in the skew span after the epoch, where it still pays for its transfers but no longer
+ * holds what it received. It keeps the share its own pace needs to stay out of hunger.
+ */
+export function rebalanceBucket(
+  params: FederationParams,
+  slots: readonly EpochSlot[],
+  fence: Fence,
+  now: number,
+): EpochSlot[] {
+  if (!transfersAllowed(params)) return [...slots];
+  const r = params.self;
+  const policy = params.rebalance;
+  const epoch = windowIdAt(now, params.periodMs);
+  const elapsed = Math.max(1, now - epoch * params.periodMs);
+  const slot = epochCells(slots, epoch);
+  const paced = (d: number): number =>
+    (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
+  if (hungry(slot, r, paced(r), now, policy)) return [...slots];
+  const hungryPeers: number[] = [];
+  for (let d = 0; d < params.regions; d++) if (d !== r && hungry(slot, d, paced(d), now, policy)) hungryPeers.push(d);
+  if (hungryPeers.length === 0) return [...slots];
+  // An active giver keeps the share its pace in this epoch needs to stay out of hunger, and at least the share
+  // that sustained its consumption in the previous epoch; an idle one keeps only the minimum reserve.
+  const isActive = active(slot, r, now, policy) || active(epochCells(slots, epoch - 1), r, now, policy);
+  const pace = isActive ? (SHARE_UNITS * slot.c[r]! * params.periodMs) / (policy.hungerFraction * params.limit * elapsed) : 0;
+  const previous = isActive ? (SHARE_UNITS * epochCells(slots, epoch - 1).c[r]!) / params.limit : 0;
+  const reserve = Math.max(policy.reserveFraction * params.units[r]!, pace, previous);
+  const surplus = ownShareAt(params, slots, fence, now) - reserve;
+  if (surplus < policy.minSurplus) return [...slots];
+  const give = Math.floor((surplus * policy.giveFraction) / hungryPeers.length);
+  if (give < 1) return [...slots];
+  const next = withEpochSlot(slots, epoch);
+  const target = next[slotIndex(epoch)]!;
+  for (const d of hungryPeers) target.x[r]![d] = target.x[r]![d]! + give;
+  return next;
+}
+
+/** Does r's view show a hungry peer in the current epoch? */
+export function bucketHasHungryPeer(params: FederationParams, state: BucketState, now: number): boolean {
+  if (!transfersAllowed(params)) return false;
+  const epoch = windowIdAt(now, params.periodMs);
+  const elapsed = Math.max(1, now - epoch * params.periodMs);
+  const slot = epochCells(state.slots, epoch);
+  for (let d = 0; d < params.regions; d++) {
+    const paced = (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
+    if (d !== params.self && hungry(slot, d, paced, now, params.rebalance)) return true;
+  }
+  return false;
+}
+
+/** The token-bucket sweep: refill, rebalance the current epoch, clamp (see sweepWindow). */
+export function sweepBucket(params: FederationParams, state: BucketState, fence: Fence, now: number): MergeResult<BucketState> {
+  if (!transfersAllowed(params) || now < bucketFenceEnd(params, fence)) return { state, changed: false };
+  const slots = rebalanceBucket(params, state.slots, fence, now);
+  if (slots.every((slot, index) => sameEpochSlot(slot, state.slots[index]!))) return { state, changed: false };
+  const tokens = refill(params, state, fence, now);
+  const share = shareAt(params, slots, fence, now);
+  return { state: { tokens: Math.min(tokens, bucketCapacity(params, share)), lastRefill: now, sig: share, slots }, changed: true };
+}
+
+export function bucketGossip(state: BucketState): EpochSlot[] {
+  return state.slots.filter((slot) => slot.id >= 0).map(cloneEpochSlot);
+}

@@ -1,0 +1,366 @@
+// The protocol's pure functions: the merge is a join, a denial changes nothing, transfers only move unused
+// allowance, and the static arithmetic never hands out more than the limit plus the budget.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  SHARE_UNITS,
+  bucketCapacity,
+  decideBucket,
+  decideWindow,
+  emptyEpochSlot,
+  emptyWindowSlot,
+  federationParams,
+  joinEpochSlots,
+  joinWindowSlots,
+  mergeBucket,
+  mergeWindow,
+  newBucket,
+  newWindowState,
+  ownShareAt,
+  portion,
+  refill,
+  resolveBudget,
+  shareAt,
+  shareUnits,
+  windowAllowance,
+  windowBase,
+  windowCells,
+  windowForfeited,
+  type BucketState,
+  type EpochSlot,
+  type FederationParams,
+  type WindowSlot,
+  type WindowState,
+} from '../../src/federation/protocol.ts';
+
+const N = 3;
+const cell = fc.integer({ min: 0, max: 40 });
+const row = fc.array(cell, { minLength: N, maxLength: N });
+const square = fc.array(row, { minLength: N, maxLength: N });
+
+const times = fc.array(fc.integer({ min: 0, max: 10_000 }), { minLength: N, maxLength: N });
+const windowSlot = (id: number): fc.Arbitrary<WindowSlot> => fc.record({ id: fc.constant(id), c: row, x: square, a: square, t: times });
+const epochSlot = (id: number): fc.Arbitrary<EpochSlot> => fc.record({ id: fc.constant(id), c: row, x: square, t: times });
+
+function params(overrides: Partial<Parameters<typeof federationParams>[0]> = {}): FederationParams {
+  return federationParams({
+    regions: N,
+    self: 1,
+    weights: [1, 2, 1],
+    limit: 100,
+    periodMs: 1_000,
+    leakageBudget: 10,
+    maxClockSkewMs: 100,
+    ...overrides,
+  });
+}
+
+describe('static arithmetic', () => {
+  it('share units never add up to more than S, and floor(L·u/S) sums stay within L', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: 0.001, max: 1000, noNaN: true }), { minLength: 1, maxLength: 8 }),
+        fc.integer({ min: 1, max: 1_000_000_000 }),
+        (weights, limit) => {
+          const units = shareUnits(weights);
+          expect(units.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(SHARE_UNITS);
+          expect(units.every((u) => Number.isInteger(u) && u >= 0)).toBe(true);
+          expect(units.reduce((total, u) => total + portion(limit, u), 0)).toBeLessThanOrEqual(limit);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('resolves budgets: counts, percentages, unbounded, and exactness for a single region', () => {
+    expect(resolveBudget(1000, '5%', 3)).toBe(50);
+    expect(resolveBudget(1000, 7, 3)).toBe(7);
+    expect(resolveBudget(1000, 'unbounded', 3)).toBeNull();
+    expect(resolveBudget(1000, 'unbounded', 1)).toBe(0);
+    expect(resolveBudget(1000, 50, 1)).toBe(0);
+    const single = federationParams({ regions: 1, self: 0, weights: [3], limit: 7, periodMs: 1000, leakageBudget: '50%', maxClockSkewMs: 0 });
+    expect(windowBase(single, 0)).toBe(7);
+  });
+
+  it('a single region is an exact fixed window', () => {
+    const single = federationParams({ regions: 1, self: 0, weights: [1], limit: 5, periodMs: 1000, leakageBudget: 3, maxClockSkewMs: 0 });
+    let state = newWindowState(1);
+    const outcomes: boolean[] = [];
+    for (let i = 0; i < 7; i++) {
+      const decision = decideWindow(single, state, 0, 10 + i, 1, false);
+      outcomes.push(decision.allowed);
+      state = decision.state;
+    }
+    expect(outcomes).toEqual([true, true, true, true, true, false, false]);
+    expect(decideWindow(single, state, 0, 1000, 1, false).allowed).toBe(true);
+  });
+});
+
+describe('merge is a join', () => {
+  it('window slots: idempotent, commutative, associative', () => {
+    fc.assert(
+      fc.property(windowSlot(4), windowSlot(4), windowSlot(4), (a, b, c) => {
+        expect(joinWindowSlots(a, a)).toEqual(a);
+        expect(joinWindowSlots(a, b)).toEqual(joinWindowSlots(b, a));
+        expect(joinWindowSlots(joinWindowSlots(a, b), c)).toEqual(joinWindowSlots(a, joinWindowSlots(b, c)));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('epoch slots: idempotent, commutative, associative', () => {
+    fc.assert(
+      fc.property(epochSlot(4), epochSlot(4), epochSlot(4), (a, b, c) => {
+        expect(joinEpochSlots(a, a)).toEqual(a);
+        expect(joinEpochSlots(a, b)).toEqual(joinEpochSlots(b, a));
+        expect(joinEpochSlots(joinEpochSlots(a, b), c)).toEqual(joinEpochSlots(a, joinEpochSlots(b, c)));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('applying the same gossip twice changes nothing the second time (duplicates are harmless)', () => {
+    const p = params();
+    fc.assert(
+      fc.property(fc.array(windowSlot(4), { minLength: 1, maxLength: 3 }), (views) => {
+        let state = newWindowState(N);
+        for (const view of views) state = mergeWindow(p, state, 0, 4_500, [view]).state;
+        const again = mergeWindow(p, state, 0, 4_500, [views[views.length - 1]!]);
+        expect(again.changed).toBe(false);
+        expect(again.state).toBe(state);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('the view part of a merge does not depend on the order of the messages', () => {
+    // No rebalance can fire: the region is unbounded... so compare the joined views only.
+    const p = params({ leakageBudget: 'unbounded' });
+    fc.assert(
+      fc.property(windowSlot(4), windowSlot(4), windowSlot(4), (a, b, c) => {
+        const apply = (order: WindowSlot[]): WindowState =>
+          order.reduce((state, slot) => mergeWindow(p, state, 0, 4_500, [slot]).state, newWindowState(N));
+        const one = windowCells(apply([a, b, c]), 4);
+        const two = windowCells(apply([c, a, b]), 4);
+        expect(one).toEqual(two);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+// A random history at region `self`: its own admissions, and gossip claiming anything at all about peers
+// (and, after a wipe, about itself).
+type Op =
+  | { kind: 'admit'; dt: number; cost: number }
+  | { kind: 'merge'; dt: number; window: number; slot: { c: number[]; x: number[][]; a: number[][]; t: number[] } };
+
+const op: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('admit' as const), dt: fc.integer({ min: 0, max: 300 }), cost: fc.integer({ min: 1, max: 8 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('merge' as const),
+      dt: fc.integer({ min: 0, max: 300 }),
+      window: fc.integer({ min: -2, max: 2 }),
+      slot: fc.record({ c: row, x: square, a: square, t: times }),
+    }),
+  },
+);
+
+const paramsArb = fc.record({
+  weights: fc.array(fc.integer({ min: 1, max: 5 }), { minLength: N, maxLength: N }),
+  limit: fc.integer({ min: 1, max: 120 }),
+  budget: fc.integer({ min: 0, max: 30 }),
+  self: fc.integer({ min: 0, max: N - 1 }),
+  skew: fc.integer({ min: 0, max: 400 }),
+  fence: fc.constantFrom(0, 0, 1_700, 2_000),
+});
+
+function buildParams(input: { weights: number[]; limit: number; budget: number; self: number; skew: number }): FederationParams {
+  return federationParams({
+    regions: N,
+    self: input.self,
+    weights: input.weights,
+    limit: input.limit,
+    periodMs: 1_000,
+    leakageBudget: input.budget,
+    maxClockSkewMs: input.skew,
+  });
+}
+
+describe('windows: region-local invariants under any history', () => {
+  it('own rows never shrink and a denial changes nothing, whatever gossip arrives', () => {
+    fc.assert(
+      fc.property(paramsArb, fc.array(op, { minLength: 1, maxLength: 40 }), fc.boolean(), (input, ops, sliding) => {
+        const p = buildParams(input);
+        const r = p.self;
+        let state = newWindowState(N);
+        let now = 1_000;
+        for (const step of ops) {
+          now += step.dt;
+          const before = structuredClone(state);
+          if (step.kind === 'admit') {
+            const decision = decideWindow(p, state, input.fence, now, step.cost, sliding);
+            // A window that started at or before the recovery fence admits nothing.
+            if (windowForfeited(p, input.fence, Math.floor(now / 1_000))) expect(decision.allowed).toBe(false);
+            if (!decision.allowed) {
+              expect(decision.state).toBe(state);
+              expect(state).toEqual(before);
+            }
+            state = decision.state;
+          } else {
+            const id = Math.floor(now / 1_000) + step.window;
+            state = mergeWindow(p, state, input.fence, now, [{ id, ...step.slot }]).state;
+          }
+          for (const slot of state.slots) {
+            if (slot.id < 0) continue;
+            const old = before.slots.find((s) => s.id === slot.id);
+            if (old) {
+              // Own row is a G-counter.
+              expect(slot.c[r]).toBeGreaterThanOrEqual(old.c[r]!);
+              slot.x[r]!.forEach((value, d) => expect(value).toBeGreaterThanOrEqual(old.x[r]![d]!));
+            }
+          }
+        }
+      }),
+      { numRuns: 600 },
+    );
+  });
+});
+
+describe('windows: invariants with honest peers', () => {
+  it('c[r] ≤ l_r after every admission and every rebalance, whatever peers report about themselves', () => {
+    fc.assert(
+      fc.property(paramsArb, fc.array(op, { minLength: 1, maxLength: 40 }), (input, ops) => {
+        const p = buildParams(input);
+        const r = p.self;
+        let state = newWindowState(N);
+        let now = 1_000;
+        for (const step of ops) {
+          now += step.dt;
+          if (step.kind === 'admit') {
+            state = decideWindow(p, state, 0, now, step.cost, false).state;
+          } else {
+            // Peers only speak for their own rows and their acknowledgements; r's row comes back as r sent it.
+            const id = Math.floor(now / 1_000) + step.window;
+            const own = windowCells(state, id);
+            const slot = emptyWindowSlot(N, id);
+            for (let o = 0; o < N; o++) {
+              slot.c[o] = o === r ? own.c[r]! : step.slot.c[o]!;
+              slot.x[o] = o === r ? [...own.x[r]!] : [...step.slot.x[o]!];
+              slot.a[o] = [...step.slot.a[o]!];
+              slot.t[o] = o === r ? own.t[r]! : now - step.slot.t[o]! / 2;
+            }
+            state = mergeWindow(p, state, 0, now, [slot]).state;
+          }
+          for (const slot of state.slots) {
+            if (slot.id >= 0) expect(slot.c[r]!).toBeLessThanOrEqual(windowAllowance(p, slot, r));
+          }
+        }
+      }),
+      { numRuns: 800 },
+    );
+  });
+});
+
+describe('token bucket: region-local invariants', () => {
+  it('σ_r and the share it gives from stay ≥ 0 at every later instant, tokens ≤ cap, denials change nothing', () => {
+    fc.assert(
+      fc.property(paramsArb, fc.array(op, { minLength: 1, maxLength: 40 }), (input, ops) => {
+        const p = buildParams(input);
+        const r = p.self;
+        let state: BucketState | undefined;
+        let now = 2_500;
+        for (const step of ops) {
+          now += step.dt;
+          if (step.kind === 'admit') {
+            const before = structuredClone(state);
+            const decision = decideBucket(p, state, input.fence, now, step.cost);
+            if (!decision.allowed) {
+              expect(decision.state).toBe(state);
+              expect(state).toEqual(before);
+            }
+            state = decision.state;
+          } else {
+            const id = Math.floor(now / 1_000) + step.window;
+            const held = state ? state.slots.find((s) => s.id === id) : undefined;
+            const slot = emptyEpochSlot(N, id);
+            for (let o = 0; o < N; o++) {
+              slot.c[o] = o === r ? (held?.c[r] ?? 0) : step.slot.c[o]!;
+              // Peers' transfers in share units: scale the small generated numbers up.
+              slot.x[o] = o === r ? [...(held?.x[r] ?? new Array(N).fill(0))] : step.slot.x[o]!.map((v) => v * 5_000);
+              slot.t[o] = o === r ? (held?.t[r] ?? 0) : now - step.slot.t[o]! / 2;
+            }
+            state = mergeBucket(p, state, input.fence, now, [slot]).state;
+          }
+          if (!state) continue;
+          const tokens = refill(p, state, input.fence, now);
+          expect(tokens).toBeLessThanOrEqual(bucketCapacity(p, shareAt(p, state.slots, input.fence, now)) + 1e-9);
+          let lowest = Infinity;
+          for (let later = now; later < now + 2_500; later += 37) {
+            lowest = Math.min(lowest, shareAt(p, state.slots, input.fence, later), ownShareAt(p, state.slots, input.fence, later));
+          }
+          if (lowest < 0) throw new Error(`share ${lowest} < 0`);
+        }
+      }),
+      { numRuns: 600 },
+    );
+  });
+
+  it('refill integrates the exact share path: never more than cap, and exact for a constant share', () => {
+    const p = params();
+    const bucket = newBucket(p, 0, 5_000);
+    const drained: BucketState = { ...bucket, tokens: 0 };
+    const full = bucketCapacity(p, p.units[1]!);
+    expect(refill(p, drained, 0, 5_100)).toBeCloseTo((100 * 100 * p.units[1]!) / (1_000 * SHARE_UNITS), 9);
+    expect(refill(p, drained, 0, 500_000)).toBeCloseTo(full, 9);
+  });
+
+  it('after a data loss a new bucket starts empty at the fence and holds no share for the rest of that epoch plus the skew', () => {
+    const p = params();
+    const fence = 5_300;
+    const early = newBucket(p, fence, 6_050);
+    expect(early.tokens).toBe(0);
+    expect(shareAt(p, early.slots, fence, 6_050)).toBe(0);
+    const later = newBucket(p, fence, 6_150);
+    expect(shareAt(p, later.slots, fence, 6_150)).toBe(p.units[1]);
+    expect(later.tokens).toBeCloseTo((50 * 100 * p.units[1]!) / (1_000 * SHARE_UNITS), 9);
+  });
+});
+
+describe('edges of the recovery fence and of time', () => {
+  it('a window that starts exactly at the fence is forfeited too (the region may have acted in that ms)', () => {
+    const p = params();
+    expect(windowForfeited(p, 2_000, 2)).toBe(true);
+    expect(windowForfeited(p, 2_999, 2)).toBe(true);
+    expect(windowForfeited(p, 2_999, 3)).toBe(false);
+    expect(windowForfeited(p, 0, 0)).toBe(false);
+  });
+
+  it('never gives in a window that has not started on its own clock (a wipe before it starts would forget the gift)', () => {
+    const p = params(); // self = 1
+    const now = 5_900; // window 5; a peer ahead already reports window 6
+    const hungryPeer = emptyWindowSlot(N, 6);
+    hungryPeer.c[0] = 30;
+    hungryPeer.t[0] = now - 10;
+    const ahead = mergeWindow(p, newWindowState(N), 0, now, [hungryPeer]);
+    expect(ahead.changed).toBe(true);
+    expect(windowCells(ahead.state, 6).x[1]).toEqual([0, 0, 0]);
+    // The same report for the current window does trigger a transfer.
+    const current = mergeWindow(p, newWindowState(N), 0, now, [{ ...hungryPeer, id: 5 }]);
+    expect(windowCells(current.state, 5).x[1]![0]).toBeGreaterThan(0);
+    expect(windowCells(current.state, 5).c[1]).toBeLessThanOrEqual(windowAllowance(p, windowCells(current.state, 5), 1));
+  });
+
+  it('gives nothing in a forfeited window and keeps no window outside [cur−1, cur+1]', () => {
+    const p = params();
+    const hungryPeer = emptyWindowSlot(N, 5);
+    hungryPeer.c[0] = 30;
+    hungryPeer.t[0] = 5_800;
+    const fenced = mergeWindow(p, newWindowState(N), 5_100, 5_900, [hungryPeer]);
+    expect(windowCells(fenced.state, 5).x[1]).toEqual([0, 0, 0]);
+    const stale = mergeWindow(p, newWindowState(N), 0, 5_900, [{ ...hungryPeer, id: 3 }, { ...hungryPeer, id: 7 }]);
+    expect(stale.changed).toBe(false);
+  });
+});
