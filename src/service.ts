@@ -13,6 +13,11 @@ import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
 import type { Readiness } from './http/ops.ts';
 import { createLogger, type Logger } from './log.ts';
+import { createAnnotationStore } from './dashboard/annotations.ts';
+import { createDashboardSource } from './dashboard/source.ts';
+import { federationAdminRoutes } from './federation/admin-view.ts';
+import { startFederation, type Federation } from './federation/index.ts';
+import { registry } from './metrics.ts';
 
 export type ShutdownHook = () => Promise<void> | void;
 
@@ -24,6 +29,10 @@ export interface RegionServiceOptions {
   createEngine?: (deps: { config: Config; redis: RegionRedis }) => DecisionEngine;
   /** How long shutdown waits for in-flight requests before cutting connections. */
   shutdownTimeoutMs?: number;
+  /** Run the federation (gossip, recovery) when peers are configured; default true. */
+  federation?: boolean;
+  /** Serve the live dashboard at /dashboard; default true. */
+  dashboard?: boolean;
 }
 
 export interface RegionService {
@@ -33,6 +42,8 @@ export interface RegionService {
   readonly logger: Logger;
   readonly redis: RegionRedis;
   readonly engine: ResilientEngine;
+  /** The region's federation (idle with no peers, undefined when disabled). */
+  readonly federation: Federation | undefined;
   /** Runs at shutdown after in-flight requests finished and before Redis closes, in registration order. */
   onShutdown(hook: ShutdownHook): void;
   close(): Promise<void>;
@@ -114,6 +125,23 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
+  // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
+  const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger });
+  const adminRoutes = [...(options.adminRoutes ?? [])];
+  if (federation) adminRoutes.push(federationAdminRoutes({ config, redis, status: () => federation.status() }));
+  const annotations = createAnnotationStore();
+  const dashboardSource =
+    options.dashboard === false
+      ? undefined
+      : createDashboardSource({
+          config,
+          registry,
+          annotations,
+          redis,
+          federation: { status: () => federation?.status() ?? [] },
+          breakerState: () => engine.breaker.state,
+          watch: [],
+        });
 
   const readiness: Readiness = async () => {
     const reasons: string[] = [];
@@ -130,14 +158,24 @@ export async function startRegionService(config: Config, options: RegionServiceO
     logger.warn({ event: 'config.warning' }, 'admin.protectCheck is set without admin.token: /v1/check answers 403');
   }
 
-  const deps: RegionAppDeps = { config, engine, logger, readiness, adminRoutes: options.adminRoutes ?? [] };
+  const deps: RegionAppDeps = {
+    config,
+    engine,
+    logger,
+    readiness,
+    adminRoutes,
+    ...(dashboardSource ? { dashboard: { source: dashboardSource, annotations } } : {}),
+  };
   const publicServer = await listen(createPublicApp(deps).fetch, config.port, config.host);
   const adminServer = config.admin.port === undefined ? undefined : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host);
   const url = urlOf(publicServer, config.host);
   const adminUrl = adminServer ? urlOf(adminServer, config.host) : undefined;
   logger.info({ event: 'service.listening', url, adminUrl, upstream: config.upstream.url ?? null, rules: config.rules.map((r) => r.name) }, 'quotafed region service listening');
 
+  // Gossip flushes and BullMQ closes while Redis is still up; then the dashboard's probes stop.
   const hooks: ShutdownHook[] = [];
+  if (federation) hooks.push(() => federation.close());
+  if (dashboardSource) hooks.push(() => dashboardSource.close());
   let closing: Promise<void> | undefined;
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
 
@@ -148,6 +186,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     logger,
     redis,
     engine,
+    federation,
     onShutdown(hook) {
       hooks.push(hook);
     },

@@ -16,6 +16,9 @@ import { gatewayHandler } from './gateway.ts';
 import { jsonError } from './json-error.ts';
 import { quotafed } from './middleware.ts';
 import { registerHealthRoutes, registerMetricsRoute, type Readiness } from './ops.ts';
+import type { AnnotationStore } from '../dashboard/annotations.ts';
+import { DASHBOARD_PATH, registerDashboard } from '../dashboard/routes.ts';
+import type { DashboardSource } from '../dashboard/types.ts';
 
 export interface RegionAppDeps {
   config: Config;
@@ -24,6 +27,8 @@ export interface RegionAppDeps {
   readiness: Readiness;
   adminRoutes?: readonly AdminRoutes[];
   registry?: Registry;
+  /** The live dashboard at /dashboard; chaos annotations need the admin token. */
+  dashboard?: { source: DashboardSource; annotations: AnnotationStore };
 }
 
 const methodNotAllowed = () => jsonError(405, 'Method not allowed');
@@ -66,6 +71,15 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   // Unknown admin paths end here: with a separate admin listener, the public port has no admin routes at all.
   app.all(ADMIN_PREFIX, notFound);
   app.all(`${ADMIN_PREFIX}/*`, notFound);
+
+  if (deps.dashboard) {
+    registerDashboard(app, deps.dashboard.source, {
+      annotations: deps.dashboard.annotations,
+      annotationsGuard: requireAdminToken(config.admin.token),
+      onError: (error) => logger.warn({ event: 'dashboard.stream_failed', error: error.message }, 'dashboard stream failed'),
+    });
+  }
+  reserve(app, DASHBOARD_PATH, `${DASHBOARD_PATH}/*`);
 
   const upstream = config.upstream.url;
   if (upstream !== undefined) {
