@@ -15,6 +15,7 @@ export const ENV_OVERRIDES = {
   QUOTAFED_ADMIN_PORT: 'admin.port',
   QUOTAFED_FEDERATION_SECRET: 'federation.secret',
   QUOTAFED_LOG_LEVEL: 'logLevel',
+  // Plus QUOTAFED_PEER_<NAME>_REDIS_URL per peer (see peerEnvName).
 } as const;
 
 export class ConfigError extends Error {
@@ -53,6 +54,11 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
 
 const NUMERIC_ENV = new Set(['QUOTAFED_PORT', 'QUOTAFED_ADMIN_PORT']);
 
+/** QUOTAFED_PEER_<NAME>_REDIS_URL overrides that peer's redisUrl (name upper-cased, "-" as "_"). */
+export function peerEnvName(peer: string): string {
+  return `QUOTAFED_PEER_${peer.toUpperCase().replace(/-/g, '_')}_REDIS_URL`;
+}
+
 export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const copy = structuredClone(raw);
   for (const [name, path] of Object.entries(ENV_OVERRIDES)) {
@@ -65,6 +71,13 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
       setPath(copy, path, parsed.data);
     } else {
       setPath(copy, path, value);
+    }
+  }
+  const federation = copy.federation as { peers?: unknown } | undefined;
+  if (federation && Array.isArray(federation.peers)) {
+    for (const peer of federation.peers as Array<Record<string, unknown>>) {
+      const value = typeof peer.name === 'string' ? env[peerEnvName(peer.name)] : undefined;
+      if (value !== undefined && value !== '') peer.redisUrl = value;
     }
   }
   return copy;
