@@ -1,0 +1,211 @@
+// The per-key federation view for operators: what this region holds for one rule and one caller, decoded.
+// GET /admin/federation/keys?rule=…&apiKey=…&ip=…&endpoint=…&method=…  and  GET /admin/federation/peers.
+import type { Hono } from 'hono';
+import type { Cluster, Redis } from 'ioredis';
+import { z } from 'zod';
+import type { Config, Rule } from '../config/schema.ts';
+import { matchRules } from '../engine/rules.ts';
+import type { AdminRoutes } from '../http/admin.ts';
+import type { QuotafedEnv } from '../http/env.ts';
+import { peerPendingKey, shardMarkerKey, shardOfKey } from '../keys.ts';
+import { decodeState, type SlotCells } from './gossip/cells.ts';
+import type { PeerStatus } from './peers.ts';
+import { federationParams, windowAllowance, windowForfeited, shareUnits, type WindowSlot } from './protocol.ts';
+import { topologyOf } from './topology.ts';
+
+/** Who is asking, as in a /v1/check body. */
+export interface Caller {
+  apiKey?: string | undefined;
+  ip?: string | undefined;
+  /** Request path; matched against the rule's endpoint patterns. */
+  endpoint?: string | undefined;
+  method?: string | undefined;
+}
+
+export interface WindowView {
+  /** Window (or token-bucket epoch) id = floor(ms / period). */
+  id: number;
+  startMs: number;
+  endMs: number;
+  current: boolean;
+  /** This region's recovery fence forfeits this window (it admits nothing in it). */
+  fenced: boolean;
+  /** c of this region (authoritative). */
+  own: number;
+  /** c of every region as this region sees it. */
+  consumption: Record<string, number>;
+  /** Non-zero transfers x (allowance for windows, share units for token buckets). */
+  transfers: { from: string; to: string; amount: number }[];
+  /** Escrow allowance l_r of every region (windows; null = unbounded), or share units (token bucket). */
+  allowance: Record<string, number | null>;
+  globalView: number;
+  /** What the peers acknowledged of this region's consumption: the minimum, and each peer's a[p][self]. */
+  acknowledged: number;
+  acknowledgedBy: Record<string, number>;
+}
+
+export interface KeyView {
+  rule: string;
+  algorithm: Rule['algorithm'];
+  key: string;
+  shard: number;
+  region: string;
+  exists: boolean;
+  version: number;
+  changedAtMs: number | null;
+  /** This region's shard fence (ms; 0 = no data loss). */
+  fence: number;
+  /** Per peer: the key waits for delivery at this version, or null when delivered. */
+  pending: Record<string, number | null>;
+  windows: WindowView[];
+  /** Token bucket only: tokens, last refill (ms), share units in force at the last refill. */
+  bucket?: { tokens: number | null; lastRefillMs: number | null; shareUnits: number | null } | undefined;
+}
+
+export class AdminViewError extends Error {
+  constructor(
+    readonly status: 400 | 404,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
+  const rows = (flat: number[]) => Array.from({ length: n }, (_, o) => flat.slice(o * n, o * n + n));
+  // t (demand recency) is not in the Lua state; the allowance does not depend on it.
+  return { id: slot.id, c: slot.c, x: rows(slot.x), a: rows(slot.a), t: new Array<number>(n).fill(0) };
+}
+
+export async function federationKeyView(config: Config, redis: Redis | Cluster, ruleName: string, caller: Caller): Promise<KeyView> {
+  const rule = config.rules.find((candidate) => candidate.name === ruleName);
+  if (!rule) throw new AdminViewError(404, `no rule named "${ruleName}"`);
+  const matched = matchRules(config, {
+    apiKey: caller.apiKey,
+    ip: caller.ip ?? '',
+    method: caller.method ?? 'GET',
+    path: caller.endpoint ?? '/',
+  }).find((entry) => entry.rule.name === ruleName);
+  if (!matched) throw new AdminViewError(404, `rule "${ruleName}" does not apply to this caller (check apiKey, ip, endpoint, method)`);
+
+  const topology = topologyOf(config);
+  const n = topology.regions.length;
+  const self = topology.selfIndex;
+  const key = matched.key;
+  const shard = shardOfKey(key);
+  const peers = topology.peerIndexes;
+  const [raw, fenceRaw, ...scores] = await Promise.all([
+    redis.hgetall(key),
+    redis.hget(shardMarkerKey(shard), 'fence'),
+    ...peers.map((peer) => redis.zscore(peerPendingKey(shard, peer), key)),
+  ]);
+  const state = decodeState(raw as Record<string, string>, n);
+  const fence = Number(fenceRaw ?? 0);
+  const params = federationParams({
+    regions: n,
+    self,
+    weights: topology.weights,
+    limit: rule.limit,
+    periodMs: rule.period,
+    burst: rule.burst,
+    leakageBudget: rule.leakageBudget ?? config.federation.leakageBudget,
+    maxClockSkewMs: topology.maxClockSkewMs,
+  });
+  const units = shareUnits(topology.weights);
+  const current = Math.floor(Date.now() / rule.period);
+  const isBucket = rule.algorithm === 'tokenBucket';
+
+  const windows = state.slots
+    .sort((a, b) => b.id - a.id)
+    .map((slot): WindowView => {
+      const cells = toWindowSlot(slot, n);
+      const transfers: WindowView['transfers'] = [];
+      for (let o = 0; o < n; o++) {
+        for (let d = 0; d < n; d++) {
+          const amount = cells.x[o]![d]!;
+          if (o !== d && amount > 0) transfers.push({ from: topology.regions[o]!, to: topology.regions[d]!, amount });
+        }
+      }
+      const allowance: Record<string, number | null> = {};
+      topology.regions.forEach((region, d) => {
+        if (isBucket) {
+          let net = units[d]!;
+          for (let o = 0; o < n; o++) if (o !== d) net += cells.x[o]![d]! - cells.x[d]![o]!;
+          allowance[region] = net;
+        } else {
+          const value = windowAllowance(params, cells, d);
+          allowance[region] = Number.isFinite(value) ? value : null;
+        }
+      });
+      const acknowledgedBy: Record<string, number> = {};
+      for (const peer of peers) acknowledgedBy[topology.regions[peer]!] = cells.a[peer]![self]!;
+      return {
+        id: slot.id,
+        startMs: slot.id * rule.period,
+        endMs: (slot.id + 1) * rule.period,
+        current: slot.id === current,
+        fenced: windowForfeited(params, fence, slot.id),
+        own: slot.c[self]!,
+        consumption: Object.fromEntries(topology.regions.map((region, o) => [region, slot.c[o]!])),
+        transfers,
+        allowance,
+        globalView: slot.c.reduce((sum, value) => sum + value, 0),
+        acknowledged: peers.length === 0 ? slot.c[self]! : Math.min(...Object.values(acknowledgedBy)),
+        acknowledgedBy,
+      };
+    });
+
+  const numberOrNull = (value: string | undefined) => (value === undefined ? null : Number(value));
+  return {
+    rule: rule.name,
+    algorithm: rule.algorithm,
+    key,
+    shard,
+    region: config.region,
+    exists: Object.keys(raw).length > 0,
+    version: state.version,
+    changedAtMs: state.changedAt || null,
+    fence,
+    pending: Object.fromEntries(peers.map((peer, i) => [topology.regions[peer]!, scores[i] === null || scores[i] === undefined ? null : Number(scores[i])])),
+    windows,
+    bucket: isBucket
+      ? { tokens: numberOrNull(state.regional.tokens), lastRefillMs: numberOrNull(state.regional.last_refill), shareUnits: numberOrNull(state.regional.sig) }
+      : undefined,
+  };
+}
+
+const KeyQuery = z.strictObject({
+  rule: z.string().min(1).max(64),
+  apiKey: z.string().max(65_536).optional(),
+  ip: z.string().max(64).optional(),
+  endpoint: z.string().startsWith('/').max(2_048).optional(),
+  method: z.string().regex(/^[A-Za-z]{1,16}$/).optional(),
+});
+
+export interface FederationAdminDeps {
+  config: Config;
+  /** The region's Redis (read-only use). */
+  redis: Redis | Cluster;
+  /** Per-peer status; usually `federation.status`. */
+  status: () => PeerStatus[];
+}
+
+/** Registers GET /federation/keys and GET /federation/peers on the admin app (mounted under /admin). */
+export function federationAdminRoutes(deps: FederationAdminDeps): AdminRoutes {
+  return (admin: Hono<QuotafedEnv>) => {
+    admin.get('/federation/keys', async (c) => {
+      const parsed = KeyQuery.safeParse(c.req.query());
+      if (!parsed.success) return c.json({ error: z.prettifyError(parsed.error) }, 400);
+      try {
+        return c.json(await federationKeyView(deps.config, deps.redis, parsed.data.rule, parsed.data));
+      } catch (error) {
+        if (error instanceof AdminViewError) return c.json({ error: error.message }, error.status);
+        throw error;
+      }
+    });
+    admin.get('/federation/peers', (c) => {
+      const topology = topologyOf(deps.config);
+      return c.json({ region: deps.config.region, regions: topology.regions, fingerprint: topology.fingerprint, peers: deps.status() });
+    });
+  };
+}

@@ -1,0 +1,115 @@
+// Applies one gossip job to this region's Redis: verify it (message.ts), refuse replays (replay.ts), merge every
+// entry with apply_gossip.lua (which also moves unused allowance to hungry regions), then record the job and
+// when the sender was last heard. A rejected job never reaches a counter.
+import type { Logger } from 'pino';
+import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
+import { ALGORITHM_CODES } from '../../engine/redis-engine.ts';
+import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { META_KEY, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey } from '../../keys.ts';
+import type { FederationMetrics } from '../metrics.ts';
+import type { PeerBook } from '../peers.ts';
+import { REBALANCE } from '../protocol.ts';
+import { resolveBudget, type Topology } from '../topology.ts';
+import { verify, type GossipEntry, type RejectReason } from './message.ts';
+import { alreadyApplied, recordApplied } from './replay.ts';
+
+/** Meta field the receiver sets to the time it last heard from a region (read by that region's recovery). */
+export function heardField(region: string): string {
+  return `heard:${region}`;
+}
+
+export type ApplyOutcome =
+  | { status: 'applied'; kind: 'gossip' | 'heartbeat' | 'resync'; entries: number; changed: number; skipped: number }
+  | { status: 'rejected'; reason: RejectReason; detail: string };
+
+export interface ApplierDeps {
+  config: Config;
+  topology: Topology;
+  /** This region's Redis (a federation-owned client with a generous command timeout). */
+  redis: ScriptedRedis;
+  metrics: FederationMetrics;
+  peers: PeerBook;
+  logger: Logger;
+  /** Marks every live state key pending for the requester (resync.ts). */
+  resync(requesterIndex: number): Promise<number>;
+}
+
+export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
+
+export function createApplier(deps: ApplierDeps): Applier {
+  const { config, topology, redis, metrics, peers, logger } = deps;
+  const region = config.region;
+  const rules = new Map<string, Rule>(config.rules.map((rule) => [rule.name, rule]));
+  const budgets = new Map(config.rules.map((rule) => [rule.name, resolveBudget(rule, config.federation.leakageBudget)]));
+
+  const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<[number, number] | undefined> => {
+    const rule = rules.get(ruleNameOf(entry.k));
+    if (!rule || !FEDERATED_ALGORITHMS.has(rule.algorithm)) return undefined;
+    const shard = shardOfKey(entry.k);
+    const keys = [entry.k, shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
+    const args: (string | number)[] = [
+      topology.selfIndex,
+      topology.regions.length,
+      topology.weightsCsv,
+      topology.maxClockSkewMs,
+      ALGORITHM_CODES[rule.algorithm],
+      rule.limit,
+      rule.period,
+      rule.burst ?? rule.limit,
+      budgets.get(rule.name) ?? 0,
+      REBALANCE.hungerFraction,
+      REBALANCE.reserveFraction,
+      REBALANCE.giveFraction,
+      senderIndex,
+      '',
+      entry.t,
+      entry.s.length,
+    ];
+    for (const slot of entry.s) for (const value of slot) args.push(value);
+    const reply = (await redis.applyGossip(keys.length, ...keys, ...args)) as [number | string, number | string];
+    return [Number(reply[0]), Number(reply[1])];
+  };
+
+  const reject = (reason: RejectReason, from: string | undefined, detail: string): ApplyOutcome => {
+    metrics.rejected.inc({ region, peer: from ?? 'unknown', reason });
+    peers.rejected(from);
+    logger.warn({ event: 'federation.gossip_rejected', reason, peer: from ?? 'unknown', detail }, `gossip job rejected: ${reason}`);
+    return { status: 'rejected', reason, detail };
+  };
+
+  return async (data, bytes) => {
+    const verdict = verify(data, bytes, topology, region, config.federation.secret);
+    if (!verdict.ok) return reject(verdict.reason, verdict.from, verdict.detail);
+    const { message, senderIndex } = verdict;
+    if (await alreadyApplied(redis, message.from, message.seq)) return reject('replayed', message.from, `seq ${message.seq}`);
+
+    let changed = 0;
+    let skipped = 0;
+    if (message.kind === 'gossip') {
+      // Issued together: ioredis writes them back to back on one connection (a pipeline on the wire).
+      const results = await Promise.all(message.entries.map((entry) => applyEntry(entry, senderIndex)));
+      for (const result of results) {
+        if (result === undefined) {
+          skipped++;
+          continue;
+        }
+        if (result[0] === 1) {
+          changed++;
+          metrics.syncLag.observe({ region, peer: message.from }, Math.max(0, result[1]) / 1000);
+        }
+      }
+      if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
+    } else if (message.kind === 'resync') {
+      const marked = await deps.resync(senderIndex);
+      logger.info({ event: 'federation.resync_served', peer: message.from, keys: marked }, `resync for ${message.from}: ${marked} keys marked pending`);
+    }
+
+    await recordApplied(redis, message.from, message.seq);
+    const now = Date.now();
+    await redis.hset(META_KEY, heardField(message.from), now);
+    peers.heard(message.from, now);
+    metrics.batches.inc({ region, peer: message.from, direction: 'received' });
+    metrics.bytes.inc({ region, peer: message.from, direction: 'received' }, bytes);
+    return { status: 'applied', kind: message.kind, entries: message.entries.length, changed, skipped };
+  };
+}

@@ -1,0 +1,81 @@
+// A state hash as gossip carries it: per window slot the id and the cumulative cells c, x and a, flattened in
+// the order apply_gossip.lua reads its ARGV (id, n values c[o], n·n values x[o][d], n·n values a[o][d]).
+// Token-bucket fields (tokens, last_refill, sig) and the slot fences f<k> are regional and never gossiped.
+
+/** Slots kept per key (current, previous, one early window): see docs/architecture.md. */
+export const SLOTS_PER_KEY = 3;
+
+export interface SlotCells {
+  id: number;
+  /** c[o] */
+  c: number[];
+  /** x[o·n + d] */
+  x: number[];
+  /** a[o·n + d] */
+  a: number[];
+}
+
+export interface DecodedState {
+  slots: SlotCells[];
+  /** ms time of the last change (t), 0 when absent. */
+  changedAt: number;
+  /** change version (v), 0 when absent. */
+  version: number;
+  /** Regional token-bucket and fence fields, for the admin view. */
+  regional: Record<string, string>;
+}
+
+/** Length of one flattened slot: id + c + x + a. */
+export function slotLength(n: number): number {
+  return 1 + n + 2 * n * n;
+}
+
+const CELL = /^([cxa])([0-2])\.(\d+)(?:\.(\d+))?$/;
+const SLOT_ID = /^w([0-2])$/;
+
+/** Decodes HGETALL output (flat [field, value, ...] or an object) of a window or token-bucket state key. */
+export function decodeState(raw: readonly string[] | Record<string, string>, n: number): DecodedState {
+  const pairs: [string, string][] = Array.isArray(raw)
+    ? Array.from({ length: Math.floor(raw.length / 2) }, (_, i) => [String(raw[2 * i]), String(raw[2 * i + 1])])
+    : Object.entries(raw as Record<string, string>);
+  const slots: (SlotCells | undefined)[] = new Array(SLOTS_PER_KEY).fill(undefined);
+  const cells: [string, number, number, number | undefined, number][] = [];
+  const regional: Record<string, string> = {};
+  let changedAt = 0;
+  let version = 0;
+  for (const [field, value] of pairs) {
+    const slotId = SLOT_ID.exec(field);
+    if (slotId) {
+      slots[Number(slotId[1])] = { id: Number(value), c: new Array(n).fill(0), x: new Array(n * n).fill(0), a: new Array(n * n).fill(0) };
+      continue;
+    }
+    const cell = CELL.exec(field);
+    if (cell) {
+      cells.push([cell[1]!, Number(cell[2]), Number(cell[3]), cell[4] === undefined ? undefined : Number(cell[4]), Number(value)]);
+      continue;
+    }
+    if (field === 't') changedAt = Number(value);
+    else if (field === 'v') version = Number(value);
+    else regional[field] = value;
+  }
+  for (const [kind, k, o, d, value] of cells) {
+    const slot = slots[k];
+    if (!slot || o >= n || !Number.isFinite(value)) continue;
+    if (kind === 'c') slot.c[o] = value;
+    else if (d !== undefined && d < n && d !== o) (kind === 'x' ? slot.x : slot.a)[o * n + d] = value;
+  }
+  return { slots: slots.filter((slot): slot is SlotCells => slot !== undefined), changedAt, version, regional };
+}
+
+export function flattenSlot(slot: SlotCells): number[] {
+  return [slot.id, ...slot.c, ...slot.x, ...slot.a];
+}
+
+export function unflattenSlot(flat: readonly number[], n: number): SlotCells {
+  return {
+    id: flat[0]!,
+    c: flat.slice(1, 1 + n),
+    x: flat.slice(1 + n, 1 + n + n * n),
+    a: flat.slice(1 + n + n * n, 1 + n + 2 * n * n),
+  };
+}

@@ -1,0 +1,184 @@
+// The sending half of gossip. Each round, for each peer in parallel: read up to maxBatchKeys pending keys with
+// their current state (take_pending.lua, over the 64 shards), send them as one job to the peer's `gossip`
+// queue, and only after the add resolved forget them (ack_pending.lua, version-guarded). A failed add leaves
+// everything pending: nothing is lost, and the backlog stays bounded by the number of keys because newer
+// state supersedes older unsent state.
+import type { Logger } from 'pino';
+import type { Config } from '../../config/schema.ts';
+import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { KEY_SHARDS, peerPendingKey } from '../../keys.ts';
+import type { FederationMetrics } from '../metrics.ts';
+import type { PeerBook } from '../peers.ts';
+import type { Topology } from '../topology.ts';
+import { decodeState, flattenSlot } from './cells.ts';
+import type { PeerLink } from './peer-link.ts';
+
+export type { PeerLink } from './peer-link.ts';
+import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
+
+
+export interface PublisherDeps {
+  config: Config;
+  topology: Topology;
+  redis: ScriptedRedis;
+  links: readonly PeerLink[];
+  metrics: FederationMetrics;
+  peers: PeerBook;
+  logger: Logger;
+  /** Upper bound on one add to a peer (a frozen peer must not stall the loop). */
+  addTimeoutMs: number;
+  /** Send a heartbeat when nothing was sent to a peer for this long. */
+  heartbeatMs: number;
+}
+
+export interface Publisher {
+  /** One publishing round to every peer; never throws (failures are counted per peer). */
+  round(): Promise<void>;
+  /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
+  requestResync(): void;
+  /** Keys pending per peer, sampled from the pending sets (also updates the backlog gauge). */
+  sampleBacklog(): Promise<Map<number, number[]>>;
+}
+
+type PendingReply = [string, string, string[]][];
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Splits a batch until each job's JSON fits the receiver's byte bound. */
+function fitToSize(entries: GossipEntry[], build: (chunk: GossipEntry[]) => GossipMessage): GossipMessage[] {
+  const message = build(entries);
+  if (entries.length <= 1 || JSON.stringify(message).length <= LIMITS.maxBytes * 0.9) return [message];
+  const half = Math.ceil(entries.length / 2);
+  return [...fitToSize(entries.slice(0, half), build), ...fitToSize(entries.slice(half), build)];
+}
+
+export function createPublisher(deps: PublisherDeps): Publisher {
+  const { config, topology, redis, links, metrics, peers, logger } = deps;
+  const region = config.region;
+  const n = topology.regions.length;
+  const maxKeys = Math.min(config.federation.maxBatchKeys, LIMITS.maxEntries);
+  const lastSent = new Map<string, number>();
+  const resyncWanted = new Set<string>();
+  let rotation = 0;
+  let lastSeq = 0;
+
+  // µs-clock based, so a restarted (or wiped) sender continues above every number it sent before.
+  const nextSeq = () => {
+    lastSeq = Math.max(lastSeq + 1, Date.now() * 1000);
+    return lastSeq;
+  };
+
+  const build = (link: PeerLink, kind: MessageKind, entries: GossipEntry[]): GossipMessage =>
+    sign(
+      { v: MESSAGE_VERSION, kind, from: region, to: link.name, fp: topology.fingerprint, seq: nextSeq(), sentAt: Date.now(), entries },
+      config.federation.secret,
+    );
+
+  /** Adds the jobs in order; false (and the link marked down) at the first failure. */
+  const send = async (link: PeerLink, messages: GossipMessage[]): Promise<boolean> => {
+    for (const message of messages) {
+      try {
+        await withTimeout(link.add(message), deps.addTimeoutMs, `gossip add to ${link.name}`);
+      } catch (error) {
+        peers.failed(link.name, error);
+        return false;
+      }
+      const now = Date.now();
+      lastSent.set(link.name, now);
+      peers.sent(link.name, now);
+      metrics.batches.inc({ region, peer: link.name, direction: 'sent' });
+      metrics.bytes.inc({ region, peer: link.name, direction: 'sent' }, JSON.stringify(message).length);
+    }
+    return true;
+  };
+
+  const sampleBacklog = async (): Promise<Map<number, number[]>> => {
+    const counts = new Map<number, number[]>();
+    await Promise.all(
+      links.map(async (link) => {
+        const perShard = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(peerPendingKey(shard, link.index))));
+        counts.set(link.index, perShard);
+        peers.backlog(link.name, perShard.reduce((a, b) => a + b, 0));
+      }),
+    );
+    return counts;
+  };
+
+  const publishTo = async (link: PeerLink, perShard: readonly number[], start: number): Promise<void> => {
+    if (resyncWanted.has(link.name)) {
+      if (!(await send(link, [build(link, 'resync', [])]))) return;
+      resyncWanted.delete(link.name);
+      const status = peers.get(link.name);
+      if (status) status.resyncPending = false;
+      logger.info({ event: 'federation.resync_requested', peer: link.name }, `asked ${link.name} to resend everything`);
+    }
+
+    // Spread the batch over the shards that have something, starting at a rotating shard for fairness.
+    const allotted: [number, number][] = [];
+    let budget = maxKeys;
+    for (let i = 0; i < KEY_SHARDS && budget > 0; i++) {
+      const shard = (start + i) % KEY_SHARDS;
+      const take = Math.min(perShard[shard] ?? 0, budget);
+      if (take > 0) allotted.push([shard, take]);
+      budget -= take;
+    }
+
+    const entries: GossipEntry[] = [];
+    const acks = new Map<number, string[]>();
+    const replies = await Promise.all(allotted.map(([shard, take]) => redis.takePending(1, peerPendingKey(shard, link.index), take) as Promise<PendingReply>));
+    allotted.forEach(([shard], i) => {
+      const ack: string[] = [];
+      for (const [key, version, fields] of replies[i]!) {
+        ack.push(key, version);
+        // An expired key has nothing left to say; it is only forgotten.
+        if (fields.length === 0) continue;
+        const state = decodeState(fields, n);
+        if (state.slots.length > 0) entries.push({ k: key, t: state.changedAt, s: state.slots.map(flattenSlot) });
+      }
+      acks.set(shard, ack);
+    });
+
+    if (entries.length > 0) {
+      if (!(await send(link, fitToSize(entries, (chunk) => build(link, 'gossip', chunk))))) return;
+    } else if (Date.now() - (lastSent.get(link.name) ?? 0) >= deps.heartbeatMs) {
+      await send(link, [build(link, 'heartbeat', [])]);
+    }
+    await Promise.all([...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => redis.ackPending(1, peerPendingKey(shard, link.index), ...ack)));
+  };
+
+  return {
+    sampleBacklog,
+    requestResync() {
+      for (const link of links) {
+        resyncWanted.add(link.name);
+        const status = peers.get(link.name);
+        if (status) status.resyncPending = true;
+      }
+    },
+    async round() {
+      let counts: Map<number, number[]>;
+      try {
+        counts = await sampleBacklog();
+      } catch (error) {
+        logger.debug({ event: 'federation.backlog_failed', error: (error as Error).message }, 'could not read the pending sets');
+        return;
+      }
+      const start = rotation;
+      rotation = (rotation + 1) % KEY_SHARDS;
+      await Promise.all(
+        links.map((link) =>
+          publishTo(link, counts.get(link.index) ?? [], start).catch((error: unknown) => {
+            // Local Redis trouble (not the link): the keys stay pending and the next round tries again.
+            logger.warn({ event: 'federation.publish_failed', peer: link.name, error: (error as Error).message }, 'publishing round failed');
+          }),
+        ),
+      );
+    },
+  };
+}

@@ -1,0 +1,175 @@
+// The federation of one region: recovery at start-up, the inbound gossip worker, the outbound publisher loop,
+// per-peer status and metrics. Nothing here is on the request path: decisions only read and write the
+// region's own Redis; this module moves state between regions' Redis servers in the background.
+import type { Worker } from 'bullmq';
+import { Cluster, type Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
+import type { Config } from '../config/schema.ts';
+import { waitReady, type RegionRedis } from '../engine/redis-client.ts';
+import { withScripts, type ScriptedRedis } from '../engine/scripts.ts';
+import { silentLogger, type Logger } from '../log.ts';
+import { registry as sharedRegistry } from '../metrics.ts';
+import { createApplier } from './gossip/apply.ts';
+import { createPublisherLock } from './gossip/lock.ts';
+import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
+import { createPublisher } from './gossip/publisher.ts';
+import { startGossipWorker } from './gossip/worker.ts';
+import { federationMetrics } from './metrics.ts';
+import { createPeerBook, type PeerStatus } from './peers.ts';
+import { recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
+import { markAllPending } from './resync.ts';
+import { topologyOf, type Topology } from './topology.ts';
+
+export type { PeerStatus } from './peers.ts';
+export type { RecoveryResult } from './recovery.ts';
+
+export interface FederationOptions {
+  config: Config;
+  /** The region's Redis client; the federation duplicates it with a command timeout fit for batches. */
+  redis: RegionRedis;
+  logger?: Logger;
+  /** Where the federation metrics go; the shared registry of src/metrics.ts when omitted. */
+  registry?: Registry;
+}
+
+export interface Federation {
+  readonly topology: Topology;
+  /** Outcome of the start-up recovery check (undefined while Redis was not reachable yet). */
+  readonly recovery: RecoveryResult | undefined;
+  /** Runs one publishing round now (after any round in progress); graceful shutdown and tests use it. */
+  flush(): Promise<void>;
+  /** Stops the loop, flushes once (bounded), closes the worker, the peer queues and the federation's client. */
+  close(): Promise<void>;
+  status(): PeerStatus[];
+}
+
+/** Bounds on background work, derived from the sync interval. */
+const COMMAND_TIMEOUT_MS = 5_000;
+
+function timeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
+function duplicateClient(redis: RegionRedis): RegionRedis {
+  const overrides = { commandTimeout: COMMAND_TIMEOUT_MS, enableAutoPipelining: true };
+  return redis instanceof Cluster ? redis.duplicate(undefined, { enableAutoPipelining: true, redisOptions: overrides } as never) : (redis as Redis).duplicate(overrides);
+}
+
+function idleFederation(topology: Topology): Federation {
+  return { topology, recovery: undefined, flush: async () => undefined, close: async () => undefined, status: () => [] };
+}
+
+export async function startFederation(options: FederationOptions): Promise<Federation> {
+  const { config } = options;
+  const topology = topologyOf(config);
+  if (topology.regions.length <= 1) return idleFederation(topology);
+  const logger = (options.logger ?? silentLogger()).child({ module: 'federation' });
+  const metrics = federationMetrics(options.registry ?? sharedRegistry);
+  const interval = config.federation.syncIntervalMs;
+
+  if (config.federation.secret === undefined) {
+    logger.warn({ event: 'federation.unsigned' }, 'federation.secret is not set: gossip is not authenticated (set it in production)');
+  }
+
+  const local: ScriptedRedis = withScripts(duplicateClient(options.redis));
+  local.on('error', (error: Error) => logger.debug({ event: 'federation.redis_error', error: error.message }, 'federation Redis client error'));
+  await waitReady(local, config.redis.connectTimeoutMs).catch(() => undefined);
+
+  const peerList = config.federation.peers.map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
+  const peers = createPeerBook(config.region, peerList, metrics, logger);
+  const addTimeoutMs = Math.max(1_000, 5 * interval);
+  const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, addTimeoutMs, logger));
+
+  const publisher = createPublisher({
+    config,
+    topology,
+    redis: local,
+    links,
+    metrics,
+    peers,
+    logger,
+    addTimeoutMs,
+    heartbeatMs: Math.max(interval, 1_000),
+  });
+  const lock = createPublisherLock(local, Math.max(5 * interval, 2_000));
+  const apply = createApplier({
+    config,
+    topology,
+    redis: local,
+    metrics,
+    peers,
+    logger,
+    resync: (requester) => markAllPending(local, config, requester),
+  });
+
+  let recovery: RecoveryResult | undefined;
+  let worker: Worker | undefined;
+  const recoveryDeps = { config, topology, redis: local, logger };
+
+  const recover = async () => {
+    recovery = await recoverOnStart(recoveryDeps);
+    if (recovery.fenced) publisher.requestResync();
+    // Only now: applying gossip before the fence is decided would create markers that fence a fresh region.
+    worker = startGossipWorker(config.redis.url, apply, logger);
+  };
+
+  const round = async () => {
+    try {
+      if (recovery === undefined) await recover();
+      else if (!(await stateIntact(local))) {
+        await recoverWhileRunning(recoveryDeps);
+        publisher.requestResync();
+      }
+      if (await lock.hold()) await publisher.round();
+      else await publisher.sampleBacklog();
+    } catch (error) {
+      logger.warn({ event: 'federation.round_failed', error: (error as Error).message }, 'federation round failed; retrying next interval');
+    }
+  };
+
+  // Rounds never overlap: the timer chain and flush() both go through this one promise chain.
+  let chain: Promise<void> = Promise.resolve();
+  const exclusive = (): Promise<void> => {
+    const next = chain.then(round);
+    chain = next.catch(() => undefined);
+    return next;
+  };
+
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const tick = () => {
+    void exclusive().finally(() => {
+      if (!stopped) timer = setTimeout(tick, interval);
+    });
+  };
+
+  await exclusive();
+  if (recovery === undefined) logger.warn({ event: 'federation.recovery_deferred' }, 'Redis not reachable: recovery check deferred to the next rounds');
+  timer = setTimeout(tick, interval);
+
+  return {
+    topology,
+    get recovery() {
+      return recovery;
+    },
+    flush: exclusive,
+    async close() {
+      if (stopped) return;
+      stopped = true;
+      clearTimeout(timer);
+      await timeout(exclusive(), Math.max(2_000, 2 * addTimeoutMs));
+      await timeout(lock.release().catch(() => undefined), 1_000);
+      if (worker) {
+        // close() waits for the active job; with this region's Redis gone it may never finish, so force, bounded.
+        const closing = worker.close().then(() => true, () => true);
+        if ((await timeout(closing, 2_000)) === undefined) await timeout(worker.close(true).catch(() => undefined), 2_000);
+      }
+      await Promise.all(links.map((link) => timeout(link.close(), 2_000)));
+      if ((await timeout(local.quit().then(() => true, () => false), 1_000)) !== true) local.disconnect();
+    },
+    status: () => peers.list(),
+  };
+}

@@ -1,0 +1,40 @@
+// Serving a resync: a peer that lost its data asks for everything again. Every live federated state key here is
+// marked pending for that peer (at its current version), and the publisher delivers them in its normal
+// batches, so the wiped region rebuilds its views, its own row as the peers saw it included.
+import { Cluster, type Redis } from 'ioredis';
+import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
+import { KEY_PREFIX, STATE_KEY_PATTERN, peerPendingKey, ruleNameOf, shardOfKey } from '../keys.ts';
+
+/** Keys examined per SCAN step; the scan is bounded in steps as well (a safety net, not a limit in practice). */
+const SCAN_COUNT = 500;
+const MAX_STEPS = 100_000;
+
+async function scanNode(node: Redis, visit: (keys: string[]) => Promise<void>): Promise<void> {
+  let cursor = '0';
+  for (let step = 0; step < MAX_STEPS; step++) {
+    const [next, keys] = await node.scan(cursor, 'MATCH', `${KEY_PREFIX}:{s*}:*`, 'COUNT', SCAN_COUNT);
+    if (keys.length > 0) await visit(keys);
+    cursor = next;
+    if (cursor === '0') return;
+  }
+}
+
+/** Marks every live federated state key pending for `peerIndex`; returns how many were marked. */
+export async function markAllPending(redis: Redis | Cluster, config: Pick<Config, 'rules'>, peerIndex: number): Promise<number> {
+  const federated = new Set(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => rule.name));
+  let marked = 0;
+  const visit = async (keys: string[]) => {
+    const states = keys.filter((key) => STATE_KEY_PATTERN.test(key) && federated.has(ruleNameOf(key)));
+    const versions = await Promise.all(states.map((key) => redis.hget(key, 'v')));
+    await Promise.all(
+      states.map((key, i) => {
+        // GT: never lower a score the decision path just raised (the ack compares against it).
+        return redis.zadd(peerPendingKey(shardOfKey(key), peerIndex), 'GT', Number(versions[i] ?? 0), key);
+      }),
+    );
+    marked += states.length;
+  };
+  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  for (const node of nodes) await scanNode(node, visit);
+  return marked;
+}

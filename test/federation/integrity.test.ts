@@ -1,0 +1,148 @@
+// Gossip integrity (issue 7 item 2): forged, unsigned, truncated, unknown-sender, misdirected, foreign-topology,
+// replayed, out-of-range and oversized jobs land in region b's real gossip queue; every one is rejected,
+// counted by reason, and no counter changes.
+import { Queue, type Job } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { slotLength } from '../../src/federation/gossip/cells.ts';
+import { MESSAGE_VERSION, sign, type GossipMessage } from '../../src/federation/gossip/message.ts';
+import { replayKey } from '../../src/federation/gossip/replay.ts';
+import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
+import { startTestFederation, eventually, type TestFederation, type TestRegion } from '../../src/federation/testing/regions.ts';
+import { GOSSIP_QUEUE_PREFIX, ruleKey } from '../../src/keys.ts';
+
+const SECRET = 'integrity-secret-0123456789abcdef';
+let fed: TestFederation;
+let b: TestRegion;
+let inbound: Queue;
+
+beforeAll(async () => {
+  fed = await startTestFederation({
+    names: ['a', 'b'],
+    secret: SECRET,
+    syncIntervalMs: 50,
+    rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '60s' }],
+  });
+  b = fed.region('b');
+  inbound = new Queue(GOSSIP_QUEUE, { connection: { host: '127.0.0.1', port: b.server.port }, prefix: GOSSIP_QUEUE_PREFIX });
+});
+afterAll(async () => {
+  await inbound?.close();
+  await fed?.close();
+});
+
+const n = 2;
+const key = ruleKey('fw', { principal: 'victim', dimensions: ['victim'] });
+let nextSeq = 5e15;
+
+/** A well-formed gossip job from a claiming a's consumption of `count` in the current window. */
+function message(count: number, overrides: Partial<GossipMessage> = {}): GossipMessage {
+  const id = Math.floor(Date.now() / 60_000);
+  const slot = new Array<number>(slotLength(n)).fill(0);
+  slot[0] = id;
+  slot[1] = count; // c[a]
+  return {
+    v: MESSAGE_VERSION,
+    kind: 'gossip',
+    from: 'a',
+    to: 'b',
+    fp: b.federation!.topology.fingerprint,
+    seq: nextSeq++,
+    sentAt: Date.now(),
+    entries: [{ k: key, t: Date.now(), s: [slot] }],
+    ...overrides,
+  };
+}
+
+async function settle(job: Job): Promise<string> {
+  return eventually(async () => {
+    const state = await job.getState();
+    return state === 'completed' || state === 'failed' ? state : undefined;
+  }, 10_000, `job ${job.id} to finish`);
+}
+
+async function rejectedCount(reason: string): Promise<number> {
+  const metric = await b.registry.getSingleMetric('quotafed_federation_rejected_jobs_total')!.get();
+  return metric.values.filter((value) => value.labels.reason === reason).reduce((sum, value) => sum + value.value, 0);
+}
+
+async function expectRejected(data: unknown, reason: string): Promise<void> {
+  const before = await b.redis.hgetall(key);
+  const counted = await rejectedCount(reason);
+  const job = await inbound.add('gossip', data as object);
+  expect(await settle(job)).toBe('failed');
+  expect((await inbound.getJob(job.id!))?.failedReason).toBe(`rejected: ${reason}`);
+  expect(await rejectedCount(reason)).toBe(counted + 1);
+  expect(await b.redis.hgetall(key)).toEqual(before);
+}
+
+describe('gossip integrity', () => {
+  it('applies a well-formed signed job (the baseline the hostile variants are measured against)', async () => {
+    const job = await inbound.add('gossip', sign(message(5), SECRET));
+    expect(await settle(job)).toBe('completed');
+    expect(await b.redis.hget(key, `c${Math.floor(Date.now() / 60_000) % 3}.0`)).toBe('5');
+  });
+
+  it('rejects a forged MAC and an unsigned job', async () => {
+    await expectRejected(sign(message(50), 'another-secret-0123456789'), 'bad_mac');
+    const { mac: _mac, ...unsigned } = sign(message(50), SECRET);
+    await expectRejected(unsigned, 'bad_mac');
+    // A MAC over other contents: the count changed after signing.
+    const signed = sign(message(50), SECRET);
+    signed.entries[0]!.s[0]![1] = 500;
+    await expectRejected(signed, 'bad_mac');
+  });
+
+  it('rejects truncated and malformed jobs', async () => {
+    const { entries: _entries, ...noEntries } = sign(message(50), SECRET);
+    await expectRejected(noEntries, 'invalid');
+    await expectRejected({ ...sign(message(50), SECRET), extra: 1 }, 'invalid');
+    await expectRejected('not an object', 'invalid');
+    const short = message(50);
+    short.entries[0]!.s[0] = short.entries[0]!.s[0]!.slice(0, 3);
+    await expectRejected(sign(short, SECRET), 'out_of_range');
+    await expectRejected(sign(message(50, { entries: [{ k: 'qf:meta', t: 1, s: [] }] }), SECRET), 'invalid');
+  });
+
+  it('rejects jobs from unknown regions, for other regions or from another topology', async () => {
+    await expectRejected(sign(message(50, { from: 'mallory' }), SECRET), 'unknown_region');
+    await expectRejected(sign(message(50, { from: 'b' }), SECRET), 'unknown_region');
+    await expectRejected(sign(message(50, { to: 'c' }), SECRET), 'wrong_destination');
+    await expectRejected(sign(message(50, { fp: 'AAAAAAAAAAAAAAAA' }), SECRET), 'fingerprint');
+  });
+
+  it('rejects negative, NaN, fractional and absurd values', async () => {
+    for (const value of [-1, 1.5, 1e300, 1e13]) {
+      const bad = message(50);
+      bad.entries[0]!.s[0]![2] = value;
+      await expectRejected(sign(bad, SECRET), 'out_of_range');
+    }
+    // NaN cannot travel in JSON: it arrives as null, which the schema refuses.
+    const nan = message(50);
+    nan.entries[0]!.s[0]![1] = Number.NaN;
+    await expectRejected(sign(nan, SECRET), 'invalid');
+    await expectRejected(sign(message(50, { seq: -3 }), SECRET), 'out_of_range');
+    await expectRejected(sign(message(50, { sentAt: 1e300 }), SECRET), 'out_of_range');
+  });
+
+  it('rejects a replayed job', async () => {
+    const job = sign(message(7), SECRET);
+    const first = await inbound.add('gossip', job);
+    expect(await settle(first)).toBe('completed');
+    expect(await b.redis.zscore(replayKey('a'), String(job.seq))).not.toBeNull();
+    await expectRejected(job, 'replayed');
+  });
+
+  it('rejects oversized jobs (too many entries, too many bytes)', async () => {
+    const one = message(50).entries[0]!;
+    await expectRejected(sign(message(50, { entries: Array.from({ length: 5_001 }, () => one) }), SECRET), 'oversized');
+    await expectRejected({ ...sign(message(50), SECRET), padding: 'x'.repeat(5 * 1024 * 1024) }, 'oversized');
+  });
+
+  it('records no replay entry and no "heard" mark for a sender it rejected', async () => {
+    expect(await b.redis.zcard(replayKey('mallory'))).toBe(0);
+    expect(await b.redis.hget('qf:meta', 'heard:mallory')).toBeNull();
+    // Only the two accepted crafted jobs (and a's own gossip) were ever recorded for a.
+    const crafted = await b.redis.zrangebyscore(replayKey('a'), 5e15, 6e15);
+    expect(crafted).toHaveLength(2);
+  });
+});
