@@ -1,7 +1,9 @@
 // Local over-limit cache (the idea of envoy's and Upstash's local caches): once Redis has said a caller is
 // exhausted until time T, this instance answers that caller's requests with 429 until T without a Redis hop.
 // It only ever denies what Redis just denied, so it cannot add leakage or break exactness inside a region;
-// at worst a refund or an incoming share transfer could have admitted a retry slightly earlier.
+// at worst a refund or an incoming share transfer could have admitted a retry slightly earlier. In a
+// federation, allowance moved here by peers arrives within about one sync interval, so federated denials are
+// held at most that long.
 import type { MatchedRule } from './rules.ts';
 import type { RuleOutcome } from './types.ts';
 
@@ -14,7 +16,8 @@ interface Entry {
 export interface OverLimitCache {
   /** A cached denial for any enforcing rule of this request, or undefined. */
   lookup(matched: readonly MatchedRule[], cost: number): RuleOutcome | undefined;
-  remember(key: string, outcome: RuleOutcome, cost: number): void;
+  /** Cache a denial until its retry time, or for at most `maxMs`. */
+  remember(key: string, outcome: RuleOutcome, cost: number, maxMs?: number): void;
   clear(): void;
   readonly size: number;
 }
@@ -42,11 +45,12 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
       }
       return undefined;
     },
-    remember(key, outcome, cost) {
-      if (outcome.retryAfterMs < MIN_CACHE_MS) return;
+    remember(key, outcome, cost, maxMs = Infinity) {
+      const holdMs = Math.min(outcome.retryAfterMs, maxMs);
+      if (holdMs < MIN_CACHE_MS) return;
       entries.delete(key);
       if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
-      entries.set(key, { untilMs: now() + outcome.retryAfterMs, cost, outcome });
+      entries.set(key, { untilMs: now() + holdMs, cost, outcome });
     },
     clear() {
       entries.clear();

@@ -2,7 +2,7 @@
 // a refund when a request spans identities and one of them denies, and a local over-limit cache that
 // answers callers known to be exhausted without a Redis hop.
 import { randomUUID } from 'node:crypto';
-import type { Algorithm, Config } from '../config/schema.ts';
+import { FEDERATED_ALGORITHMS, type Algorithm, type Config } from '../config/schema.ts';
 import { topologyOf, resolveBudget, type Topology } from '../federation/topology.ts';
 import { peerPendingKey, shardMarkerKey, shardOf } from '../keys.ts';
 import { StoreUnavailableError } from './errors.ts';
@@ -169,7 +169,9 @@ export function createRedisEngine(options: RedisEngineOptions): DecisionEngine &
           };
           outcomes.push(outcome);
           if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
-          if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') cache?.remember(key, outcome, cost);
+          if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
+            cache?.remember(key, outcome, cost, federated && FEDERATED_ALGORITHMS.has(rule.algorithm) ? config.federation.syncIntervalMs : Infinity);
+          }
         });
       }
       return { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
