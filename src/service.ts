@@ -18,6 +18,7 @@ import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './federation/admin-view.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { registry } from './metrics.ts';
+import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
 export type ShutdownHook = () => Promise<void> | void;
 
@@ -33,6 +34,10 @@ export interface RegionServiceOptions {
   federation?: boolean;
   /** Serve the live dashboard at /dashboard; default true. */
   dashboard?: boolean;
+  /** The config file the service was started from: enables policy reload (admin route, SIGHUP). */
+  configPath?: string;
+  /** Also reload when the config file changes. */
+  watchConfig?: boolean;
 }
 
 export interface RegionService {
@@ -44,6 +49,8 @@ export interface RegionService {
   readonly engine: ResilientEngine;
   /** The region's federation (idle with no peers, undefined when disabled). */
   readonly federation: Federation | undefined;
+  /** Re-read the config file and swap the rules (rejects invalid files and restart-only changes). */
+  reloadPolicy(): Promise<ReloadResult>;
   /** Runs at shutdown after in-flight requests finished and before Redis closes, in registration order. */
   onShutdown(hook: ShutdownHook): void;
   close(): Promise<void>;
@@ -129,6 +136,18 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger });
   const adminRoutes = [...(options.adminRoutes ?? [])];
   if (federation) adminRoutes.push(federationAdminRoutes({ config, redis, status: () => federation.status() }));
+  const reloader = options.configPath
+    ? createPolicyReloader({
+        configPath: options.configPath,
+        engine,
+        buildInner: (next) => (options.createEngine ? options.createEngine({ config: next, redis }) : createRedisEngine({ config: next, redis })),
+        logger,
+      })
+    : undefined;
+  if (reloader) {
+    adminRoutes.push(reloader.adminRoutes);
+    if (options.watchConfig) reloader.watchFile();
+  }
   const annotations = createAnnotationStore();
   const dashboardSource =
     options.dashboard === false
@@ -174,6 +193,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
 
   // Gossip flushes and BullMQ closes while Redis is still up; then the dashboard's probes stop.
   const hooks: ShutdownHook[] = [];
+  if (reloader) hooks.push(() => reloader.close());
   if (federation) hooks.push(() => federation.close());
   if (dashboardSource) hooks.push(() => dashboardSource.close());
   let closing: Promise<void> | undefined;
@@ -187,6 +207,8 @@ export async function startRegionService(config: Config, options: RegionServiceO
     redis,
     engine,
     federation,
+    reloadPolicy: () =>
+      reloader ? reloader.reload() : Promise.resolve({ ok: false as const, error: 'started without a config file', fields: [] }),
     onShutdown(hook) {
       hooks.push(hook);
     },

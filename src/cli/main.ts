@@ -11,6 +11,8 @@ Commands:
 
 Options:
   -c, --config <file>   region config (YAML); default: $QUOTAFED_CONFIG
+      --watch-config    serve: reload the policy when the config file changes
+                        (SIGHUP and POST /admin/policy/reload always reload it)
   -h, --help            show this help
 
 Environment overrides:
@@ -31,7 +33,7 @@ export async function main(argv: string[]): Promise<number> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+      options: { config: { type: 'string', short: 'c' }, 'watch-config': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
     });
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
@@ -50,7 +52,7 @@ export async function main(argv: string[]): Promise<number> {
     switch (command) {
       case 'serve': {
         const { serveCommand } = await import('./serve.ts');
-        return await serveCommand(parsed.values.config);
+        return await serveCommand(parsed.values.config, { watchConfig: parsed.values['watch-config'] ?? false });
       }
       case 'check-config': {
         const { checkConfigCommand } = await import('./serve.ts');

@@ -9,9 +9,16 @@ export async function checkConfigCommand(configPath: string | undefined): Promis
 }
 
 /** Starts the region and resolves when it has stopped after SIGTERM/SIGINT. */
-export async function serveCommand(configPath: string | undefined): Promise<number> {
+export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean } = {}): Promise<number> {
   const config: Config = loadConfigFile(configPath);
-  const service = await startRegionService(config);
+  const path = configPath ?? process.env.QUOTAFED_CONFIG;
+  const service = await startRegionService(config, { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false });
+  // SIGHUP reloads the policy, as operators expect of a daemon.
+  process.on('SIGHUP', () => {
+    void service.reloadPolicy().then((result) => {
+      if (!result.ok) service.logger.warn({ event: 'policy.sighup_rejected', error: result.error }, 'SIGHUP reload rejected');
+    });
+  });
   return new Promise((resolve) => {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {

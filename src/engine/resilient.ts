@@ -29,6 +29,13 @@ export interface ObservedDecision extends Decision {
 export interface ResilientEngine extends DecisionEngine {
   decide(request: RequestContext): Promise<ObservedDecision>;
   readonly breaker: Breaker;
+  /** The rules in force (they change on a policy reload). */
+  readonly config: Config;
+  /**
+   * Policy reload: decide with new rules and a new inner engine from the next request on. The breaker and the
+   * local fallback stay (an outage in progress stays an outage); in-flight decisions finish on the old engine.
+   */
+  swap(next: { config: Config; inner: DecisionEngine }): Promise<void>;
 }
 
 export interface ResilientEngineOptions {
@@ -78,7 +85,8 @@ export function endpointOf(matched: readonly MatchedRule[]): string {
 }
 
 export function createResilientEngine(options: ResilientEngineOptions): ResilientEngine {
-  const { config, inner, logger } = options;
+  let { config, inner } = options;
+  const { logger } = options;
   const now = options.now ?? Date.now;
   const deadlineMs = options.decisionDeadlineMs ?? 2 * config.redis.commandTimeoutMs + 25;
   const log = logger.child({ module: 'resilient-engine' });
@@ -140,6 +148,15 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
 
   return {
     breaker,
+    get config() {
+      return config;
+    },
+    async swap(next) {
+      const previous = inner;
+      config = next.config;
+      inner = next.inner;
+      await previous.close();
+    },
     async decide(request) {
       const started = performance.now();
       const matched = matchRules(config, request);
