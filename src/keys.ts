@@ -3,7 +3,9 @@
 // Rule state:    qf:{s<shard>}:<rule>:<identity-hash>
 // Shard marker:  qf:{s<shard>}:m             (recovery fence; its absence means the data was lost)
 // Peer backlog:  qf:{s<shard>}:p:<peer>      (ZSET of keys not yet delivered to that peer, by change version)
-// Region meta:   qf:meta                     (region name, start-up marker, peers heard from)
+// Region meta:   qf:meta                     (region, fingerprint, started, fence, heard:<region>)
+// Publisher:     qf:meta:publisher           (lock: one gossip publisher per region)
+// Replay record: qf:seen:<region>            (ZSET of gossip sequence numbers applied from that region)
 // Gossip queue:  BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
 // Everything of one shard shares one cluster slot, so a decision and its bookkeeping are one atomic script.
 //
@@ -70,3 +72,11 @@ export function ruleNameOf(stateKey: string): string {
 }
 
 export const STATE_KEY_PATTERN = /^qf:\{s\d{1,3}\}:[A-Za-z0-9_.-]{1,64}:[A-Za-z0-9_-]{16}$/;
+
+/** One gossip publisher per region at a time. */
+export const PUBLISHER_LOCK_KEY = `${META_KEY}:publisher`;
+
+/** Sequence numbers of gossip jobs applied from one region (replay protection). */
+export function replayKey(from: string): string {
+  return `${KEY_PREFIX}:seen:${from}`;
+}

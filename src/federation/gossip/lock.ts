@@ -3,10 +3,9 @@
 // version-guarded), so a lock lost to a pause costs duplicates, never data.
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { META_KEY } from '../../keys.ts';
+import { PUBLISHER_LOCK_KEY } from '../../keys.ts';
 
-/** TODO(lead): move to keys.ts with the other key names. */
-export const PUBLISHER_LOCK_KEY = `${META_KEY}:publisher`;
+export { PUBLISHER_LOCK_KEY };
 
 // Compare-and-act, so an instance never extends or deletes a lock another instance took after it expired.
 const RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";

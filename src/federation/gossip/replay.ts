@@ -7,15 +7,12 @@
 // Replays of genuine jobs could not change a counter anyway (merging is a max), but the record lets a replay
 // be seen, counted and logged rather than silently absorbed.
 import type { Redis, Cluster } from 'ioredis';
-import { KEY_PREFIX } from '../../keys.ts';
+import { replayKey } from '../../keys.ts';
 
 /** Jobs remembered per sender: with one job per sync interval per peer, 20k covers ≥ 30 min at 100 ms. */
 export const RETAINED = 20_000;
 
-/** ZSET of the sequence numbers applied from one region (member and score = seq). TODO(lead): move to keys.ts. */
-export function replayKey(from: string): string {
-  return `${KEY_PREFIX}:seen:${from}`;
-}
+export { replayKey };
 
 export async function alreadyApplied(redis: Redis | Cluster, from: string, seq: number): Promise<boolean> {
   const key = replayKey(from);
