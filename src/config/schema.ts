@@ -84,6 +84,11 @@ export type RedisTls = z.infer<typeof RedisTls>;
 export const Peer = z.strictObject({
   name: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
   redisUrl: z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' }),
+  /**
+   * The peer's Redis is a Redis Cluster: its seed nodes. Gossip links and recovery questions then use a cluster
+   * connection; `redisUrl` stays the address shown in status (any one node of the cluster).
+   */
+  clusterNodes: z.array(z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' })).min(1).optional(),
   /** Share weight of this peer; every region's config must list the same weights. */
   weight: z.number().positive().default(1),
   /** TLS for a rediss:// peer URL; defaults to the region's `redis.tls`. */

@@ -5,8 +5,13 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 import type { Config, RedisTls } from '../config/schema.ts';
+import { SCRIPTS } from './scripts.ts';
 
 export type RegionRedis = Redis | Cluster;
+
+/** Attempts of one command on a cluster (MOVED/ASK during a reshard, connection closed or CLUSTERDOWN in a failover). */
+const CLUSTER_MAX_REDIRECTIONS = 6;
+const CLUSTER_RETRY_DELAY_MS = 100;
 
 function urlNode(url: string): ClusterNode {
   const parsed = new URL(url);
@@ -51,10 +56,23 @@ export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Part
     ...overrides,
   };
   if (redis.clusterNodes) {
+    // A cluster has only database 0; host and port come from the seeds and the slot map.
+    const { host: _host, port: _port, db: _db, ...shared } = connectionOptionsFromUrl(redis.clusterNodes[0]!, redis.tls);
     return new Cluster(redis.clusterNodes.map(urlNode), {
       enableOfflineQueue: false,
       enableAutoPipelining: redis.autoPipelining,
-      redisOptions: { ...common, ...connectionOptionsFromUrl(redis.clusterNodes[0]!, redis.tls), host: undefined, port: undefined } as never,
+      // ioredis buckets an auto-pipeline by the slot of a script's first argument, which for our scripts is the
+      // key count, not a key: decisions for keys on different primaries would share a pipeline and be refused
+      // ("same slots allocation group"). Script calls are sent one by one, each routed by its own keys.
+      autoPipeliningIgnoredCommands: Object.keys(SCRIPTS),
+      // Fail fast while a primary is down: a few retries (each one refreshes the slot map, so the promoted
+      // replica is found as soon as the cluster has elected it), then the error reaches the fail mode.
+      maxRedirections: CLUSTER_MAX_REDIRECTIONS,
+      retryDelayOnFailover: CLUSTER_RETRY_DELAY_MS,
+      retryDelayOnClusterDown: CLUSTER_RETRY_DELAY_MS,
+      retryDelayOnTryAgain: CLUSTER_RETRY_DELAY_MS,
+      slotsRefreshTimeout: redis.connectTimeoutMs,
+      redisOptions: { ...common, ...shared },
     });
   }
   return new Redis({ ...connectionOptionsFromUrl(redis.url, redis.tls), ...common });

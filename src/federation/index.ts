@@ -1,19 +1,18 @@
 // The federation of one region: recovery at start-up, the inbound gossip worker, the outbound publisher loop,
 // per-peer status and metrics. Nothing here is on the request path: decisions only read and write the
 // region's own Redis; this module moves state between regions' Redis servers in the background.
-import type { Worker } from 'bullmq';
 import { Cluster, type Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
 import { waitReady, type RegionRedis } from '../engine/redis-client.ts';
-import { withScripts, type ScriptedRedis } from '../engine/scripts.ts';
+import { SCRIPTS, withScripts, type ScriptedRedis } from '../engine/scripts.ts';
 import { silentLogger, type Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
 import { createApplier } from './gossip/apply.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { createPublisher } from './gossip/publisher.ts';
-import { startGossipWorker } from './gossip/worker.ts';
+import { startGossipWorker, type GossipWorker } from './gossip/worker.ts';
 import { federationMetrics } from './metrics.ts';
 import { createPeerBook, type PeerStatus } from './peers.ts';
 import { recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
@@ -55,7 +54,14 @@ function timeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
 
 function duplicateClient(redis: RegionRedis): RegionRedis {
   const overrides = { commandTimeout: COMMAND_TIMEOUT_MS, enableAutoPipelining: true };
-  return redis instanceof Cluster ? redis.duplicate(undefined, { enableAutoPipelining: true, redisOptions: overrides } as never) : (redis as Redis).duplicate(overrides);
+  if (!(redis instanceof Cluster)) return (redis as Redis).duplicate(overrides);
+  // On a cluster, script calls stay out of auto-pipelines: ioredis would bucket them by their key count, not
+  // their keys, and refuse pipelines spanning primaries (see createRegionRedis).
+  return redis.duplicate(undefined, {
+    enableAutoPipelining: true,
+    autoPipeliningIgnoredCommands: Object.keys(SCRIPTS),
+    redisOptions: { commandTimeout: COMMAND_TIMEOUT_MS },
+  });
 }
 
 function idleFederation(topology: Topology): Federation {
@@ -106,14 +112,14 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   });
 
   let recovery: RecoveryResult | undefined;
-  let worker: Worker | undefined;
+  let worker: GossipWorker | undefined;
   const recoveryDeps = { config, topology, redis: local, logger };
 
   const recover = async () => {
     recovery = await recoverOnStart(recoveryDeps);
     if (recovery.fenced) publisher.requestResync();
     // Only now: applying gossip before the fence is decided would create markers that fence a fresh region.
-    worker = startGossipWorker(config.redis.url, apply, logger);
+    worker = startGossipWorker(config.redis, apply, logger);
   };
 
   const round = async () => {

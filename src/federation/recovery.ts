@@ -8,11 +8,12 @@
 // While running, the same loss is detected by the start-up marker disappearing (FLUSHALL, a restart without
 // persistence under a running service); decide.lua and apply_gossip.lua fence a shard the moment they find its
 // marker missing, and this module then fences the rest and asks for the resync.
-import { Redis, type Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.ts';
 import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
+import { probeConnection, type GossipTarget } from './gossip/connections.ts';
 import type { Topology } from './topology.ts';
 
 /** Meta field written once the region's state is known good (its presence means "no loss since"). */
@@ -33,24 +34,25 @@ async function redisNow(redis: Redis | Cluster): Promise<number> {
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }
 
-/** Has the peer's Redis heard of `region`? Any doubt (timeout, refused, error) answers 'unreachable'. */
-export async function askPeer(redisUrl: string, region: string, timeoutMs: number): Promise<PeerAnswer> {
-  const peer = new Redis(redisUrl, {
-    lazyConnect: true,
-    connectTimeout: timeoutMs,
-    commandTimeout: timeoutMs,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
-  peer.on('error', () => undefined);
+/**
+ * Has the peer's Redis heard of `region`? Any doubt (timeout, refused, error) answers 'unreachable'. A cluster
+ * peer is asked through a cluster connection: qf:meta lives in one slot, and a single node would answer MOVED.
+ */
+export async function askPeer(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerAnswer> {
+  const connection = probeConnection(typeof peer === 'string' ? { redisUrl: peer } : peer, timeoutMs);
+  connection.on('error', () => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  // A cluster's connect walks the seeds one by one: bound the whole question, not each step.
+  const deadline = new Promise<PeerAnswer>((resolve) => (timer = setTimeout(() => resolve('unreachable'), 2 * timeoutMs)));
+  const question = (async (): Promise<PeerAnswer> => {
+    await connection.connect();
+    return (await connection.hget(META_KEY, heardField(region))) === null ? 'never' : 'heard';
+  })().catch((): PeerAnswer => 'unreachable');
   try {
-    await peer.connect();
-    return (await peer.hget(META_KEY, heardField(region))) === null ? 'never' : 'heard';
-  } catch {
-    return 'unreachable';
+    return await Promise.race([question, deadline]);
   } finally {
-    peer.disconnect();
+    clearTimeout(timer);
+    connection.disconnect();
   }
 }
 
@@ -94,7 +96,7 @@ export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult
   if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
   const timeoutMs = deps.timeoutMs ?? 2_000;
   const entries = await Promise.all(
-    config.federation.peers.map(async (peer) => [peer.name, await askPeer(peer.redisUrl, config.region, timeoutMs)] as const),
+    config.federation.peers.map(async (peer) => [peer.name, await askPeer(peer, config.region, timeoutMs)] as const),
   );
   const answers = Object.fromEntries(entries) as Record<string, PeerAnswer>;
   const lost = entries.some(([, answer]) => answer !== 'never');

@@ -34,7 +34,10 @@ export async function markAllPending(redis: Redis | Cluster, config: Pick<Config
     );
     marked += states.length;
   };
+  // Keys live on every primary of a cluster: scan each one (a replica holds copies, scanning it would only repeat).
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  // Before the cluster client knows its topology there are no nodes, and an empty scan would claim success.
+  if (nodes.length === 0) throw new Error('the Redis Cluster topology is not known yet; resync retried with the job');
   for (const node of nodes) await scanNode(node, visit);
   return marked;
 }

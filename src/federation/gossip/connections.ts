@@ -1,7 +1,19 @@
 // Connections for gossip, from the redis:// or rediss:// URLs in the config (AUTH user/password and TLS come
-// from the URL, like the region's own client).
+// from the URL, like the region's own client). A region or a peer whose Redis is a Redis Cluster is reached
+// through an ioredis Cluster built from its seed URLs; BullMQ takes that instance as its connection.
 import type { RedisOptions as BullRedisOptions } from 'bullmq';
-import type { RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { RedisTls } from '../../config/schema.ts';
+import { connectionOptionsFromUrl } from '../../engine/redis-client.ts';
+
+/** Where a gossip connection goes: one Redis, or a cluster given by seed URLs (which then win over `redisUrl`). */
+export interface GossipTarget {
+  redisUrl: string;
+  clusterNodes?: readonly string[] | undefined;
+  tls?: RedisTls | undefined;
+}
+
+export type GossipConnection = Redis | Cluster;
 
 export function redisOptionsOf(url: string): RedisOptions {
   const parsed = new URL(url);
@@ -16,6 +28,30 @@ export function redisOptionsOf(url: string): RedisOptions {
   };
 }
 
+const reconnect = (times: number) => Math.min(100 * times, 2_000);
+
+export function isClusterTarget(target: GossipTarget): target is GossipTarget & { clusterNodes: readonly string[] } {
+  return target.clusterNodes !== undefined && target.clusterNodes.length > 0;
+}
+
+/**
+ * A Cluster over the seed URLs. Credentials and TLS are taken from the first seed: every node of one cluster
+ * shares them. A cluster has no databases other than 0, so a path in the URL is ignored.
+ */
+export function clusterConnection(
+  seeds: readonly string[],
+  tls: RedisTls | undefined,
+  nodeOptions: RedisOptions,
+  clusterOptions: ClusterOptions = {},
+): Cluster {
+  const { host: _host, port: _port, db: _db, ...shared } = connectionOptionsFromUrl(seeds[0]!, tls);
+  const nodes: ClusterNode[] = seeds.map((url) => {
+    const parsed = new URL(url);
+    return { host: parsed.hostname, port: Number(parsed.port || 6379) };
+  });
+  return new Cluster(nodes, { clusterRetryStrategy: reconnect, ...clusterOptions, redisOptions: { ...shared, ...nodeOptions } });
+}
+
 /**
  * A producer connection to a peer's Redis: fails fast (no offline queue, one retry, bounded connect and
  * commands), so a partition turns into a failed add the publisher counts, never into commands piling up in
@@ -28,11 +64,45 @@ export function producerOptions(url: string, timeoutMs: number): RedisOptions {
     maxRetriesPerRequest: 1,
     connectTimeout: timeoutMs,
     commandTimeout: timeoutMs,
-    retryStrategy: (times: number) => Math.min(100 * times, 2_000),
+    retryStrategy: reconnect,
   };
+}
+
+/** The producer connection for a peer, a Cluster when the peer's Redis is one (same fail-fast bounds). */
+export function producerConnection(target: GossipTarget, timeoutMs: number): GossipConnection {
+  if (!isClusterTarget(target)) return new Redis(producerOptions(target.redisUrl, timeoutMs));
+  return clusterConnection(
+    target.clusterNodes,
+    target.tls,
+    { maxRetriesPerRequest: 1, connectTimeout: timeoutMs, commandTimeout: timeoutMs },
+    // The add is bounded by the publisher's timeout anyway; the slots refresh must not outlast it.
+    { enableOfflineQueue: false, slotsRefreshTimeout: Math.min(timeoutMs, 2_000) },
+  );
 }
 
 /** The worker's connection to this region's Redis: blocking commands need maxRetriesPerRequest null. */
 export function workerOptions(url: string): BullRedisOptions {
-  return { ...redisOptionsOf(url), maxRetriesPerRequest: null, retryStrategy: (times: number) => Math.min(100 * times, 2_000) } as BullRedisOptions;
+  return { ...redisOptionsOf(url), maxRetriesPerRequest: null, retryStrategy: reconnect } as BullRedisOptions;
+}
+
+/**
+ * The worker's connection when this region's Redis is a cluster. BullMQ neither creates nor closes a Cluster:
+ * the caller owns it. Offline queue on (a consumer waits for its Redis rather than failing), no retry limit.
+ */
+export function workerClusterConnection(seeds: readonly string[], tls: RedisTls | undefined): Cluster {
+  return clusterConnection(seeds, tls, { maxRetriesPerRequest: null });
+}
+
+/** A short-lived connection for one question to a peer (recovery): no retries, no reconnects. */
+export function probeConnection(target: GossipTarget, timeoutMs: number): GossipConnection {
+  const bounds = { connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0 };
+  if (!isClusterTarget(target)) {
+    return new Redis(target.redisUrl, { ...bounds, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+  }
+  return clusterConnection(target.clusterNodes, target.tls, bounds, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    clusterRetryStrategy: () => null,
+    slotsRefreshTimeout: timeoutMs,
+  });
 }

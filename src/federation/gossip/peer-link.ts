@@ -2,10 +2,9 @@
 // fast. BullMQ's Queue needs a ready connection when it initialises (a failed init stays failed), so the Queue
 // is built once the client is ready and rebuilt if its initialisation failed.
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { GOSSIP_QUEUE_PREFIX } from '../../keys.ts';
-import { producerOptions } from './connections.ts';
+import { producerConnection, type GossipTarget } from './connections.ts';
 import type { GossipMessage } from './message.ts';
 
 export const GOSSIP_QUEUE = 'gossip';
@@ -18,8 +17,9 @@ export interface PeerLink {
   close(): Promise<void>;
 }
 
-export function createPeerLink(peer: { name: string; index: number; redisUrl: string }, timeoutMs: number, logger: Logger): PeerLink {
-  const client = new Redis(producerOptions(peer.redisUrl, timeoutMs));
+/** A peer given with `clusterNodes` is a Redis Cluster: the link then uses a Cluster connection. */
+export function createPeerLink(peer: GossipTarget & { name: string; index: number }, timeoutMs: number, logger: Logger): PeerLink {
+  const client = producerConnection(peer, timeoutMs);
   client.on('error', (error: Error) => logger.debug({ event: 'federation.peer_redis_error', peer: peer.name, error: error.message }, 'peer Redis error'));
   let queue: Queue | undefined;
 
