@@ -84,7 +84,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   local.on('error', (error: Error) => logger.debug({ event: 'federation.redis_error', error: error.message }, 'federation Redis client error'));
   await waitReady(local, config.redis.connectTimeoutMs).catch(() => undefined);
 
-  const peerList = config.federation.peers.map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
+  // A peer without its own TLS settings uses the region's (same CA in one deployment).
+  const peerList = config.federation.peers.map((peer) => ({ ...peer, tls: peer.tls ?? config.redis.tls, index: topology.regions.indexOf(peer.name) }));
   const peers = createPeerBook(config.region, peerList, metrics, logger);
   const addTimeoutMs = Math.max(1_000, 5 * interval);
   const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, addTimeoutMs, logger));

@@ -96,7 +96,7 @@ export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult
   if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
   const timeoutMs = deps.timeoutMs ?? 2_000;
   const entries = await Promise.all(
-    config.federation.peers.map(async (peer) => [peer.name, await askPeer(peer, config.region, timeoutMs)] as const),
+    config.federation.peers.map(async (peer) => [peer.name, await askPeer({ ...peer, tls: peer.tls ?? config.redis.tls }, config.region, timeoutMs)] as const),
   );
   const answers = Object.fromEntries(entries) as Record<string, PeerAnswer>;
   const lost = entries.some(([, answer]) => answer !== 'never');

@@ -15,17 +15,9 @@ export interface GossipTarget {
 
 export type GossipConnection = Redis | Cluster;
 
-export function redisOptionsOf(url: string): RedisOptions {
-  const parsed = new URL(url);
-  const db = parsed.pathname.length > 1 ? Number(parsed.pathname.slice(1)) : undefined;
-  return {
-    host: parsed.hostname,
-    port: Number(parsed.port || 6379),
-    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
-    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
-    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
-    ...(db !== undefined && Number.isInteger(db) ? { db } : {}),
-  };
+/** Host, port, ACL user, password, db and TLS of a URL: the one parser the region's own client uses too. */
+export function redisOptionsOf(url: string, tls?: RedisTls): RedisOptions {
+  return connectionOptionsFromUrl(url, tls);
 }
 
 const reconnect = (times: number) => Math.min(100 * times, 2_000);
@@ -57,9 +49,9 @@ export function clusterConnection(
  * commands), so a partition turns into a failed add the publisher counts, never into commands piling up in
  * memory. It reconnects by itself quickly after a heal.
  */
-export function producerOptions(url: string, timeoutMs: number): RedisOptions {
+export function producerOptions(url: string, timeoutMs: number, tls?: RedisTls): RedisOptions {
   return {
-    ...redisOptionsOf(url),
+    ...redisOptionsOf(url, tls),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: timeoutMs,
@@ -70,7 +62,7 @@ export function producerOptions(url: string, timeoutMs: number): RedisOptions {
 
 /** The producer connection for a peer, a Cluster when the peer's Redis is one (same fail-fast bounds). */
 export function producerConnection(target: GossipTarget, timeoutMs: number): GossipConnection {
-  if (!isClusterTarget(target)) return new Redis(producerOptions(target.redisUrl, timeoutMs));
+  if (!isClusterTarget(target)) return new Redis(producerOptions(target.redisUrl, timeoutMs, target.tls));
   return clusterConnection(
     target.clusterNodes,
     target.tls,
@@ -81,8 +73,8 @@ export function producerConnection(target: GossipTarget, timeoutMs: number): Gos
 }
 
 /** The worker's connection to this region's Redis: blocking commands need maxRetriesPerRequest null. */
-export function workerOptions(url: string): BullRedisOptions {
-  return { ...redisOptionsOf(url), maxRetriesPerRequest: null, retryStrategy: reconnect } as BullRedisOptions;
+export function workerOptions(url: string, tls?: RedisTls): BullRedisOptions {
+  return { ...redisOptionsOf(url, tls), maxRetriesPerRequest: null, retryStrategy: reconnect } as BullRedisOptions;
 }
 
 /**
@@ -97,7 +89,7 @@ export function workerClusterConnection(seeds: readonly string[], tls: RedisTls 
 export function probeConnection(target: GossipTarget, timeoutMs: number): GossipConnection {
   const bounds = { connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0 };
   if (!isClusterTarget(target)) {
-    return new Redis(target.redisUrl, { ...bounds, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+    return new Redis({ ...redisOptionsOf(target.redisUrl, target.tls), ...bounds, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
   }
   return clusterConnection(target.clusterNodes, target.tls, bounds, {
     lazyConnect: true,

@@ -32,7 +32,7 @@ export function startGossipWorker(redis: Config['redis'], apply: Applier, logger
       return outcome;
     },
     {
-      connection: cluster ?? workerOptions(redis.url),
+      connection: cluster ?? workerOptions(redis.url, redis.tls),
       prefix: GOSSIP_QUEUE_PREFIX,
       // Jobs of one sender are independent merges (max), so order does not matter; 2 keeps two peers flowing.
       concurrency: 2,
