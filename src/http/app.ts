@@ -12,7 +12,7 @@ import { ADMIN_PREFIX, createAdminApp, requireAdminToken, type AdminRoutes } fro
 import { CHECK_BODY_LIMIT_BYTES, registerCheckRoutes } from './check.ts';
 import type { QuotafedEnv } from './env.ts';
 import { errorHandler, notFound } from './errors.ts';
-import { gatewayHandler } from './gateway.ts';
+import { gatewayHandler, refuseUnforwardable } from './gateway.ts';
 import { jsonError } from './json-error.ts';
 import { quotafed } from './middleware.ts';
 import { registerHealthRoutes, registerMetricsRoute, type Readiness } from './ops.ts';
@@ -85,6 +85,7 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   if (upstream !== undefined) {
     app.all(
       '*',
+      refuseUnforwardable,
       quotafed({ engine, identity: config.identity }),
       gatewayHandler({ upstreamUrl: upstream, timeoutMs: config.upstream.timeoutMs, identity: config.identity, logger }),
     );

@@ -1,6 +1,6 @@
 // Gateway mode: the request was admitted by the quotafed middleware; forward it to the upstream.
 // Denied requests never get here. Upstream failures are the upstream's, so they become 502/504, not 500.
-import type { Handler } from 'hono';
+import type { Handler, MiddlewareHandler } from 'hono';
 import { proxy } from 'hono/proxy';
 import type { Logger } from '../log.ts';
 import type { QuotafedEnv } from './env.ts';
@@ -14,6 +14,30 @@ export interface GatewayOptions {
   logger: Logger;
 }
 
+/** Methods fetch() refuses to send (it throws), so they can never reach the upstream. */
+const UNFORWARDABLE_METHODS: ReadonlySet<string> = new Set(['CONNECT', 'TRACE', 'TRACK']);
+
+/** Answers those methods 405 before the limiter: the client's fault, not the upstream's, and no quota spent. */
+export const refuseUnforwardable: MiddlewareHandler<QuotafedEnv> = async (c, next) => {
+  if (UNFORWARDABLE_METHODS.has(c.req.method.toUpperCase())) return jsonError(405, 'Method not allowed');
+  await next();
+};
+
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1) describe the client's connection to us, not ours to the upstream. fetch()
+ * throws on some of them (Connection: upgrade, Upgrade), and Proxy-Authorization is a credential for this hop.
+ */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings', 'expect'];
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function stripHopByHop(headers: Headers): void {
+  for (const name of (headers.get('connection') ?? '').split(',')) {
+    const trimmed = name.trim();
+    if (TOKEN.test(trimmed)) headers.delete(trimmed);
+  }
+  for (const name of HOP_BY_HOP) headers.delete(name);
+}
+
 export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
   const base = new URL(options.upstreamUrl);
   const basePath = base.pathname.replace(/\/$/, '');
@@ -24,6 +48,7 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
     target.search = incoming.search;
 
     const headers = new Headers(c.req.raw.headers);
+    stripHopByHop(headers);
     headers.delete('host');
     const ip = clientIp(c, options.identity);
     const prior = options.identity.trustForwardedFor ? headers.get('x-forwarded-for') : null;
