@@ -72,13 +72,8 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   app.all(ADMIN_PREFIX, notFound);
   app.all(`${ADMIN_PREFIX}/*`, notFound);
 
-  if (deps.dashboard) {
-    registerDashboard(app, deps.dashboard.source, {
-      annotations: deps.dashboard.annotations,
-      annotationsGuard: requireAdminToken(config.admin.token),
-      onError: (error) => logger.warn({ event: 'dashboard.stream_failed', error: error.message }, 'dashboard stream failed'),
-    });
-  }
+  // Like /metrics, the dashboard moves to the admin listener when there is one.
+  if (config.admin.port === undefined) mountDashboard(app, deps);
   reserve(app, DASHBOARD_PATH, `${DASHBOARD_PATH}/*`);
 
   const upstream = config.upstream.url;
@@ -94,10 +89,20 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
 }
 
 /** The app on `admin.port`: admin routes, metrics and health, nothing that decides or forwards. */
+function mountDashboard(app: Hono<QuotafedEnv>, deps: RegionAppDeps): void {
+  if (!deps.dashboard) return;
+  registerDashboard(app, deps.dashboard.source, {
+    annotations: deps.dashboard.annotations,
+    annotationsGuard: requireAdminToken(deps.config.admin.token),
+    onError: (error) => deps.logger.warn({ event: 'dashboard.stream_failed', error: error.message }, 'dashboard stream failed'),
+  });
+}
+
 export function createAdminListenerApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   const app = baseApp(deps.logger);
   registerHealthRoutes(app, deps.readiness);
   registerMetricsRoute(app, deps.registry ?? sharedRegistry);
+  mountDashboard(app, deps);
   app.route(ADMIN_PREFIX, createAdminApp({ token: deps.config.admin.token, openWithoutToken: true, routes: deps.adminRoutes ?? [] }));
   app.all(`${ADMIN_PREFIX}/*`, notFound);
   return app;

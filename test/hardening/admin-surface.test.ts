@@ -113,8 +113,11 @@ describe('admin surface of a running gateway', async () => {
   it('puts /dashboard/annotations behind the token on the public port (and closes it without one)', async () => {
     const body = JSON.stringify({ scenario: 'hardening' });
     const before = upstream.seen.length;
-    for (const service of [shared, separate]) {
-      const url = `${service.url}/dashboard/annotations`;
+    // With a separate admin listener the dashboard lives there, like /metrics; the public port refuses it.
+    expect((await fetch(`${separate.url}/dashboard`)).status).toBe(405);
+    expect((await fetch(`${separate.url}/dashboard/annotations`, { method: 'POST', body, headers: bearer(TOKEN) })).status).toBe(405);
+    for (const base of [shared.url, separate.adminUrl!]) {
+      const url = `${base}/dashboard/annotations`;
       for (const method of ['GET', 'POST', 'DELETE']) {
         const init = { method, ...(method === 'POST' ? { body } : {}) };
         expect((await fetch(url, init)).status, `${method} without token`).toBe(401);
