@@ -1,0 +1,192 @@
+// A whole federation on one machine: a redis-server and a quotafed service process per region, and a
+// Toxiproxy link for every ordered pair of regions. Redis servers and links live for the whole lab; services
+// are started per run with that run's configs (sync interval and budget are start-up settings).
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import type { LeakageBudget } from '../../src/config/schema.ts';
+import { KEY_SHARDS, shardMarkerKey } from '../../src/keys.ts';
+import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
+import { REGIONS, type Policy, type RegionName } from '../types.ts';
+import { startNetwork, type Network } from './network.ts';
+import { writeRegionConfig } from './region-config.ts';
+import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
+
+export interface RunSettings {
+  syncIntervalMs: number;
+  leakageBudget: LeakageBudget;
+  policy: Policy;
+  failOpen: boolean;
+  /** Where this run's configs and service log go. */
+  dir: string;
+}
+
+export interface Lab {
+  readonly root: string;
+  readonly network: Network;
+  readonly adminToken: string;
+  readonly redisUrls: Record<RegionName, string>;
+  /** Direct connections to each region's Redis (the lab's own view: flushing, reading state hashes). */
+  readonly direct: Record<RegionName, Redis>;
+  serviceUrl(region: RegionName): string;
+  startServices(settings: RunSettings): Promise<void>;
+  stopServices(): Promise<void>;
+  /** SIGKILL the region's service process (HTTP, engine and gossip workers die together). */
+  killService(region: RegionName): Promise<void>;
+  restartService(region: RegionName): Promise<void>;
+  killRedis(region: RegionName): Promise<void>;
+  restartRedis(region: RegionName): Promise<void>;
+  /** Empty every Redis and bring every link back: the next run starts from nothing. */
+  resetState(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface LabOptions {
+  root: string;
+  toxiproxyUrl?: string;
+  progress?: (line: string) => void;
+}
+
+function directClient(url: string): Redis {
+  const parsed = new URL(url);
+  const client = new Redis({ host: parsed.hostname, port: Number(parsed.port), enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, retryStrategy: () => 100 });
+  client.on('error', () => undefined);
+  return client;
+}
+
+async function whenReady(client: Redis, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (client.status !== 'ready') {
+    if (Date.now() > deadline) throw new Error(`Redis connection not ready after ${timeoutMs} ms (${client.status})`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+export async function startLab(options: LabOptions): Promise<Lab> {
+  const progress = options.progress ?? (() => undefined);
+  const redis = {} as Record<RegionName, RedisProcess>;
+  const started: RedisProcess[] = [];
+  let network: Network | undefined;
+  try {
+    for (const region of REGIONS) {
+      redis[region] = await startRedis();
+      started.push(redis[region]);
+    }
+    progress(`redis-server ${REGIONS.map((r) => `${r}:${redis[r].port}`).join(' ')}`);
+    network = await startNetwork({
+      root: options.root,
+      toxiproxyUrl: options.toxiproxyUrl,
+      redisPorts: Object.fromEntries(REGIONS.map((r) => [r, redis[r].port])) as Record<RegionName, number>,
+    });
+    progress(`toxiproxy ${network.ownServer ? '(quotafed\'s own server)' : '(external)'} at ${network.toxiproxyUrl}, ${network.links().length} links`);
+  } catch (error) {
+    await Promise.all(started.map((server) => server.stop()));
+    throw error;
+  }
+  const net = network;
+  const ports = {} as Record<RegionName, number>;
+  for (const region of REGIONS) ports[region] = await freePort();
+  const redisUrls = Object.fromEntries(REGIONS.map((r) => [r, redis[r].url])) as Record<RegionName, string>;
+  const direct = Object.fromEntries(REGIONS.map((r) => [r, directClient(redis[r].url)])) as Record<RegionName, Redis>;
+  await Promise.all(REGIONS.map((r) => whenReady(direct[r], 5_000)));
+  const adminToken = randomBytes(16).toString('hex');
+  const secret = randomBytes(24).toString('hex');
+  const services = new Map<RegionName, ServiceProcess>();
+  const configPaths = new Map<RegionName, string>();
+  const redisDown = new Set<RegionName>();
+  let logPath: string | undefined;
+
+  const launch = async (region: RegionName) => {
+    // Each region is `quotafed serve --config <run config>` in its own process (service, engine, federation).
+    const service = await startServiceProcess({
+      region,
+      configPath: configPaths.get(region)!,
+      port: ports[region],
+      root: options.root,
+      write: (line) => {
+        if (logPath) appendFileSync(logPath, `${line}\n`);
+      },
+      readyTimeoutMs: 60_000,
+    });
+    services.set(region, service);
+  };
+
+  const lab: Lab = {
+    root: options.root,
+    network: net,
+    adminToken,
+    redisUrls,
+    direct,
+    serviceUrl: (region) => `http://127.0.0.1:${ports[region]}`,
+    async startServices(settings) {
+      mkdirSync(settings.dir, { recursive: true });
+      logPath = join(settings.dir, 'services.log');
+      for (const region of REGIONS) {
+        configPaths.set(
+          region,
+          writeRegionConfig(settings.dir, {
+            region,
+            port: ports[region],
+            redisUrl: redis[region].url,
+            peerRedisUrl: (to) => net.peerRedisUrl(region, to),
+            syncIntervalMs: settings.syncIntervalMs,
+            leakageBudget: settings.leakageBudget,
+            policy: settings.policy,
+            adminToken,
+            secret,
+            failOpen: settings.failOpen,
+          }),
+        );
+      }
+      const results = await Promise.allSettled(REGIONS.map((region) => launch(region)));
+      const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+      if (failed) {
+        await lab.stopServices();
+        throw failed.reason;
+      }
+    },
+    async stopServices() {
+      await Promise.all([...services.values()].map((service) => service.stop(5_000)));
+      services.clear();
+    },
+    async killService(region) {
+      const service = services.get(region);
+      if (!service?.pid || !service.running()) return;
+      process.kill(service.pid, 'SIGKILL');
+      await service.stop(0);
+      services.delete(region);
+    },
+    async restartService(region) {
+      await launch(region);
+    },
+    async killRedis(region) {
+      redisDown.add(region);
+      await redis[region].kill('SIGKILL');
+    },
+    async restartRedis(region) {
+      await redis[region].restart();
+      redisDown.delete(region);
+    },
+    async resetState() {
+      await net.reset();
+      for (const region of REGIONS) {
+        if (redisDown.has(region)) await lab.restartRedis(region);
+        await whenReady(direct[region], 5_000);
+        await direct[region].flushall();
+        // A shard without its marker reads as "this Redis lost its data" and forfeits the current window
+        // (the recovery fence). A fresh run is not a data loss: start as a federation that has been running.
+        const markers = direct[region].pipeline();
+        for (let shard = 0; shard < KEY_SHARDS; shard++) markers.hset(shardMarkerKey(shard), 'fence', 0);
+        await markers.exec();
+      }
+    },
+    async close() {
+      await lab.stopServices();
+      for (const client of Object.values(direct)) client.disconnect();
+      await net.close();
+      await Promise.all(started.map((server) => server.stop()));
+    },
+  };
+  return lab;
+}

@@ -1,0 +1,60 @@
+// The request schedule of a run, fixed by the seed before anything starts: the same seed and scenario always
+// send the same requests (key, rule, region) at the same offsets. Arrivals are Poisson.
+import { prng } from '../src/federation/simulation.ts';
+import { REGIONS, type RegionName, type RuleKind, type TrafficSpec } from './types.ts';
+
+export interface PlannedRequest {
+  /** ms after the run starts. */
+  at: number;
+  region: RegionName;
+  key: string;
+  rule: RuleKind;
+}
+
+export const HOT_KEY = 'hot';
+export const SINGLE_KEY = 'k1';
+
+export function regionAt(shape: TrafficSpec['shape'], at: number, random: () => number): RegionName {
+  switch (shape.kind) {
+    case 'even':
+      return REGIONS[Math.floor(random() * REGIONS.length)]!;
+    case 'region': {
+      const named = REGIONS.find((region) => region === shape.region);
+      if (!named) throw new Error(`unknown region in traffic shape: ${shape.region}`);
+      return named;
+    }
+    case 'shifting':
+      return REGIONS[Math.floor(at / shape.everyMs) % REGIONS.length]!;
+    case 'weighted': {
+      const total = shape.weights.reduce((sum, weight) => sum + weight, 0);
+      let pick = random() * total;
+      for (let i = 0; i < REGIONS.length; i++) {
+        pick -= shape.weights[i] ?? 0;
+        if (pick < 0) return REGIONS[i]!;
+      }
+      return REGIONS[REGIONS.length - 1]!;
+    }
+  }
+}
+
+function keyFor(spec: TrafficSpec, random: () => number): string {
+  if (!spec.hotKey) return SINGLE_KEY;
+  if (random() < spec.hotKey.hotShare) return HOT_KEY;
+  return `cold-${Math.floor(random() * spec.hotKey.coldKeys)}`;
+}
+
+export function planTraffic(spec: TrafficSpec, durationMs: number, seed: number): PlannedRequest[] {
+  const random = prng(seed);
+  const plan: PlannedRequest[] = [];
+  const meanGapMs = 1_000 / spec.ratePerSec;
+  // A bound on the loop whatever the rate: at most ten times the expected count.
+  const most = Math.ceil((durationMs / meanGapMs) * 10) + 10;
+  let at = 0;
+  for (let i = 0; i < most; i++) {
+    at += -Math.log(1 - random()) * meanGapMs;
+    if (at >= durationMs) break;
+    const rule: RuleKind = random() < spec.windowShare ? 'window' : 'bucket';
+    plan.push({ at, region: regionAt(spec.shape, at, random), key: keyFor(spec, random), rule });
+  }
+  return plan;
+}

@@ -1,0 +1,133 @@
+// The lab's arithmetic, on hand-made traces whose right answers are known.
+import { describe, expect, it } from 'vitest';
+import { exactBucket, exactWindow, underAdmission } from '../../chaos/measure/exact.ts';
+import { bucketLeakage, windowLeakage } from '../../chaos/measure/leakage.ts';
+import { histogramQuantile, readHistogram } from '../../chaos/measure/prometheus.ts';
+import { lineChart, timelineChart } from '../../chaos/report/svg.ts';
+import { planTraffic } from '../../chaos/traffic.ts';
+import type { Decision } from '../../chaos/types.ts';
+
+function decision(t: number, outcome: Decision['outcome'], extra: Partial<Decision> = {}): Decision {
+  return { t, region: 'us-east', key: 'k', rule: 'window', outcome, window: 0, ...extra };
+}
+
+describe('window leakage', () => {
+  it('counts admissions beyond the limit per key and window, not across them', () => {
+    const trace = [
+      ...Array.from({ length: 12 }, (_, i) => decision(i, 'admitted', { window: 1 })),
+      ...Array.from({ length: 9 }, (_, i) => decision(100 + i, 'admitted', { window: 2 })),
+      ...Array.from({ length: 11 }, (_, i) => decision(i, 'admitted', { window: 1, key: 'other' })),
+      decision(50, 'limited', { window: 1 }),
+    ];
+    const result = windowLeakage(trace, 10);
+    expect(result.max).toBe(2);
+    expect(result.total).toBe(3);
+    expect(result.percent).toBe(20);
+    expect(result.worst).toEqual({ key: 'k', window: 1 });
+  });
+});
+
+describe('bucket leakage', () => {
+  it('is zero for a trace a single exact bucket could have admitted', () => {
+    // Capacity 5, one token per 100 ms: a burst of 5, then one every 100 ms.
+    const trace = [...Array.from({ length: 5 }, () => decision(0, 'admitted')), ...Array.from({ length: 10 }, (_, i) => decision(100 * (i + 1), 'admitted'))];
+    expect(bucketLeakage(trace, 5, 0.01).max).toBe(0);
+  });
+
+  it('finds the interval with the largest excess over capacity + rate × T', () => {
+    // Capacity 5 at 1 token per 100 ms; 9 admissions within 100 ms allow at most 5 + 1 = 6.
+    const trace = [decision(0, 'admitted'), ...Array.from({ length: 8 }, (_, i) => decision(1_000 + (i * 100) / 7, 'admitted'))];
+    const result = bucketLeakage(trace, 5, 0.01);
+    expect(result.max).toBe(2);
+    expect(result.worst).toMatchObject({ key: 'k', fromMs: 1_000, toMs: 1_100 });
+  });
+
+  it('ignores refused requests', () => {
+    const trace = Array.from({ length: 20 }, (_, i) => decision(i, i < 5 ? 'admitted' : 'limited'));
+    expect(bucketLeakage(trace, 5, 0.001).max).toBe(0);
+  });
+});
+
+describe('the exact global limiter', () => {
+  it('admits the first `limit` requests of each window in time order; under-admission is what it admitted and the federation refused', () => {
+    const trace = [
+      decision(3, 'limited', { region: 'eu-west' }),
+      decision(1, 'admitted'),
+      decision(2, 'admitted'),
+      decision(4, 'admitted'),
+      decision(5, 'error'),
+    ];
+    const verdicts = exactWindow(trace, 3);
+    expect([...verdicts.entries()].map(([d, admit]) => [d.t, admit])).toEqual([
+      [1, true],
+      [2, true],
+      [3, true],
+      [4, false],
+    ]);
+    expect(underAdmission(verdicts)).toEqual({ refused: 1, exactAdmitted: 3, percent: 100 / 3 });
+  });
+
+  it('refills a token bucket continuously up to its capacity', () => {
+    const trace = [0, 0, 0, 50, 100, 1_000].map((t) => decision(t, 'admitted', { rule: 'bucket' }));
+    const admitted = [...exactBucket(trace, 2, 0.01).values()];
+    // Two from the full bucket, none at 0 and 50 ms, one token by 100 ms, full again by 1 s.
+    expect(admitted).toEqual([true, true, false, false, true, true]);
+  });
+});
+
+describe('Prometheus histograms', () => {
+  const page = [
+    '# TYPE quotafed_federation_sync_lag_seconds histogram',
+    'quotafed_federation_sync_lag_seconds_bucket{peer="a",le="0.1"} 50',
+    'quotafed_federation_sync_lag_seconds_bucket{peer="a",le="0.2"} 90',
+    'quotafed_federation_sync_lag_seconds_bucket{peer="a",le="+Inf"} 100',
+    'quotafed_federation_sync_lag_seconds_sum{peer="a"} 12',
+    'quotafed_federation_sync_lag_seconds_count{peer="a"} 100',
+  ].join('\n');
+
+  it('interpolates quantiles inside the bucket, summing label sets and pages', () => {
+    const merged = readHistogram(page, 'quotafed_federation_sync_lag_seconds', readHistogram(page, 'quotafed_federation_sync_lag_seconds'));
+    expect(merged.count).toBe(200);
+    expect(histogramQuantile(merged, 0.5)).toBeCloseTo(0.1);
+    expect(histogramQuantile(merged, 0.7)).toBeCloseTo(0.15);
+    // Beyond the last finite bucket the answer is that bucket's bound.
+    expect(histogramQuantile(merged, 0.99)).toBeCloseTo(0.2);
+  });
+
+  it('has no quantile without observations', () => {
+    expect(histogramQuantile(readHistogram('', 'x'), 0.5)).toBeNull();
+  });
+});
+
+describe('traffic plans', () => {
+  it('are the same for the same seed and differ for another', () => {
+    const spec = { ratePerSec: 200, shape: { kind: 'even' as const }, windowShare: 0.5, hotKey: { hotShare: 0.7, coldKeys: 10 } };
+    const a = planTraffic(spec, 2_000, 7);
+    expect(planTraffic(spec, 2_000, 7)).toEqual(a);
+    expect(planTraffic(spec, 2_000, 8)).not.toEqual(a);
+    expect(a.length).toBeGreaterThan(300);
+    expect(a.length).toBeLessThan(500);
+    expect(a.every((p, i) => i === 0 || p.at >= a[i - 1]!.at)).toBe(true);
+    const hot = a.filter((p) => p.key === 'hot').length / a.length;
+    expect(hot).toBeGreaterThan(0.6);
+    expect(hot).toBeLessThan(0.8);
+  });
+
+  it('send everything to one region at a time when shifting', () => {
+    const plan = planTraffic({ ratePerSec: 100, shape: { kind: 'shifting', everyMs: 1_000 }, windowShare: 1 }, 3_000, 1);
+    expect(new Set(plan.filter((p) => p.at < 1_000).map((p) => p.region))).toEqual(new Set(['us-east']));
+    expect(new Set(plan.filter((p) => p.at >= 1_000 && p.at < 2_000).map((p) => p.region))).toEqual(new Set(['eu-west']));
+  });
+});
+
+describe('SVG charts', () => {
+  it('draw every series and the shaded faults as well-formed markup', () => {
+    const line = lineChart({ title: 'a < b', xLabel: 'x', yLabel: 'y', xLog: true, series: [{ name: 's', color: '#000', points: [[50, 1], [5_000, 3]] }] });
+    expect(line).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    expect(line).toContain('a &lt; b');
+    expect(line.match(/<circle /g)).toHaveLength(2);
+    const timeline = timelineChart({ title: 't', binMs: 250, yLabel: 'n', series: [{ name: 'r', color: '#000', points: [[0, 1], [1, 2]] }], shades: [{ fromMs: 100, toMs: 300, label: 'partition' }] });
+    expect(timeline).toContain('fill="#f4a582"');
+    expect(timeline.trim().endsWith('</svg>')).toBe(true);
+  });
+});
