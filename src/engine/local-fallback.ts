@@ -1,5 +1,7 @@
 // In-memory limiter used while the breaker is open. It enforces this instance's share of each limit
 // (limit / breaker.instancesPerRegion), so N gateways together stay near the regional limit without Redis.
+// In a federation the regional limit of a federated rule is the region's share (weight) of limit + budget,
+// so a region cut off from its own Redis cannot spend the other regions' shares.
 // Exactness is not the goal here; bounded over-admission and bounded memory are.
 //
 // Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
@@ -49,7 +51,15 @@ function share(total: number, instances: number): number {
   return Math.max(1, Math.floor(total / instances));
 }
 
-export function createLocalFallback(options: { instancesPerRegion: number; capacity?: number }): LocalFallback {
+export interface LocalFallbackOptions {
+  instancesPerRegion: number;
+  capacity?: number;
+  /** This region's part of a rule's limit (and budget) while federated; the whole limit otherwise. */
+  regionalLimit?: (rule: LocalRuleInput['rule'], amount: number) => number;
+}
+
+export function createLocalFallback(options: LocalFallbackOptions): LocalFallback {
+  const regional = options.regionalLimit ?? ((_rule: LocalRuleInput['rule'], amount: number) => amount);
   const capacity = options.capacity ?? DEFAULT_LOCAL_CAPACITY;
   const entries = new Map<string, Entry>();
 
@@ -80,8 +90,8 @@ export function createLocalFallback(options: { instancesPerRegion: number; capac
     }
 
     if (rule.algorithm === 'tokenBucket') {
-      const capacityTokens = share(rule.burst ?? rule.limit, options.instancesPerRegion);
-      const ratePerMs = share(rule.limit, options.instancesPerRegion) / rule.period;
+      const capacityTokens = share(regional(rule, rule.burst ?? rule.limit), options.instancesPerRegion);
+      const ratePerMs = share(regional(rule, rule.limit), options.instancesPerRegion) / rule.period;
       const previous = current?.kind === 'bucket' ? current : { tokens: capacityTokens, last: now };
       const tokens = Math.min(capacityTokens, previous.tokens + Math.max(0, now - previous.last) * ratePerMs);
       const allowed = tokens >= cost;
@@ -99,7 +109,7 @@ export function createLocalFallback(options: { instancesPerRegion: number; capac
       };
     }
 
-    const allowedCount = share(rule.limit, options.instancesPerRegion);
+    const allowedCount = share(regional(rule, rule.limit), options.instancesPerRegion);
     const windowStart = now - (now % rule.period);
     const count = current?.kind === 'window' && current.windowStart === windowStart ? current.count : 0;
     const allowed = count + cost <= allowedCount;

@@ -3,7 +3,8 @@
 // is open). It also records the decision metrics, so every front end (gateway, /v1/check, the embedded
 // middleware) is observed the same way.
 import { performance } from 'node:perf_hooks';
-import type { Config } from '../config/schema.ts';
+import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
+import { resolveBudget, topologyOf } from '../federation/topology.ts';
 import type { Logger } from '../log.ts';
 import {
   OTHER_ENDPOINT,
@@ -90,7 +91,19 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   const now = options.now ?? Date.now;
   const deadlineMs = options.decisionDeadlineMs ?? 2 * config.redis.commandTimeoutMs + 25;
   const log = logger.child({ module: 'resilient-engine' });
-  const local: LocalFallback = createLocalFallback({ instancesPerRegion: config.breaker.instancesPerRegion, capacity: options.localCapacity });
+  const topology = topologyOf(config);
+  const federated = topology.regions.length > 1;
+  const regionWeight = topology.weights[topology.selfIndex] ?? 1;
+  const local: LocalFallback = createLocalFallback({
+    instancesPerRegion: config.breaker.instancesPerRegion,
+    capacity: options.localCapacity,
+    // The region's demarcation share of limit + budget; never another region's part of the quota.
+    regionalLimit: (rule, amount) => {
+      if (!federated || !FEDERATED_ALGORITHMS.has(rule.algorithm)) return amount;
+      const budget = Math.max(0, resolveBudget(rule, config.federation.leakageBudget));
+      return Math.floor((amount + budget) * regionWeight);
+    },
+  });
 
   const timedProbe = async () => {
     const started = performance.now();
