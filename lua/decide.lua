@@ -6,16 +6,18 @@
   KEYS[2 .. p+1]   pending ZSETs of the p peers, qf:{s<n>}:p:<peer index>
   KEYS[p+2 ..]     one state key per rule, in ARGV order
 
-  ARGV[1]  self index     ARGV[2] region count n     ARGV[3] weights csv (sum 1)
+  ARGV[1]  self index     ARGV[2] region count n     ARGV[3] share units csv (protocol.ts shareUnits)
   ARGV[4]  max clock skew ms                          ARGV[5] rule count m
   ARGV[6]  now override in ms ('' = Redis TIME)
   then 9 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
-  leakage budget (-1 = unbounded), lease ttl ms, lease id, shadow (1|0)
+  leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id, shadow (1|0)
 
   Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms }
 ]]
 --- @include "includes/clock"
 --- @include "includes/federation"
+--- @include "includes/window_decide"
+--- @include "includes/bucket_share"
 --- @include "includes/fixed_window"
 --- @include "includes/sliding_window"
 --- @include "includes/token_bucket"
@@ -23,19 +25,17 @@
 --- @include "includes/concurrency"
 
 local n = tonumber(ARGV[2])
-local fed = { self = tonumber(ARGV[1]), n = n, weights = parse_weights(ARGV[3], n), skew = tonumber(ARGV[4]), fence = 0 }
 local rule_count = tonumber(ARGV[5])
 local now = now_ms(ARGV[6])
 local peers = n - 1
-
+local ctx = { n = n, self = tonumber(ARGV[1]), skew = tonumber(ARGV[4]), fence = 0 }
 if n > 1 then
+  ctx.units = parse_units(ARGV[3], n)
   -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
-  local fence = redis.call('HGET', KEYS[1], 'fence')
-  if fence == false then
-    redis.call('HSET', KEYS[1], 'fence', now)
-    fence = now
-  end
-  fed.fence = tonumber(fence)
+  ctx.fence = shard_fence(KEYS[1], now)
+else
+  -- A single region holds the whole limit and is exact.
+  ctx.units = { [0] = SHARE_UNITS }
 end
 
 local pending = {}
@@ -56,7 +56,7 @@ for i = 1, rule_count do
     lease_ttl = tonumber(ARGV[base + 7]),
     lease_id = ARGV[base + 8],
   }
-  local decision = algorithms[ARGV[base + 1]](rule, fed, now)
+  local decision = algorithms[ARGV[base + 1]](rule, ctx, now)
   decision.shadow = ARGV[base + 9] == '1'
   decision.key = rule.key
   decisions[i] = decision

@@ -2,7 +2,8 @@
   Undo what decide.lua committed for one identity when a rule of another identity (another cluster slot,
   so another script) denied the same request. Keeps "a denial consumes nothing" true on a cluster.
   A refunded federated count may already have been gossiped; peers then keep the higher value (max-merge),
-  which only errs on the safe side.
+  which only errs on the safe side. The acknowledgement and recency cells (a, t) stay: they never decrease.
+  Refunded tokens are clamped by the next refill to the cap in force (protocol.ts refill).
 
   KEYS     the state keys of the rules to refund
   ARGV[1]  self index   ARGV[2] decide's now (ms)
@@ -23,12 +24,24 @@ for i = 1, #KEYS do
     for j = 1, cost do members[j] = lease .. '#' .. j end
     refunded = refunded + math.min(1, redis.call('ZREM', key, unpack(members)))
   else
-    if algorithm == 'tb' then redis.call('HINCRBYFLOAT', key, 'tokens', cost) end
-    if tonumber(redis.call('HGET', key, 'w' .. k)) == id then
-      local field = 'c' .. k .. '.' .. self_index
-      if (tonumber(redis.call('HGET', key, field)) or 0) >= cost then redis.call('HINCRBY', key, field, -cost) end
+    local exists = true
+    if algorithm == 'tb' then
+      local tokens = tonumber(redis.call('HGET', key, 'tokens'))
+      exists = tokens ~= nil
+      if exists then redis.call('HSET', key, 'tokens', string.format('%.17g', tokens + cost)) end
     end
-    refunded = refunded + 1
+    if exists then
+      if tonumber(redis.call('HGET', key, 'w' .. k)) == id then
+        local field = 'c' .. k .. '.' .. self_index
+        local count = tonumber(redis.call('HGET', key, field)) or 0
+        if count > cost then
+          redis.call('HSET', key, field, string.format('%.17g', count - cost))
+        elseif count == cost then
+          redis.call('HDEL', key, field)
+        end
+      end
+      refunded = refunded + 1
+    end
   end
 end
 return refunded

@@ -3,6 +3,7 @@
 // Rule state:    qf:{s<shard>}:<rule>:<identity-hash>
 // Shard marker:  qf:{s<shard>}:m             (recovery fence; its absence means the data was lost)
 // Peer backlog:  qf:{s<shard>}:p:<peer>      (ZSET of keys not yet delivered to that peer, by change version)
+// Watch set:     qf:{s<shard>}:w             (SET of keys whose view showed a hungry peer; swept each sync round)
 // Region meta:   qf:meta                     (region, fingerprint, started, fence, heard:<region>)
 // Publisher:     qf:meta:publisher           (lock: one gossip publisher per region)
 // Replay record: qf:seen:<region>            (ZSET of gossip sequence numbers applied from that region)
@@ -55,6 +56,11 @@ export function shardMarkerKey(shard: number): string {
 /** Pending-delivery ZSET of one shard for the peer with this region index. */
 export function peerPendingKey(shard: number, peerIndex: number): string {
   return `${KEY_PREFIX}:${shardTag(shard)}:p:${peerIndex}`;
+}
+
+/** Keys of one shard whose last merge left a hungry peer in view: the sync loop rebalances them again. */
+export function watchSetKey(shard: number): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:w`;
 }
 
 /** The shard a state key lives in. */

@@ -1,119 +1,310 @@
 --[[
-  Federated window cells (see docs/architecture.md, "State hashes").
-  A slot k = id mod 3 holds one window (or token-bucket epoch) id:
-    w<k>            the id held by the slot
-    c<k>.<o>        admitted by region o in that window
-    x<k>.<o>.<d>    allowance (or share units) moved from o to d in that window
-    a<k>.<o>.<d>    region o's acknowledged view of c.d
-    f<k>            recovery fence already applied to this slot
-  The federation context `fed` = { self, n, weights[0..n-1], skew, fence }.
+  Federated key state as src/federation/protocol.ts models it (docs/architecture.md, "State hashes").
+  Slot k = id mod 3 holds one window (or token-bucket epoch) id:
+    w<k>            the id held by the slot (absent: an empty slot, id -1)
+    c<k>.<o>        cost admitted by region o
+    x<k>.<o>.<d>    allowance (share units for token buckets) moved from o to d
+    a<k>.<o>.<d>    region o's acknowledged view of c.d (window algorithms only)
+    t<k>.<o>        region o's clock at its last admission (demand recency)
+  Zero cells are not stored. Numbers are written with %.17g: Redis would turn a Lua number into a string with
+  %.14g, and fractional tokens must read back as the very same double.
+  The parameters `p` mirror protocol.ts FederationParams:
+    { n, self, units[0..n-1], limit, period, capacity, budget, unbounded, skew, policy }
+  with policy = { hunger, reserve, give, min_surplus, idle } (REBALANCE; merges and sweeps only, rebalance.lua).
+  The request path reads and writes only the fields its decision touches (plan_row_cells).
 ]]
-local function parse_weights(csv, n)
-  local weights, i = {}, 0
-  for part in string.gmatch(csv, '[^,]+') do weights[i] = tonumber(part); i = i + 1 end
-  for j = i, n - 1 do weights[j] = 1 / n end
-  return weights
+local SHARE_UNITS = 1000000
+local KEPT_WINDOWS = 3
+
+local function fmt(value)
+  return string.format('%.17g', value)
 end
 
-local function empty_cells(id, n)
-  local cells = { id = id, present = false, fenced = false, c = {}, x = {} }
-  for o = 0, n - 1 do
-    cells.c[o] = 0
-    cells.x[o] = {}
-    for d = 0, n - 1 do cells.x[o][d] = 0 end
+local function parse_units(csv, n)
+  local units, i = {}, 0
+  for part in string.gmatch(csv, '[^,]+') do
+    units[i] = tonumber(part)
+    i = i + 1
   end
-  return cells
+  if i ~= n then error('expected ' .. n .. ' share units, got ' .. i) end
+  return units
 end
 
--- Reads the c and x cells of window `id` (zeros when the slot holds another window).
-local function read_cells(key, id, n)
-  local k = id % 3
-  local fields = { 'w' .. k, 'f' .. k }
-  for o = 0, n - 1 do fields[#fields + 1] = 'c' .. k .. '.' .. o end
+-- The rule part of the parameters; budget < 0 means unbounded.
+local function rule_params(base, limit, period, capacity, budget)
+  local p = {}
+  for name, value in pairs(base) do p[name] = value end
+  p.limit, p.period, p.capacity = limit, period, capacity
+  p.unbounded = budget < 0
+  p.budget = math.max(budget, 0)
+  return p
+end
+
+-- floor(X·ω) in exact integer arithmetic (X·u < 2^53).
+local function portion(amount, units)
+  return math.floor((amount * units) / SHARE_UNITS)
+end
+
+local function slot_index(id)
+  return id % KEPT_WINDOWS
+end
+
+local function empty_slot(n, id, with_a)
+  local slot = { id = id, c = {}, x = {}, t = {} }
+  if with_a then slot.a = {} end
   for o = 0, n - 1 do
+    slot.c[o], slot.t[o], slot.x[o] = 0, 0, {}
+    if with_a then slot.a[o] = {} end
     for d = 0, n - 1 do
-      if o ~= d then fields[#fields + 1] = 'x' .. k .. '.' .. o .. '.' .. d end
+      slot.x[o][d] = 0
+      if with_a then slot.a[o][d] = 0 end
     end
   end
-  local values = redis.call('HMGET', key, unpack(fields))
-  local cells = empty_cells(id, n)
-  if tonumber(values[1]) ~= id then return cells end
-  cells.present = true
-  cells.fenced = values[2] ~= false
-  local i = 3
-  for o = 0, n - 1 do cells.c[o] = tonumber(values[i]) or 0; i = i + 1 end
-  for o = 0, n - 1 do
-    for d = 0, n - 1 do
-      if o ~= d then cells.x[o][d] = tonumber(values[i]) or 0; i = i + 1 end
-    end
-  end
-  return cells
+  return slot
 end
 
--- Makes slot (id mod 3) hold window `id`, dropping whatever older window it held.
--- Returns false when the slot holds a newer window (the caller must leave it alone).
-local function claim_slot(key, id, n)
-  local k = id % 3
-  local held = tonumber(redis.call('HGET', key, 'w' .. k))
-  if held == id then return true end
-  if held ~= nil and held > id then return false end
-  if held ~= nil then
-    local stale = { 'f' .. k }
-    for o = 0, n - 1 do
-      stale[#stale + 1] = 'c' .. k .. '.' .. o
-      for d = 0, n - 1 do
-        if o ~= d then
-          stale[#stale + 1] = 'x' .. k .. '.' .. o .. '.' .. d
-          stale[#stale + 1] = 'a' .. k .. '.' .. o .. '.' .. d
-        end
-      end
-    end
-    redis.call('HDEL', key, unpack(stale))
-  end
-  redis.call('HSET', key, 'w' .. k, id)
-  return true
+--[[
+  One shared empty slot (id -1) per shape: empty slots and the zeros of cells_of are read many times per call
+  and must never be mutated. Every write path first puts a slot of its own in place (a new window, a join).
+]]
+local zero_slots = {}
+local function zero_slot(n, with_a)
+  local shape = with_a and 'a' or 'x'
+  if zero_slots[shape] == nil then zero_slots[shape] = empty_slot(n, -1, with_a) end
+  return zero_slots[shape]
 end
 
--- Allowance of region r in window cells for a rule with limit L and budget B (B < 0: unbounded).
-local function base_allowance(L, B, fed, r)
-  if fed.n == 1 then return L end
-  return math.floor(L * fed.weights[r]) + math.floor(math.max(B, 0) * fed.weights[r])
+local function empty_slots(n, with_a)
+  local zero = zero_slot(n, with_a)
+  return { [0] = zero, [1] = zero, [2] = zero }
 end
 
-local function local_limit(cells, L, B, fed, r)
-  local l = base_allowance(L, B, fed, r)
-  for d = 0, fed.n - 1 do
-    if d ~= r then l = l + cells.x[d][r] - cells.x[r][d] end
-  end
-  return l
+-- The cells of window `id`, zeros when its slot holds another window. Never mutate the result.
+local function cells_of(slots, id, n, with_a)
+  local slot = slots[slot_index(id)]
+  if slot.id == id then return slot end
+  return zero_slot(n, with_a)
 end
 
-local function global_view(cells, n)
+local function sum_cells(values, n)
   local total = 0
-  for o = 0, n - 1 do total = total + cells.c[o] end
+  for o = 0, n - 1 do total = total + values[o] end
   return total
 end
 
--- Share units (of SHARE_UNITS) held by r at time now in token-bucket epoch cells.
-local SHARE_UNITS = 1000000
-local function share_units(cells, prev, fed, r, now, period)
-  if fed.n == 1 then return SHARE_UNITS end
-  local units = math.floor(SHARE_UNITS * fed.weights[r])
-  for d = 0, fed.n - 1 do
-    if d ~= r then units = units + cells.x[d][r] - cells.x[r][d] end
+-- Σ_{o≠d} x[o][d] − Σ_{o≠d} x[d][o]
+local function net_transfer(slot, n, d)
+  local net = 0
+  for o = 0, n - 1 do
+    if o ~= d then net = net + (slot.x[o][d] - slot.x[d][o]) end
   end
-  if prev ~= nil and now - cells.id * period < fed.skew then
-    for d = 0, fed.n - 1 do
-      if d ~= r then units = units - prev.x[r][d] end
+  return net
+end
+
+local function given(slot, n, d)
+  local total = 0
+  for o = 0, n - 1 do
+    if o ~= d then total = total + slot.x[d][o] end
+  end
+  return total
+end
+
+--[[
+  A field plan: which hash fields to read and where they go (parallel arrays: names, k, kind, o, d; cells c and
+  t have no d). plan_cells adds every cell of slot k; the request path adds only the cells its decision and
+  its write touch (plan_row_cells), so it reads and writes a handful of fields instead of the whole key.
+]]
+-- Field names are built from small integers; Lua turns a number into a string with sprintf, so each one is
+-- converted once per call.
+local labels = {}
+local function label(i)
+  local text = labels[i]
+  if text == nil then
+    text = tostring(i)
+    labels[i] = text
+  end
+  return text
+end
+
+local function plan_add(plan, name, k, kind, o, d)
+  local i = #plan.names + 1
+  plan.names[i], plan.k[i], plan.kind[i], plan.o[i], plan.d[i] = name, k, kind, o, d
+end
+
+local function plan_cells(plan, n, k, with_a)
+  local slot = label(k) .. '.'
+  for o = 0, n - 1 do plan_add(plan, 'c' .. slot .. label(o), k, 'c', o) end
+  for o = 0, n - 1 do
+    local row = slot .. label(o) .. '.'
+    for d = 0, n - 1 do plan_add(plan, 'x' .. row .. label(d), k, 'x', o, d) end
+    if with_a then
+      for d = 0, n - 1 do plan_add(plan, 'a' .. row .. label(d), k, 'a', o, d) end
     end
   end
-  return math.max(units, 0)
+  for o = 0, n - 1 do plan_add(plan, 't' .. slot .. label(o), k, 't', o) end
+end
+
+--[[
+  Region r's part of slot k: the transfers to and from r (x[r][·], x[·][r]); with `own`, also c[r], t[r] and
+  (with_a) a[r][·]; with `counts`, every c[o].
+]]
+local function plan_row_cells(plan, n, k, r, with_a, own, counts)
+  local slot = label(k) .. '.'
+  local row, column = slot .. label(r) .. '.', '.' .. label(r)
+  if counts then
+    for o = 0, n - 1 do plan_add(plan, 'c' .. slot .. label(o), k, 'c', o) end
+  elseif own then
+    plan_add(plan, 'c' .. slot .. label(r), k, 'c', r)
+  end
+  for d = 0, n - 1 do plan_add(plan, 'x' .. row .. label(d), k, 'x', r, d) end
+  for o = 0, n - 1 do
+    if o ~= r then plan_add(plan, 'x' .. slot .. label(o) .. column, k, 'x', o, r) end
+  end
+  if own then
+    if with_a then
+      for d = 0, n - 1 do plan_add(plan, 'a' .. row .. label(d), k, 'a', r, d) end
+    end
+    plan_add(plan, 't' .. slot .. label(r), k, 't', r)
+  end
+end
+
+local function new_plan()
+  return { names = {}, k = {}, kind = {}, o = {}, d = {} }
+end
+
+-- unpack() is bounded by the Lua C stack: long argument lists go in chunks.
+local CHUNK = 1000
+local function call_chunked(command, key, list)
+  for from = 1, #list, CHUNK do
+    local args = {}
+    for i = from, math.min(#list, from + CHUNK - 1) do args[#args + 1] = list[i] end
+    redis.call(command, key, unpack(args))
+  end
+end
+
+local function hmget(key, names)
+  if #names <= CHUNK then return redis.call('HMGET', key, unpack(names)) end
+  local values = {}
+  for from = 1, #names, CHUNK do
+    local part = {}
+    for i = from, math.min(#names, from + CHUNK - 1) do part[#part + 1] = names[i] end
+    local got = redis.call('HMGET', key, unpack(part))
+    for i = 1, #got do values[#values + 1] = got[i] end
+  end
+  return values
+end
+
+--[[
+  Loads a key's slots and the named extra fields (raw strings or false). `ids` says which slots to read (nil:
+  all); `cells(plan, k)` adds the cells of slot k to read (nil: all of them). A cell not read stays 0 in
+  `slots` and is never written back. Returns { key, n, with_a, slots, extra, ... } for store_slots, which
+  writes back only what changed.
+]]
+local function load_state(key, n, with_a, extra_names, ids, cells)
+  local plan = new_plan()
+  for k = 0, KEPT_WINDOWS - 1 do
+    if ids == nil or ids[k] then
+      local i = #plan.names + 1
+      plan.names[i], plan.k[i], plan.kind[i] = 'w' .. label(k), k, 'w'
+    end
+  end
+  local id_fields = #plan.names
+  for k = 0, KEPT_WINDOWS - 1 do
+    if ids == nil or ids[k] then
+      if cells == nil then plan_cells(plan, n, k, with_a) else cells(plan, k) end
+    end
+  end
+  local names = plan.names
+  local slot_fields = #names
+  for _, name in ipairs(extra_names) do names[#names + 1] = name end
+  local values = hmget(key, names)
+  local state = { key = key, n = n, with_a = with_a, plan = plan, slot_fields = slot_fields, old = {}, extra = {}, held = {} }
+  local slots = empty_slots(n, with_a)
+  state.slots = slots
+  for i = 1, id_fields do
+    local id = tonumber(values[i])
+    state.held[plan.k[i]] = id or -1
+    if id ~= nil then slots[plan.k[i]] = empty_slot(n, id, with_a) end
+  end
+  for i = id_fields + 1, slot_fields do
+    local value = tonumber(values[i]) or 0
+    state.old[i] = value
+    -- A slot without an id reads as zeros (stale cells are deleted on the next write).
+    local slot = slots[plan.k[i]]
+    if slot.id >= 0 then
+      local kind, o, d = plan.kind[i], plan.o[i], plan.d[i]
+      if d == nil then slot[kind][o] = value else slot[kind][o][d] = value end
+    end
+  end
+  for j, name in ipairs(extra_names) do state.extra[name] = values[slot_fields + j] end
+  return state
+end
+
+-- Writes the slots back: what differs from what was loaded. A slot now holding another window loses every
+-- cell of the window it held first (all of them, also those that were not read).
+local function store_slots(state, slots)
+  local plan = state.plan
+  local sets, dels, reset = {}, {}, {}
+  for k, held in pairs(state.held) do
+    if held >= 0 and slots[k].id ~= held then
+      reset[k] = true
+      local all = new_plan()
+      plan_cells(all, state.n, k, state.with_a)
+      for _, name in ipairs(all.names) do dels[#dels + 1] = name end
+    end
+  end
+  for i = 1, state.slot_fields do
+    local name, k = plan.names[i], plan.k[i]
+    local slot = slots[k]
+    local kind = plan.kind[i]
+    if kind == 'w' then
+      if slot.id >= 0 and slot.id ~= state.held[k] then
+        sets[#sets + 1] = name
+        sets[#sets + 1] = fmt(slot.id)
+      elseif slot.id < 0 and state.held[k] >= 0 then
+        dels[#dels + 1] = name
+      end
+    else
+      local value = 0
+      if slot.id >= 0 then
+        local o, d = plan.o[i], plan.d[i]
+        if d == nil then value = slot[kind][o] else value = slot[kind][o][d] end
+      end
+      local old = state.old[i]
+      if reset[k] then old = 0 end
+      if value ~= old then
+        if value == 0 then
+          dels[#dels + 1] = name
+        else
+          sets[#sets + 1] = name
+          sets[#sets + 1] = fmt(value)
+        end
+      end
+    end
+  end
+  if #dels > 0 then call_chunked('HDEL', state.key, dels) end
+  if #sets > 0 then call_chunked('HSET', state.key, sets) end
+end
+
+-- The recovery fence of the shard; a missing marker means this Redis lost its data: fence at `now`.
+local function shard_fence(marker, now)
+  local fence = redis.call('HGET', marker, 'fence')
+  if fence == false then
+    redis.call('HSET', marker, 'fence', fmt(now))
+    return now
+  end
+  return tonumber(fence)
 end
 
 -- Marks a changed federated key for delivery to every peer (pending ZSETs scored by change version).
 local function mark_changed(key, pending_keys, now)
   if #pending_keys == 0 then return end
   local version = redis.call('HINCRBY', key, 'v', 1)
-  redis.call('HSET', key, 't', now)
+  redis.call('HSET', key, 't', fmt(now))
   for _, pending in ipairs(pending_keys) do redis.call('ZADD', pending, version, key) end
+end
+
+-- A window key lives until its window is out of the kept range.
+local function window_ttl(p)
+  return 2 * p.period + p.skew + 1000
 end

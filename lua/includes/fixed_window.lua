@@ -1,37 +1,102 @@
 --[[
-  Fixed window (and the per-window accounting under the sliding window), federated by demarcation:
-  admit while own + cost <= own allowance and the global view + cost <= limit.
-  rule = { key, limit, period, budget, cost }
+  Fixed window (and, with `sliding`, the sliding-window counter) for decide.lua: protocol.ts decideWindow,
+  federated by demarcation (admit while own + cost <= own allowance and the global view + cost <= limit).
+  rule = { key, limit, period, budget, cost }; ctx = the federation part of the parameters plus `fence`.
 ]]
-local function window_decision(rule, fed, now, prev_weight_fn)
-  local L, P, cost = rule.limit, rule.period, rule.cost
+
+--[[
+  A single region is an exact limiter (allowance = the limit, no fence, no peers): decideWindow on the counts
+  alone, which is all such a key stores. Returns the verdict, the current and previous window counts, and the
+  store for an admission.
+]]
+local function single_region_window(p, rule, now, sliding)
+  local P, L, cost = p.period, p.limit, rule.cost
   local id = math.floor(now / P)
-  local cells = read_cells(rule.key, id, fed.n)
-  local fenced = fed.n > 1 and fed.fence > 0 and id * P < fed.fence
-  local own = cells.c[fed.self]
-  local allowance = L
-  if fed.n > 1 and rule.budget >= 0 then allowance = local_limit(cells, L, rule.budget, fed, fed.self) end
-  local seen = global_view(cells, fed.n)
-  if prev_weight_fn ~= nil then seen = seen + prev_weight_fn(L, P, id, now) end
-  local headroom = math.min(allowance - own, L - seen)
-  if fenced then headroom = 0 end
-  local allowed = headroom >= cost
-  local reset_at = (id + 1) * P
+  local k, kp = slot_index(id), slot_index(id - 1)
+  local held = redis.call('HMGET', rule.key, 'w' .. label(k), 'c' .. label(k) .. '.0', 'w' .. label(kp), 'c' .. label(kp) .. '.0')
+  local count, previous = 0, 0
+  if tonumber(held[1]) == id then count = tonumber(held[2]) or 0 end
+  if tonumber(held[3]) == id - 1 then previous = tonumber(held[4]) or 0 end
+  local remaining = math.max(0, math.min(L - count, L - count))
+  if sliding then
+    local elapsed = now - id * P
+    local weighted = (previous * (P - elapsed)) / P
+    remaining = math.max(0, math.min(remaining, math.floor(L - weighted - count)))
+  end
+  local verdict = { allowed = cost <= remaining, remaining = remaining, id = id }
+  if verdict.allowed then verdict.remaining = remaining - cost end
+  local function store()
+    if tonumber(held[1]) ~= id then
+      -- The slot held an older window (or nothing): drop its cells, then count from zero.
+      local stale = new_plan()
+      plan_cells(stale, 1, k, false)
+      call_chunked('HDEL', rule.key, stale.names)
+      redis.call('HSET', rule.key, 'w' .. label(k), fmt(id), 'c' .. label(k) .. '.0', fmt(cost))
+    else
+      redis.call('HSET', rule.key, 'c' .. label(k) .. '.0', fmt(count + cost))
+    end
+  end
+  return verdict, count, previous, store
+end
+
+local function federated_window(p, rule, ctx, now, sliding)
+  local n, r = p.n, p.self
+  -- Read only what the decision and its write touch: the current window's counts, the transfers to and from
+  -- this region, its acknowledgements and admission time, and (sliding) the previous window's counts.
+  local id = math.floor(now / p.period)
+  local current, previous = slot_index(id), slot_index(id - 1)
+  local ids = { [current] = true }
+  if sliding then ids[previous] = true end
+  local state = load_state(rule.key, n, true, {}, ids, function(plan, k)
+    if k == current then
+      plan_row_cells(plan, n, k, r, true, true, true)
+    else
+      for o = 0, n - 1 do plan_add(plan, 'c' .. label(k) .. '.' .. label(o), k, 'c', o) end
+    end
+  end)
+  local verdict = decide_window(p, state.slots, ctx.fence, now, rule.cost, sliding)
+  local function store()
+    commit_window(p, state.slots, now, id, rule.cost)
+    store_slots(state, state.slots)
+  end
+  local counts = sum_cells(cells_of(state.slots, id, n, true).c, n)
+  local before = sum_cells(cells_of(state.slots, id - 1, n, true).c, n)
+  if window_forfeited(p, ctx.fence, id) then before = -1 end
+  return verdict, counts, before, store
+end
+
+local function window_rule(rule, ctx, now, sliding)
+  local p = rule_params(ctx, rule.limit, rule.period, rule.burst, rule.budget)
+  local verdict, current, previous, store
+  if ctx.n == 1 then
+    verdict, current, previous, store = single_region_window(p, rule, now, sliding)
+  else
+    verdict, current, previous, store = federated_window(p, rule, ctx, now, sliding)
+  end
+  local reset_at = (verdict.id + 1) * p.period
   local decision = {
-    allowed = allowed,
-    remaining = math.max(0, math.floor(headroom - (allowed and cost or 0))),
+    allowed = verdict.allowed,
+    remaining = verdict.remaining,
     reset_at = reset_at,
-    retry_after = allowed and 0 or math.max(1, reset_at - now),
-    federated = fed.n > 1,
+    retry_after = verdict.allowed and 0 or math.max(1, reset_at - now),
+    federated = ctx.n > 1,
   }
+  -- (previous < 0: the window is forfeited, nothing helps before it ends.)
+  if sliding and not verdict.allowed and previous > 0 then
+    -- The estimate falls as the previous window slides out; a retry may succeed before the window ends.
+    local need = p.limit - current - rule.cost
+    if need >= 0 then
+      local at = verdict.id * p.period + math.ceil((1 - need / previous) * p.period)
+      if at > now then decision.retry_after = math.max(1, at - now) end
+    end
+  end
   decision.commit = function()
-    claim_slot(rule.key, id, fed.n)
-    redis.call('HINCRBY', rule.key, 'c' .. (id % 3) .. '.' .. fed.self, cost)
-    redis.call('PEXPIRE', rule.key, 2 * P + fed.skew + 1000)
+    store()
+    redis.call('PEXPIRE', rule.key, window_ttl(p))
   end
   return decision
 end
 
-local function fixed_window(rule, fed, now)
-  return window_decision(rule, fed, now, nil)
+local function fixed_window(rule, ctx, now)
+  return window_rule(rule, ctx, now, false)
 end

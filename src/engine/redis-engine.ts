@@ -3,7 +3,7 @@
 // answers callers known to be exhausted without a Redis hop.
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Algorithm, type Config } from '../config/schema.ts';
-import { topologyOf, resolveBudget, type Topology } from '../federation/topology.ts';
+import { scriptBudget, topologyOf, type Topology } from '../federation/topology.ts';
 import { peerPendingKey, shardMarkerKey, shardOf } from '../keys.ts';
 import { StoreUnavailableError } from './errors.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
@@ -84,15 +84,16 @@ export function createRedisEngine(options: RedisEngineOptions): DecisionEngine &
   const cacheOption = options.overLimitCache ?? true;
   const cache: OverLimitCache | undefined =
     cacheOption === false ? undefined : createOverLimitCache(cacheOption === true ? 100_000 : cacheOption.maxEntries);
-  const budgets = new Map(config.rules.map((rule) => [rule.name, resolveBudget(rule, config.federation.leakageBudget)]));
+  const regions = federated ? topology.regions.length : 1;
+  const budgets = new Map(config.rules.map((rule) => [rule.name, scriptBudget(rule, config.federation.leakageBudget, regions)]));
 
   const decideGroup = async (group: ShardGroup, cost: number, leaseId: string) => {
     const keys = [shardMarkerKey(group.shard)];
     if (federated) for (const peer of topology.peerIndexes) keys.push(peerPendingKey(group.shard, peer));
     const args: (string | number)[] = [
       topology.selfIndex,
-      federated ? topology.regions.length : 1,
-      topology.weightsCsv,
+      regions,
+      topology.unitsCsv,
       topology.maxClockSkewMs,
       group.rules.length,
       options.nowMs ? options.nowMs() : '',

@@ -14,6 +14,7 @@ export const SCRIPTS = {
   ackPending: 'ack_pending',
   releaseLeases: 'release_leases',
   refund: 'refund',
+  sweepWatch: 'sweep_watch',
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 
@@ -52,6 +53,7 @@ export interface QuotafedCommands {
   ackPending(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   releaseLeases(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   refund(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  sweepWatch(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
 }
 
 export type ScriptedRedis = (Redis | Cluster) & QuotafedCommands;

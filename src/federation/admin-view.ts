@@ -73,8 +73,7 @@ export class AdminViewError extends Error {
 
 function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
   const rows = (flat: number[]) => Array.from({ length: n }, (_, o) => flat.slice(o * n, o * n + n));
-  // t (demand recency) is not in the Lua state; the allowance does not depend on it.
-  return { id: slot.id, c: slot.c, x: rows(slot.x), a: rows(slot.a), t: new Array<number>(n).fill(0) };
+  return { id: slot.id, c: slot.c, x: rows(slot.x), a: rows(slot.a), t: slot.t };
 }
 
 export async function federationKeyView(config: Config, redis: Redis | Cluster, ruleName: string, caller: Caller): Promise<KeyView> {

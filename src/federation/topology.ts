@@ -1,7 +1,9 @@
 // The federation as every region must see it: regions sorted by name get indexes 0..n-1, weights are
-// normalised, and a fingerprint lets regions refuse gossip from a differently configured federation.
+// normalised and turned into integer share units (protocol.ts shareUnits), and a fingerprint lets regions
+// refuse gossip from a differently configured federation.
 import { createHash } from 'node:crypto';
 import type { Config, LeakageBudget, Rule } from '../config/schema.ts';
+import { resolveBudget as protocolBudget, shareUnits } from './protocol.ts';
 
 export interface Topology {
   /** Region names sorted; a region's index is its position here. */
@@ -9,8 +11,12 @@ export interface Topology {
   selfIndex: number;
   /** Normalised weights by region index (sum 1). */
   weights: readonly number[];
-  /** The weights as the Lua scripts take them. */
+  /** The weights as text (informational; the Lua scripts take share units). */
   weightsCsv: string;
+  /** Share units u_r by region index (Σ ≤ SHARE_UNITS): every X·ω is floor(X·u/S). */
+  units: readonly number[];
+  /** The share units as the Lua scripts take them. */
+  unitsCsv: string;
   /** Peer indexes (every index but selfIndex), ascending. */
   peerIndexes: readonly number[];
   maxClockSkewMs: number;
@@ -27,6 +33,7 @@ export function topologyOf(config: Pick<Config, 'region' | 'federation'>): Topol
   const weights = entries.map((entry) => entry.weight / total);
   const regions = entries.map((entry) => entry.name);
   const selfIndex = regions.indexOf(config.region);
+  const units = shareUnits(weights);
   const fingerprint = createHash('sha256')
     .update(JSON.stringify(entries.map((entry) => [entry.name, entry.weight])))
     .digest('base64url')
@@ -36,10 +43,20 @@ export function topologyOf(config: Pick<Config, 'region' | 'federation'>): Topol
     selfIndex,
     weights,
     weightsCsv: weights.map((weight) => weight.toPrecision(12)).join(','),
+    units,
+    unitsCsv: units.join(','),
     peerIndexes: regions.map((_, index) => index).filter((index) => index !== selfIndex),
     maxClockSkewMs: config.federation.maxClockSkewMs,
     fingerprint,
   };
+}
+
+/**
+ * The leakage budget as the Lua scripts take it (protocol.ts resolveBudget: clamped to 1e9, 0 for a single
+ * region), or -1 for "unbounded" (plain gossip).
+ */
+export function scriptBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallback: LeakageBudget, regions: number): number {
+  return protocolBudget(rule.limit, rule.leakageBudget ?? fallback, regions) ?? -1;
 }
 
 /** The leakage budget of a rule in requests (tokens), or -1 for "unbounded" (plain gossip). */

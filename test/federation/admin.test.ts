@@ -35,9 +35,10 @@ describe('GET /admin/federation/keys', () => {
     const query = '/federation/keys?rule=per-key&apiKey=alice&endpoint=/search';
     const body = await eventually(async () => {
       const response = await get(a, query);
-      const json = (await response.json()) as { windows: { current: boolean; acknowledged: number }[] };
-      return json.windows.find((w) => w.current)?.acknowledged === 7 ? json : undefined;
-    }, 10_000, 'b to acknowledge');
+      const json = (await response.json()) as { windows: { current: boolean; acknowledged: number }[]; pending: Record<string, number | null> };
+      // Learning b's acknowledgement is itself a change a sends on (protocol.ts mergeWindow): wait for that too.
+      return json.windows.find((w) => w.current)?.acknowledged === 7 && json.pending.b === null ? json : undefined;
+    }, 10_000, 'b to acknowledge, and a to deliver what it learned');
     const current = (body as { windows: Record<string, unknown>[] }).windows.find((w) => w.current)!;
     // limit 100, budget 10, two equal weights: 50 + 5 each.
     expect(current).toMatchObject({ own: 7, consumption: { a: 7, b: 0 }, globalView: 7, acknowledgedBy: { b: 7 }, allowance: { a: 55, b: 55 }, fenced: false });

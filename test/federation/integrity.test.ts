@@ -65,7 +65,23 @@ async function rejectedCount(reason: string): Promise<number> {
   return metric.values.filter((value) => value.labels.reason === reason).reduce((sum, value) => sum + value.value, 0);
 }
 
+/**
+ * Waits until gossip about the key has settled: an accepted job starts a legitimate exchange (b's merge changes
+ * the key, a merges b's view, acknowledges, and b learns that acknowledgement), and a rejected job must be
+ * judged against the settled state, not against a snapshot taken halfway through that exchange.
+ */
+async function settled(): Promise<void> {
+  await eventually(async () => {
+    const before = JSON.stringify(await b.redis.hgetall(key));
+    await fed.flushAll();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await fed.flushAll();
+    return JSON.stringify(await b.redis.hgetall(key)) === before || undefined;
+  }, 10_000, 'gossip about the key to settle');
+}
+
 async function expectRejected(data: unknown, reason: string): Promise<void> {
+  await settled();
   const before = await b.redis.hgetall(key);
   const counted = await rejectedCount(reason);
   const job = await inbound.add('gossip', data as object);

@@ -1,6 +1,7 @@
-// A state hash as gossip carries it: per window slot the id and the cumulative cells c, x and a, flattened in
-// the order apply_gossip.lua reads its ARGV (id, n values c[o], n·n values x[o][d], n·n values a[o][d]).
-// Token-bucket fields (tokens, last_refill, sig) and the slot fences f<k> are regional and never gossiped.
+// A state hash as gossip carries it: per window slot the id and the cumulative cells c, x, a and t, flattened in
+// the order apply_gossip.lua reads its ARGV (id, n values c[o], n·n values x[o][d], n·n values a[o][d], n values
+// t[o]). Token-bucket fields (tokens, last_refill, sig) are regional and never gossiped; token-bucket slots have
+// no a cells, which travel as zeros.
 
 /** Slots kept per key (current, previous, one early window): see docs/architecture.md. */
 export const SLOTS_PER_KEY = 3;
@@ -13,6 +14,8 @@ export interface SlotCells {
   x: number[];
   /** a[o·n + d] */
   a: number[];
+  /** t[o]: region o's clock at its last admission in this window (0 = none). */
+  t: number[];
 }
 
 export interface DecodedState {
@@ -21,17 +24,26 @@ export interface DecodedState {
   changedAt: number;
   /** change version (v), 0 when absent. */
   version: number;
-  /** Regional token-bucket and fence fields, for the admin view. */
+  /** Regional token-bucket fields, for the admin view. */
   regional: Record<string, string>;
 }
 
-/** Length of one flattened slot: id + c + x + a. */
+/** Length of one flattened slot: id + c + x + a + t. */
 export function slotLength(n: number): number {
+  return 1 + 2 * n + 2 * n * n;
+}
+
+/** Offset of the t cells in a flattened slot (they are times, the cells before them counts). */
+export function timeCellsOffset(n: number): number {
   return 1 + n + 2 * n * n;
 }
 
-const CELL = /^([cxa])([0-2])\.(\d+)(?:\.(\d+))?$/;
+const CELL = /^([cxat])([0-2])\.(\d+)(?:\.(\d+))?$/;
 const SLOT_ID = /^w([0-2])$/;
+
+function emptySlot(id: number, n: number): SlotCells {
+  return { id, c: new Array(n).fill(0), x: new Array(n * n).fill(0), a: new Array(n * n).fill(0), t: new Array(n).fill(0) };
+}
 
 /** Decodes HGETALL output (flat [field, value, ...] or an object) of a window or token-bucket state key. */
 export function decodeState(raw: readonly string[] | Record<string, string>, n: number): DecodedState {
@@ -46,7 +58,7 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
   for (const [field, value] of pairs) {
     const slotId = SLOT_ID.exec(field);
     if (slotId) {
-      slots[Number(slotId[1])] = { id: Number(value), c: new Array(n).fill(0), x: new Array(n * n).fill(0), a: new Array(n * n).fill(0) };
+      slots[Number(slotId[1])] = emptySlot(Number(value), n);
       continue;
     }
     const cell = CELL.exec(field);
@@ -61,14 +73,17 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
   for (const [kind, k, o, d, value] of cells) {
     const slot = slots[k];
     if (!slot || o >= n || !Number.isFinite(value)) continue;
-    if (kind === 'c') slot.c[o] = value;
-    else if (d !== undefined && d < n && d !== o) (kind === 'x' ? slot.x : slot.a)[o * n + d] = value;
+    if (kind === 'c' || kind === 't') {
+      if (d === undefined) slot[kind][o] = value;
+    } else if (d !== undefined && d < n) {
+      (kind === 'x' ? slot.x : slot.a)[o * n + d] = value;
+    }
   }
   return { slots: slots.filter((slot): slot is SlotCells => slot !== undefined), changedAt, version, regional };
 }
 
 export function flattenSlot(slot: SlotCells): number[] {
-  return [slot.id, ...slot.c, ...slot.x, ...slot.a];
+  return [slot.id, ...slot.c, ...slot.x, ...slot.a, ...slot.t];
 }
 
 export function unflattenSlot(flat: readonly number[], n: number): SlotCells {
@@ -77,5 +92,6 @@ export function unflattenSlot(flat: readonly number[], n: number): SlotCells {
     c: flat.slice(1, 1 + n),
     x: flat.slice(1 + n, 1 + n + n * n),
     a: flat.slice(1 + n + n * n, 1 + n + 2 * n * n),
+    t: flat.slice(1 + n + 2 * n * n, 1 + 2 * n + 2 * n * n),
   };
 }

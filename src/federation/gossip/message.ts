@@ -5,9 +5,10 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { KEY_SHARDS, STATE_KEY_PATTERN, shardOfKey } from '../../keys.ts';
 import type { Topology } from '../topology.ts';
-import { SLOTS_PER_KEY, slotLength } from './cells.ts';
+import { SLOTS_PER_KEY, slotLength, timeCellsOffset } from './cells.ts';
 
-export const MESSAGE_VERSION = 1;
+/** 2: slots carry the t cells (last admission time per region). */
+export const MESSAGE_VERSION = 2;
 
 /** Hard bounds, independent of config, so a misconfigured sender cannot make valid gossip unacceptable. */
 export const LIMITS = {
@@ -28,7 +29,7 @@ export interface GossipEntry {
   k: string;
   /** Sender's ms time of the key's last change (sync-lag measurement). */
   t: number;
-  /** Flattened slots (see cells.ts): id, c[n], x[n·n], a[n·n]. */
+  /** Flattened slots (see cells.ts): id, c[n], x[n·n], a[n·n], t[n]. */
   s: number[][];
 }
 
@@ -101,13 +102,15 @@ function rangeProblem(message: GossipMessage, n: number): string | undefined {
   if (!Number.isSafeInteger(message.seq) || message.seq < 0) return 'seq';
   if (!isTime(message.sentAt)) return 'sentAt';
   const width = slotLength(n);
+  const times = timeCellsOffset(n);
   for (const entry of message.entries) {
     if (shardOfKey(entry.k) >= KEY_SHARDS) return `shard of ${entry.k}`;
     if (!isTime(entry.t)) return `t of ${entry.k}`;
     for (const slot of entry.s) {
       if (slot.length !== width) return `slot width of ${entry.k}`;
       if (!isTime(slot[0]!)) return `window id of ${entry.k}`;
-      for (let i = 1; i < slot.length; i++) if (!isCount(slot[i]!)) return `cell ${i} of ${entry.k}`;
+      for (let i = 1; i < times; i++) if (!isCount(slot[i]!)) return `cell ${i} of ${entry.k}`;
+      for (let i = times; i < width; i++) if (!isTime(slot[i]!)) return `time cell ${i} of ${entry.k}`;
     }
   }
   return undefined;

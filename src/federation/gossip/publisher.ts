@@ -1,15 +1,18 @@
-// The sending half of gossip. Each round, for each peer in parallel: read up to maxBatchKeys pending keys with
-// their current state (take_pending.lua, over the 64 shards), send them as one job to the peer's `gossip`
-// queue, and only after the add resolved forget them (ack_pending.lua, version-guarded). A failed add leaves
-// everything pending: nothing is lost, and the backlog stays bounded by the number of keys because newer
-// state supersedes older unsent state.
+// The sending half of gossip. Each round first sweeps the watch sets (sweep_watch.lua: keys whose view showed a
+// hungry peer are rebalanced again, since a starved peer's denials send nothing). Then, for each peer in
+// parallel: read up to maxBatchKeys pending keys with their current state (take_pending.lua, over the 64
+// shards), send them as one job to the peer's `gossip` queue, and only after the add resolved forget them
+// (ack_pending.lua, version-guarded). A failed add leaves everything pending: nothing is lost, and the backlog
+// stays bounded by the number of keys because newer state supersedes older unsent state.
 import type { Logger } from 'pino';
-import type { Config } from '../../config/schema.ts';
+import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
-import { KEY_SHARDS, peerPendingKey } from '../../keys.ts';
+import { KEY_SHARDS, STATE_KEY_PATTERN, peerPendingKey, ruleNameOf, shardMarkerKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
+import type { RebalancePolicy } from '../protocol.ts';
 import type { Topology } from '../topology.ts';
+import { policyArgs, ruleArgs, type ScriptCall } from './apply.ts';
 import { decodeState, flattenSlot } from './cells.ts';
 import type { PeerLink } from './peer-link.ts';
 
@@ -41,6 +44,60 @@ export interface Publisher {
 }
 
 type PendingReply = [string, string, string[]][];
+
+/** Watched keys swept per shard and round: bounds one round's work (a random sample when there are more). */
+const SWEEP_KEYS_PER_SHARD = 256;
+
+/** The sweep_watch.lua call for watched keys of one shard. `now` pins the clock (tests). */
+export function sweepCall(
+  topology: Topology,
+  shard: number,
+  watched: readonly { key: string; rule: Rule }[],
+  fallbackBudget: Config['federation']['leakageBudget'],
+  options: { now?: number; policy?: RebalancePolicy } = {},
+): ScriptCall {
+  const n = topology.regions.length;
+  const keys = [watchSetKey(shard), shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
+  const args: (string | number)[] = [
+    topology.selfIndex,
+    n,
+    topology.unitsCsv,
+    topology.maxClockSkewMs,
+    ...policyArgs(options.policy),
+    options.now ?? '',
+    watched.length,
+  ];
+  for (const { key, rule } of watched) {
+    keys.push(key);
+    args.push(...ruleArgs(rule, fallbackBudget, n));
+  }
+  return { keys, args };
+}
+
+/** Rebalances the watched keys of every shard once (the sync loop's sweep); returns the keys rebalanced. */
+export async function sweepWatched(redis: ScriptedRedis, config: Config, topology: Topology): Promise<number> {
+  const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
+  const members = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)));
+  const swept = await Promise.all(
+    members.map(async (keys, shard) => {
+      if (keys.length === 0) return 0;
+      const watched: { key: string; rule: Rule }[] = [];
+      const stale: string[] = [];
+      for (const key of keys) {
+        const rule = STATE_KEY_PATTERN.test(key) ? rules.get(ruleNameOf(key)) : undefined;
+        if (rule) watched.push({ key, rule });
+        else stale.push(key);
+      }
+      // A key of a rule that is gone (or no longer federated) has nothing to rebalance.
+      if (stale.length > 0) await redis.srem(watchSetKey(shard), ...stale);
+      if (watched.length === 0) return 0;
+      const call = sweepCall(topology, shard, watched, config.federation.leakageBudget);
+      const reply = (await redis.sweepWatch(call.keys.length, ...call.keys, ...call.args)) as [number, number];
+      return Number(reply[0]);
+    }),
+  );
+  return swept.reduce((a, b) => a + b, 0);
+}
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -162,6 +219,12 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       }
     },
     async round() {
+      try {
+        await sweepWatched(redis, config, topology);
+      } catch (error) {
+        // Local Redis trouble: the watched keys stay watched and the next round sweeps them.
+        logger.debug({ event: 'federation.sweep_failed', error: (error as Error).message }, 'could not sweep the watch sets');
+      }
       let counts: Map<number, number[]>;
       try {
         counts = await sampleBacklog();

@@ -1,0 +1,164 @@
+--[[
+  The token bucket's share and refill: protocol.ts shareAt, refill, newBucket and decideBucket, line for line,
+  in the same order of float operations. A bucket is { tokens, last, sig, slots } (epoch slots without `a`);
+  nil means "no state".
+]]
+local MAX_REFILL_SEGMENTS = 32
+
+-- Share moves need the sender to regain a share `skew` after the epoch, within the kept epochs.
+local function transfers_allowed(p)
+  return not p.unbounded and p.n > 1 and p.period > p.skew
+end
+
+-- End of the span in which a wiped region holds no share.
+local function bucket_fence_end(p, fence)
+  if fence <= 0 then return 0 end
+  return (math.floor(fence / p.period) + 1) * p.period + p.skew
+end
+
+local function epoch_cells(p, slots, id)
+  return cells_of(slots, id, p.n, false)
+end
+
+-- σ_r(t) for the view `slots`.
+local function share_at(p, slots, fence, t)
+  if p.unbounded then return SHARE_UNITS end
+  if t < bucket_fence_end(p, fence) then return 0 end
+  local r = p.self
+  local epoch = math.floor(t / p.period)
+  local share = p.units[r] + net_transfer(epoch_cells(p, slots, epoch), p.n, r)
+  if t - epoch * p.period < p.skew then share = share - given(epoch_cells(p, slots, epoch - 1), p.n, r) end
+  return share
+end
+
+local function bucket_budget(p)
+  if p.unbounded then return 0 end
+  return portion(p.budget, p.units[p.self])
+end
+
+-- cap_r(σ) = C·σ/S + b_r
+local function bucket_capacity(p, share)
+  return (p.capacity * share) / SHARE_UNITS + bucket_budget(p)
+end
+
+-- rate_r(σ) = (L·σ)/(P·S) tokens per ms
+local function bucket_rate(p, share)
+  return (p.limit * share) / (p.period * SHARE_UNITS)
+end
+
+local function next_share_change(p, fence, t)
+  local epoch_start = math.floor(t / p.period) * p.period
+  local next = epoch_start + p.period
+  local skew_edge = epoch_start + p.skew
+  if skew_edge > t and skew_edge < next then next = skew_edge end
+  local fence_end = bucket_fence_end(p, fence)
+  if fence_end > t and fence_end < next then next = fence_end end
+  return next
+end
+
+local function share_settles(p, slots, fence)
+  local latest = -1
+  for k = 0, KEPT_WINDOWS - 1 do latest = math.max(latest, slots[k].id) end
+  return math.max(bucket_fence_end(p, fence), (latest + 2) * p.period + p.skew)
+end
+
+-- Tokens at `now`: the refill integrated over the exact piecewise-constant σ path since the last refill.
+local function refill(p, bucket, fence, now)
+  local tokens = bucket.tokens
+  local t = bucket.last
+  local slots = bucket.slots
+  if now <= t then return math.min(tokens, bucket_capacity(p, share_at(p, slots, fence, now))) end
+  local settles = share_settles(p, slots, fence)
+  local segment = 0
+  while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
+    local stop = math.min(now, next_share_change(p, fence, t))
+    local share = share_at(p, slots, fence, t)
+    tokens = math.min(bucket_capacity(p, share), tokens + (stop - t) * bucket_rate(p, share))
+    t = stop
+    segment = segment + 1
+  end
+  local share = share_at(p, slots, fence, now)
+  if t < now and t >= settles then
+    tokens = math.min(bucket_capacity(p, share), tokens + (now - t) * bucket_rate(p, share))
+  end
+  return math.min(tokens, bucket_capacity(p, share))
+end
+
+-- A bucket with no state: full, or after a data loss empty at the fence and refilled since.
+local function new_bucket(p, fence, now)
+  local slots = empty_slots(p.n, false)
+  if fence > 0 and fence <= now then
+    local empty = { tokens = 0, last = fence, sig = 0, slots = slots }
+    return { tokens = refill(p, empty, fence, now), last = now, sig = share_at(p, slots, fence, now), slots = slots }
+  end
+  local share = share_at(p, slots, fence, now)
+  return { tokens = bucket_capacity(p, share), last = now, sig = share, slots = slots }
+end
+
+-- The decision without its effect: { allowed, remaining, tokens (after refill), bucket (the current state) }.
+local function decide_bucket(p, bucket, fence, now, cost)
+  local current = bucket or new_bucket(p, fence, now)
+  local tokens = refill(p, current, fence, now)
+  if tokens < cost then return { allowed = false, remaining = tokens, tokens = tokens, bucket = current } end
+  return { allowed = true, remaining = tokens - cost, tokens = tokens, bucket = current }
+end
+
+-- The admission's effect: the new bucket state.
+local function commit_bucket(p, decision, fence, now, cost)
+  local slots = decision.bucket.slots
+  local epoch = math.floor(now / p.period)
+  local k = slot_index(epoch)
+  if slots[k].id ~= epoch then slots[k] = empty_slot(p.n, epoch, false) end
+  local slot = slots[k]
+  slot.c[p.self] = slot.c[p.self] + cost
+  slot.t[p.self] = math.max(slot.t[p.self], now)
+  return { tokens = decision.tokens - cost, last = now, sig = share_at(p, slots, fence, now), slots = slots }
+end
+
+--[[
+  Loads a token bucket: nil bucket when the key holds no `tokens`. `for_decision` reads only what a decision
+  and its write touch: every slot id, the transfers to and from this region, its own cost and admission time
+  in the epoch of `now`. A single region reads no slots at all.
+]]
+local function load_bucket(p, key, for_decision, now)
+  local ids, cells = nil, nil
+  if p.n == 1 then ids = {} end
+  if for_decision then
+    local current = slot_index(math.floor(now / p.period))
+    cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, false) end
+  end
+  local state = load_state(key, p.n, false, { 'tokens', 'last_refill', 'sig' }, ids, cells)
+  local tokens = tonumber(state.extra.tokens)
+  local bucket = nil
+  if tokens ~= nil then
+    bucket = {
+      tokens = tokens,
+      last = tonumber(state.extra.last_refill) or 0,
+      sig = tonumber(state.extra.sig) or 0,
+      slots = state.slots,
+    }
+  end
+  return state, bucket
+end
+
+--[[
+  Writes a bucket. A single region keeps only tokens and last_refill. A federated key outlives the span in
+  which its view can still change σ (the latest kept epoch + 2 periods + skew) plus a refill to full from
+  empty at its base share (C + B)·P/L: once it expires, a new (full) bucket is what it would hold anyway.
+]]
+local function store_bucket(p, state, bucket)
+  redis.call('HSET', state.key, 'tokens', fmt(bucket.tokens), 'last_refill', fmt(bucket.last))
+  local ttl
+  if p.n > 1 then
+    redis.call('HSET', state.key, 'sig', fmt(bucket.sig))
+    store_slots(state, bucket.slots)
+    ttl = 3 * p.period + p.skew + math.ceil((p.capacity + p.budget) * p.period / p.limit) + 1000
+  else
+    local share = share_at(p, bucket.slots, 0, bucket.last)
+    local rate = bucket_rate(p, share)
+    local full_in = 0
+    if rate > 0 then full_in = math.ceil((bucket_capacity(p, share) - bucket.tokens) / rate) end
+    ttl = full_in + 1000
+  end
+  redis.call('PEXPIRE', state.key, ttl)
+end

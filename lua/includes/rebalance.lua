@@ -1,0 +1,47 @@
+--[[
+  What merges and rebalances share (never needed on the request path): joining slots, comparing them, and the
+  demand signals of protocol.ts (active, hungry) under the REBALANCE policy read from ARGV.
+]]
+-- Five ARGV values from `at`: hunger, reserve, give fractions, min surplus, idle ms.
+local function parse_policy(at)
+  return {
+    hunger = tonumber(ARGV[at]), reserve = tonumber(ARGV[at + 1]), give = tonumber(ARGV[at + 2]),
+    min_surplus = tonumber(ARGV[at + 3]), idle = tonumber(ARGV[at + 4]),
+  }
+end
+
+-- Cellwise max of two slots of the same id.
+local function join_slots(left, right, n)
+  local joined = empty_slot(n, left.id, left.a ~= nil)
+  for o = 0, n - 1 do
+    joined.c[o] = math.max(left.c[o], right.c[o])
+    joined.t[o] = math.max(left.t[o], right.t[o])
+    for d = 0, n - 1 do
+      joined.x[o][d] = math.max(left.x[o][d], right.x[o][d])
+      if joined.a then joined.a[o][d] = math.max(left.a[o][d], right.a[o][d]) end
+    end
+  end
+  return joined
+end
+
+local function same_slot(left, right, n)
+  if left.id ~= right.id then return false end
+  for o = 0, n - 1 do
+    if left.c[o] ~= right.c[o] or left.t[o] ~= right.t[o] then return false end
+    for d = 0, n - 1 do
+      if left.x[o][d] ~= right.x[o][d] then return false end
+      if left.a and left.a[o][d] ~= right.a[o][d] then return false end
+    end
+  end
+  return true
+end
+
+local function active(slot, d, now, policy)
+  return slot.t[d] > 0 and now - slot.t[d] <= policy.idle
+end
+
+local function hungry(slot, d, allowance, now, policy)
+  local used = slot.c[d]
+  return used > 0 and used > policy.hunger * allowance and active(slot, d, now, policy)
+end
+

@@ -1,0 +1,53 @@
+--[[
+  The window algorithms' decision (fixedWindow, slidingWindow): protocol.ts windowBase, windowAllowance,
+  windowForfeited and decideWindow, line for line, over the slots of load_state. commit_window applies an
+  admission in place.
+]]
+local function window_base(p, d)
+  if p.unbounded then return math.huge end
+  return portion(p.limit, p.units[d]) + portion(p.budget, p.units[d])
+end
+
+local function window_allowance(p, slot, d)
+  return window_base(p, d) + net_transfer(slot, p.n, d)
+end
+
+-- Window w is forfeited when it started at or before the recovery fence.
+local function window_forfeited(p, fence, id)
+  return fence > 0 and id <= math.floor(fence / p.period)
+end
+
+-- a[r][d] := max(a[r][d], c[d])
+local function acknowledge(slot, n, r)
+  for d = 0, n - 1 do slot.a[r][d] = math.max(slot.a[r][d], slot.c[d]) end
+end
+
+-- The decision without its effect: { allowed, remaining, id }. commit_window applies an admission.
+local function decide_window(p, slots, fence, now, cost, sliding)
+  local n, r = p.n, p.self
+  local id = math.floor(now / p.period)
+  local cells = cells_of(slots, id, n, true)
+  local global = sum_cells(cells.c, n)
+  local allowance = math.huge
+  if not p.unbounded then allowance = window_allowance(p, cells, r) - cells.c[r] end
+  local remaining = math.max(0, math.min(allowance, p.limit - global))
+  if sliding then
+    local previous = sum_cells(cells_of(slots, id - 1, n, true).c, n)
+    local elapsed = now - id * p.period
+    local weighted = (previous * (p.period - elapsed)) / p.period
+    remaining = math.max(0, math.min(remaining, math.floor(p.limit - weighted - global)))
+  end
+  if window_forfeited(p, fence, id) then return { allowed = false, remaining = 0, id = id } end
+  if cost > remaining then return { allowed = false, remaining = remaining, id = id } end
+  return { allowed = true, remaining = remaining - cost, id = id }
+end
+
+local function commit_window(p, slots, now, id, cost)
+  local n, r = p.n, p.self
+  local k = slot_index(id)
+  if slots[k].id ~= id then slots[k] = empty_slot(n, id, true) end
+  local slot = slots[k]
+  slot.c[r] = slot.c[r] + cost
+  slot.t[r] = math.max(slot.t[r], now)
+  acknowledge(slot, n, r)
+end

@@ -1,0 +1,72 @@
+--[[
+  The window algorithms' gossip side: protocol.ts rebalanceWindow, mergeWindow, windowHasHungryPeer and
+  sweepWindow, line for line. They mutate `slots` in place and say whether they changed anything.
+]]
+-- Demand-following transfer in window `id` (id ≤ current, not forfeited). Returns true when it gave.
+local function rebalance_window(p, slots, id, now)
+  if p.unbounded or p.n < 2 then return false end
+  local n, r, policy = p.n, p.self, p.policy
+  local slot = slots[slot_index(id)]
+  if slot.id ~= id then return false end
+  local own = window_allowance(p, slot, r)
+  if hungry(slot, r, own, now, policy) then return false end
+  local peers = {}
+  for d = 0, n - 1 do
+    if d ~= r and hungry(slot, d, window_allowance(p, slot, d), now, policy) then peers[#peers + 1] = d end
+  end
+  if #peers == 0 then return false end
+  -- An active giver keeps as much unused as it has used; an idle one only the minimum reserve.
+  local kept = 0
+  if active(slot, r, now, policy) then kept = slot.c[r] end
+  local reserve = math.max(math.ceil(policy.reserve * window_base(p, r)), kept)
+  local surplus = own - slot.c[r] - reserve
+  if surplus < policy.min_surplus then return false end
+  local give = math.floor((surplus * policy.give) / #peers)
+  if give < 1 then return false end
+  for _, d in ipairs(peers) do slot.x[r][d] = slot.x[r][d] + give end
+  return true
+end
+
+-- Applies a peer's slots (ids outside [cur−1, cur+1] ignored, never over a newer window), then rebalances.
+local function merge_window(p, slots, fence, now, incoming)
+  local n, r = p.n, p.self
+  local current = math.floor(now / p.period)
+  local changed_ids = {}
+  for _, slot in ipairs(incoming) do
+    if slot.id >= 0 and slot.id >= current - 1 and slot.id <= current + 1 then
+      local k = slot_index(slot.id)
+      local held = slots[k]
+      if held.id <= slot.id then
+        local base = held
+        if held.id ~= slot.id then base = empty_slot(n, slot.id, true) end
+        local joined = join_slots(base, slot, n)
+        acknowledge(joined, n, r)
+        if not same_slot(joined, held, n) then
+          slots[k] = joined
+          changed_ids[#changed_ids + 1] = slot.id
+        end
+      end
+    end
+  end
+  table.sort(changed_ids)
+  for _, id in ipairs(changed_ids) do
+    if id <= current and not window_forfeited(p, fence, id) then rebalance_window(p, slots, id, now) end
+  end
+  return #changed_ids > 0
+end
+
+local function window_has_hungry_peer(p, slots, now)
+  if p.unbounded or p.n < 2 then return false end
+  local slot = cells_of(slots, math.floor(now / p.period), p.n, true)
+  for d = 0, p.n - 1 do
+    if d ~= p.self and hungry(slot, d, window_allowance(p, slot, d), now, p.policy) then return true end
+  end
+  return false
+end
+
+-- Rebalances the current window without new gossip (the sync loop's sweep).
+local function sweep_window(p, slots, fence, now)
+  local id = math.floor(now / p.period)
+  if window_forfeited(p, fence, id) then return false end
+  return rebalance_window(p, slots, id, now)
+end

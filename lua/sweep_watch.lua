@@ -1,0 +1,70 @@
+--[[
+  The sync loop's sweep over one shard's watch set (protocol.ts sweepWindow / sweepBucket): each watched key
+  whose view still shows a hungry peer is rebalanced in its current window (epoch) without new gossip; a key
+  with no hungry peer (or no state) leaves the set. A starved peer's denials change nothing and send nothing,
+  so without this a giver that went idle after the peer's last message would never notice it.
+
+  KEYS[1] watch set qf:{s<n>}:w   KEYS[2] shard marker qf:{s<n>}:m
+  KEYS[3 .. p+2]   pending ZSETs of the p = n - 1 peers
+  KEYS[p+3 ..]     the watched state keys to sweep, in ARGV order
+
+  ARGV[1] self index   ARGV[2] region count n   ARGV[3] share units csv   ARGV[4] max clock skew ms
+  ARGV[5..9] REBALANCE: hunger fraction, reserve fraction, give fraction, min surplus, idle ms
+  ARGV[10] now override ('' = TIME)   ARGV[11] key count m
+  then 5 values per key: algorithm (tb|fw|sw), limit, period ms, burst, leakage budget (-1 = unbounded)
+
+  Returns { keys rebalanced, keys that left the watch set }
+]]
+--- @include "includes/clock"
+--- @include "includes/federation"
+--- @include "includes/rebalance"
+--- @include "includes/window_decide"
+--- @include "includes/window_rebalance"
+--- @include "includes/bucket_share"
+--- @include "includes/bucket_rebalance"
+
+local watch = KEYS[1]
+local n = tonumber(ARGV[2])
+local now = now_ms(ARGV[10])
+local ctx = {
+  n = n, self = tonumber(ARGV[1]), units = parse_units(ARGV[3], n), skew = tonumber(ARGV[4]),
+  policy = parse_policy(5),
+}
+local pending = {}
+for i = 3, n + 1 do pending[#pending + 1] = KEYS[i] end
+local fence = shard_fence(KEYS[2], now)
+
+local rebalanced, left = 0, 0
+for i = 1, tonumber(ARGV[11]) do
+  local key = KEYS[n + 1 + i]
+  local base = 11 + (i - 1) * 5
+  local p = rule_params(ctx, tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
+  local changed = false
+  local watched = false
+  if ARGV[base + 1] == 'tb' then
+    local state, bucket = load_bucket(p, key)
+    if bucket ~= nil and bucket_has_hungry_peer(p, bucket.slots, now) then
+      watched = true
+      local swept
+      changed, swept = sweep_bucket(p, bucket, fence, now)
+      if changed then store_bucket(p, state, swept) end
+    end
+  else
+    local state = load_state(key, n, true, {})
+    if window_has_hungry_peer(p, state.slots, now) then
+      watched = true
+      changed = sweep_window(p, state.slots, fence, now)
+      if changed then
+        store_slots(state, state.slots)
+        redis.call('PEXPIRE', key, window_ttl(p))
+      end
+    end
+  end
+  if not watched then
+    left = left + redis.call('SREM', watch, key)
+  elseif changed then
+    rebalanced = rebalanced + 1
+    mark_changed(key, pending, now)
+  end
+end
+return { rebalanced, left }
