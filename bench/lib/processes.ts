@@ -1,0 +1,87 @@
+// Child processes for the HTTP benches: servers under test and the autocannon load generator, each its own
+// Node process so the server and the load generator do not share an event loop (or, ideally, a core).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { LoadFigures, LoadOptions } from '../http/load.ts';
+import type { ServerMode, ServerOptions } from '../http/server.ts';
+
+const SERVER = fileURLToPath(new URL('../http/server.ts', import.meta.url));
+const LOAD = fileURLToPath(new URL('../http/load.ts', import.meta.url));
+
+function tsxProcess(file: string, args: string[]): ChildProcess {
+  // stdin is a pipe the child watches: when this process dies, the pipe closes and the child exits too.
+  return spawn(process.execPath, ['--import', 'tsx', file, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+export interface ServerProcess {
+  url: string;
+  stop(): Promise<void>;
+}
+
+function waitExit(child: ChildProcess, ms: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve();
+    }, ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+export async function startServer(mode: ServerMode, options: ServerOptions = {}): Promise<ServerProcess> {
+  const child = tsxProcess(SERVER, [mode, JSON.stringify(options)]);
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString('utf8')).slice(-4_000);
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let stdout = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server ${mode} did not start in 90 s: ${stderr}`));
+    }, 90_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString('utf8');
+      const match = /READY (\S+)/.exec(stdout);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server ${mode} exited (${code}): ${stderr}`));
+    });
+  });
+  child.removeAllListeners('exit');
+  return {
+    url,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await waitExit(child, 15_000);
+    },
+  };
+}
+
+export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
+  const child = tsxProcess(LOAD, [JSON.stringify(options)]);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString('utf8')).slice(-4_000)));
+  const limitMs = (options.durationS + options.warmupS) * 1000 + 30_000;
+  const code = await new Promise<number | null>((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
+    child.once('exit', (exitCode) => {
+      clearTimeout(timer);
+      resolve(exitCode);
+    });
+  });
+  const line = stdout.trim().split('\n').pop();
+  if (code !== 0 || !line) throw new Error(`load generator failed (${code}): ${stderr}`);
+  return JSON.parse(line) as LoadFigures;
+}

@@ -1,0 +1,48 @@
+// Latency recording for the benches: an HDR-style histogram from node:perf_hooks (nanosecond integers),
+// summarised in milliseconds.
+import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
+
+export interface LatencySummary {
+  count: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  meanMs: number;
+}
+
+export interface LatencyRecorder {
+  /** Records the time since `startNs` (a process.hrtime.bigint() reading). */
+  since(startNs: bigint): void;
+  summary(): LatencySummary;
+}
+
+export function createLatencyRecorder(): LatencyRecorder {
+  const histogram: RecordableHistogram = createHistogram({ lowest: 1, highest: 60_000_000_000, figures: 3 });
+  return {
+    since(startNs) {
+      const elapsed = process.hrtime.bigint() - startNs;
+      histogram.record(elapsed > 0n ? elapsed : 1n);
+    },
+    summary() {
+      const ms = (ns: number) => Math.round((ns / 1e6) * 1000) / 1000;
+      return {
+        count: histogram.count,
+        p50Ms: histogram.count ? ms(histogram.percentile(50)) : 0,
+        p99Ms: histogram.count ? ms(histogram.percentile(99)) : 0,
+        maxMs: histogram.count ? ms(histogram.max) : 0,
+        meanMs: histogram.count ? ms(histogram.mean) : 0,
+      };
+    },
+  };
+}
+
+export function round(value: number, digits = 2): number {
+  const factor = 10 ** digits;
+  return Math.round(value * factor) / factor;
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}

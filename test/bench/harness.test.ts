@@ -1,0 +1,71 @@
+// The bench harness end to end in a tiny configuration: the command-count section against a real
+// redis-server (its figures are exact counts, not timings), the targets table built from them, and one
+// server the HTTP bench spawns (the service under node:cluster) answering and stopping cleanly.
+import { describe, expect, it } from 'vitest';
+import type { BenchContext } from '../../bench/lib/context.ts';
+import { runLoad, startServer } from '../../bench/lib/processes.ts';
+import { renderTable } from '../../bench/lib/table.ts';
+import { commandsSection } from '../../bench/sections/commands.ts';
+import { targetsTable } from '../../bench/sections/targets.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const server = await useRedis();
+const admin = client(server.url);
+
+const ctx: BenchContext = {
+  options: { quick: true, only: [] },
+  redisServer: server,
+  admin,
+  figures: {},
+  ms: (_full, quick) => quick,
+};
+
+describe('bench harness', () => {
+  it('counts one round trip per decision on the allow and deny paths and none from the over-limit cache', async () => {
+    const tables = await commandsSection(ctx);
+    expect(tables[0]!.rows).toHaveLength(5);
+    expect(ctx.figures['commands.allow.perDecision']).toBe(1);
+    expect(ctx.figures['commands.deny.perDecision']).toBe(1);
+    expect(ctx.figures['commands.cache.perDecision']).toBe(0);
+    expect(ctx.figures['commands.multi.perDecision']).toBe(1);
+    const targets = targetsTable(ctx.figures);
+    const rows = Object.fromEntries(targets.rows.map((row) => [row.target, row.result]));
+    expect(rows['no Redis command when the over-limit cache answers']).toBe('PASS');
+    expect(rows['/v1/check >= 0.85x bare Hono req/s']).toBe('–');
+    expect(renderTable(targets)).toContain('| target | measured | result |');
+  }, 30_000);
+
+  it('runs the service under node:cluster in a child process and load-tests it from another', async () => {
+    const service = await startServer('service', {
+      redisUrl: server.url,
+      workers: 2,
+      // A day-long window: the test never straddles a window boundary, so exactly 5 are admitted.
+      config: { region: 'us-east', rules: [{ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 5, period: '1d' }] },
+    });
+    try {
+      const response = await fetch(`${service.url}/v1/check`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ apiKey: 'smoke', method: 'GET', path: '/' }),
+      });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ allowed: true, remaining: 4 });
+      // One key, limit 5 per day: whichever worker answers, Redis decides, so exactly 4 more are admitted.
+      const figures = await runLoad({ url: service.url, method: 'POST', path: '/v1/check', connections: 2, durationS: 1, warmupS: 0, apiKeys: 1, apiKey: 'smoke' });
+      expect(figures.errors).toBe(0);
+      expect(figures.statuses['200']).toBeGreaterThan(4);
+      const after = await fetch(`${service.url}/v1/check`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ apiKey: 'smoke', method: 'GET', path: '/' }),
+      });
+      expect((await after.json()) as { allowed: boolean }).toMatchObject({ allowed: false, status: 429 });
+      const [stateKey] = await admin.keys('qf:*:per-key:*');
+      const state = await admin.hgetall(stateKey!);
+      const admitted = Object.entries(state).filter(([field]) => field.startsWith('c')).reduce((sum, [, value]) => sum + Number(value), 0);
+      expect(admitted).toBe(5);
+    } finally {
+      await service.stop();
+    }
+  }, 60_000);
+});
