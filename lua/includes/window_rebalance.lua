@@ -21,7 +21,9 @@ local function rebalance_window(p, slots, id, now)
   local reserve = math.max(math.ceil(policy.reserve * window_base(p, r)), kept)
   local surplus = own - slot.c[r] - reserve
   if surplus < policy.min_surplus then return false end
+  -- At least one each while the surplus covers it (protocol.ts rebalanceWindow).
   local give = math.floor((surplus * policy.give) / #peers)
+  if surplus >= #peers then give = math.max(give, 1) end
   if give < 1 then return false end
   for _, d in ipairs(peers) do slot.x[r][d] = slot.x[r][d] + give end
   return true

@@ -25,7 +25,7 @@ export const REBALANCE = {
   hungerFraction: 0.5,
   reserveFraction: 0.02,
   giveFraction: 0.5,
-  minSurplus: 2,
+  minSurplus: 1,
   idleMs: 5_000,
 } as const;
 
@@ -410,7 +410,9 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   const reserve = Math.max(Math.ceil(policy.reserveFraction * windowBase(params, r)), kept);
   const surplus = ownAllowance - slot.c[r]! - reserve;
   if (surplus < policy.minSurplus) return state;
-  const give = Math.floor((surplus * policy.giveFraction) / hungryPeers.length);
+  // At least one request each while the surplus covers it: small limits (10/min over 3 regions) would
+  // otherwise strand most of an idle region's share behind the rounding.
+  const give = Math.max(Math.floor((surplus * policy.giveFraction) / hungryPeers.length), surplus >= hungryPeers.length ? 1 : 0);
   if (give < 1) return state;
   const next = withSlot(state, id);
   const target = next.slots[slotIndex(id)]!;
