@@ -3,8 +3,8 @@
 import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../engine/redis-client.ts';
 import { federationKeyView, type KeyView as AdminKeyView } from '../federation/admin-view.ts';
-import { federationParams, resolveBudget, windowBase } from '../federation/protocol.ts';
-import { topologyOf } from '../federation/topology.ts';
+import { resolveBudget, windowBase } from '../federation/protocol.ts';
+import { ruleFederationParams, topologyOf } from '../federation/topology.ts';
 import type { KeyView } from './types.ts';
 
 /** A key to watch, named the way a request names it. */
@@ -55,16 +55,7 @@ export function dashboardKeyView(config: Config, watch: WatchedKey, view: AdminK
 function emptyWindowAllowance(config: Config, ruleName: string): number | null {
   const rule = config.rules.find((candidate) => candidate.name === ruleName)!;
   const topology = topologyOf(config);
-  const params = federationParams({
-    regions: topology.regions.length,
-    self: topology.selfIndex,
-    weights: topology.weights,
-    limit: rule.limit,
-    periodMs: rule.period,
-    burst: rule.burst,
-    leakageBudget: rule.leakageBudget ?? config.federation.leakageBudget,
-    maxClockSkewMs: topology.maxClockSkewMs,
-  });
+  const params = ruleFederationParams(config, rule);
   const base = windowBase(params, topology.selfIndex);
   return Number.isFinite(base) ? base : null;
 }

@@ -10,8 +10,8 @@ import type { QuotafedEnv } from '../http/env.ts';
 import { peerPendingKey, shardMarkerKey, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
-import { federationParams, windowAllowance, windowForfeited, shareUnits, type WindowSlot } from './protocol.ts';
-import { topologyOf } from './topology.ts';
+import { windowAllowance, windowForfeited, shareUnits, type WindowSlot } from './protocol.ts';
+import { ruleFederationParams, topologyOf } from './topology.ts';
 
 /** Who is asking, as in a /v1/check body. */
 export interface Caller {
@@ -100,16 +100,7 @@ export async function federationKeyView(config: Config, redis: Redis | Cluster, 
   ]);
   const state = decodeState(raw as Record<string, string>, n);
   const fence = Number(fenceRaw ?? 0);
-  const params = federationParams({
-    regions: n,
-    self,
-    weights: topology.weights,
-    limit: rule.limit,
-    periodMs: rule.period,
-    burst: rule.burst,
-    leakageBudget: rule.leakageBudget ?? config.federation.leakageBudget,
-    maxClockSkewMs: topology.maxClockSkewMs,
-  });
+  const params = ruleFederationParams(config, rule);
   const units = shareUnits(topology.weights);
   const current = Math.floor(Date.now() / rule.period);
   const isBucket = rule.algorithm === 'tokenBucket';

@@ -3,7 +3,7 @@
 // refuse gossip from a differently configured federation.
 import { createHash } from 'node:crypto';
 import type { Config, LeakageBudget, Rule } from '../config/schema.ts';
-import { resolveBudget as protocolBudget, shareUnits } from './protocol.ts';
+import { federationParams, resolveBudget as protocolBudget, shareUnits, type FederationParams } from './protocol.ts';
 
 export interface Topology {
   /** Region names sorted; a region's index is its position here. */
@@ -65,4 +65,19 @@ export function resolveBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallb
   if (budget === 'unbounded') return -1;
   if (typeof budget === 'number') return budget;
   return Math.floor((rule.limit * Number(budget.slice(0, -1))) / 100);
+}
+
+/** The protocol parameters of one rule as this region runs it (admin views and the dashboard read state with them). */
+export function ruleFederationParams(config: Pick<Config, 'region' | 'federation'>, rule: Rule): FederationParams {
+  const topology = topologyOf(config);
+  return federationParams({
+    regions: topology.regions.length,
+    self: topology.selfIndex,
+    weights: topology.weights,
+    limit: rule.limit,
+    periodMs: rule.period,
+    burst: rule.burst,
+    leakageBudget: rule.leakageBudget ?? config.federation.leakageBudget,
+    maxClockSkewMs: topology.maxClockSkewMs,
+  });
 }
