@@ -1,7 +1,8 @@
 // The dashboard in a real headless Chromium (Debian's, driven by playwright-core) against three real regions:
 // three redis-servers and three region processes with live traffic. A partition is started for real (a
 // region's redis-server is killed) and announced the way the chaos lab does; the page must show the link down
-// and the partition shaded within seconds. Screenshots go to docs/img/.
+// and the partition shaded within seconds. Screenshots go to reports/dashboard/ (to docs/img/ with
+// UPDATE_SCREENSHOTS=1, so a test run never changes tracked files).
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -11,7 +12,8 @@ import { redisServerAvailable } from '../../src/ops/redis-process.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const IMAGES = fileURLToPath(new URL('../../docs/img/', import.meta.url));
+const IMAGES = fileURLToPath(new URL(process.env.UPDATE_SCREENSHOTS === '1' ? '../../docs/img/' : '../../reports/dashboard/', import.meta.url));
+mkdirSync(IMAGES, { recursive: true });
 const haveChromium = existsSync(CHROMIUM);
 const haveRedis = redisServerAvailable();
 
