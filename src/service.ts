@@ -106,8 +106,9 @@ export async function createRegionEngine(
     if (!redisUp) logger.info({ event: 'redis.ready' }, 'Redis connection ready');
     redisUp = true;
   });
+  let quitting = false;
   redis.on('close', () => {
-    if (redisUp) logger.warn({ event: 'redis.closed' }, 'Redis connection lost; reconnecting');
+    if (redisUp && !quitting) logger.warn({ event: 'redis.closed' }, 'Redis connection lost; reconnecting');
     redisUp = false;
   });
   try {
@@ -123,6 +124,7 @@ export async function createRegionEngine(
     engine,
     async close() {
       await engine.close();
+      quitting = true;
       await redis.quit().catch(() => redis.disconnect());
     },
   };
