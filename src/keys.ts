@@ -46,7 +46,13 @@ export function identityHash(ruleName: string, dimensions: readonly string[]): s
 }
 
 export function ruleKey(ruleName: string, identity: IdentityParts): string {
-  return `${KEY_PREFIX}:${shardTag(shardOf(identity.principal))}:${ruleName}:${identityHash(ruleName, identity.dimensions)}`;
+  return stateKeyOf(ruleName, identity).key;
+}
+
+/** The state key and its shard, hashing the principal once (the decision path needs both). */
+export function stateKeyOf(ruleName: string, identity: IdentityParts): { key: string; shard: number } {
+  const shard = shardOf(identity.principal);
+  return { key: `${KEY_PREFIX}:${shardTag(shard)}:${ruleName}:${identityHash(ruleName, identity.dimensions)}`, shard };
 }
 
 export function shardMarkerKey(shard: number): string {

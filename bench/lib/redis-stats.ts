@@ -10,11 +10,11 @@ export async function commandCalls(redis: Redis): Promise<CommandCalls> {
   return calls;
 }
 
-/** Microseconds Redis spent in scripts (EVAL/EVALSHA, including the commands they call) so far. */
+/** Microseconds Redis spent in scripts (EVAL/EVALSHA/FCALL, including the commands they call) so far. */
 export async function scriptMicros(redis: Redis): Promise<number> {
   const text = await redis.info('commandstats');
   let total = 0;
-  for (const match of text.matchAll(/^cmdstat_(?:eval|evalsha):calls=\d+,usec=(\d+)/gm)) total += Number(match[1]);
+  for (const match of text.matchAll(/^cmdstat_(?:eval|evalsha|fcall):calls=\d+,usec=(\d+)/gm)) total += Number(match[1]);
   return total;
 }
 

@@ -98,8 +98,8 @@ export const commandsSection: Section = async (ctx) => {
     const delta = callsDelta(before, await commandCalls(ctx.admin));
     await engine.close();
     await redis.quit();
-    // The engine only ever sends scripts, so EVALSHA/EVAL are its round trips; the rest ran inside them.
-    const roundTrips = (delta.evalsha ?? 0) + (delta.eval ?? 0);
+    // The engine only ever sends scripts and functions, so FCALL/EVALSHA/EVAL are its round trips; the rest ran inside them.
+    const roundTrips = (delta.fcall ?? 0) + (delta.evalsha ?? 0) + (delta.eval ?? 0);
     const perDecision = roundTrips / n;
     ctx.figures[`commands.${item.id}.perDecision`] = perDecision;
     rows.push({
@@ -120,7 +120,7 @@ export const commandsSection: Section = async (ctx) => {
       columns: ['case', 'decisions', 'allowed', 'answered by', 'Redis commands', 'round trips / decision', 'in-script calls / decision'],
       rows,
       notes: [
-        'Every command Redis executed between the snapshots is listed (the bench\'s own INFO calls excluded); commandstats also counts the calls a script makes inside Redis. A round trip is one EVALSHA/EVAL: the engine sends nothing else on the decision path.',
+        'Every command Redis executed between the snapshots is listed (the bench\'s own INFO calls excluded); commandstats also counts the calls a script makes inside Redis. A round trip is one FCALL (decide, a Redis Functions library) or EVALSHA/EVAL (a refund): the engine sends nothing else on the decision path.',
         'Rules of two identities live in two cluster slots, so they take one script per slot (two round trips, sent concurrently) unless both hash to the same shard.',
       ],
     },

@@ -2,14 +2,14 @@
 // a refund when a request spans identities and one of them denies, and a local over-limit cache that
 // answers callers known to be exhausted without a Redis hop.
 import { randomUUID } from 'node:crypto';
-import { FEDERATED_ALGORITHMS, type Algorithm, type Config } from '../config/schema.ts';
+import { FEDERATED_ALGORITHMS, type Algorithm, type Config, type Rule } from '../config/schema.ts';
 import { scriptBudget, topologyOf, type Topology } from '../federation/topology.ts';
-import { peerPendingKey, shardMarkerKey, shardOf } from '../keys.ts';
+import { KEY_SHARDS, peerPendingKey, shardMarkerKey, shardOf } from '../keys.ts';
 import { StoreUnavailableError } from './errors.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
 import { matchRules, type MatchedRule } from './rules.ts';
-import { withScripts, type ScriptedRedis } from './scripts.ts';
+import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
 export const ALGORITHM_CODES: Record<Algorithm, string> = {
@@ -25,6 +25,8 @@ export interface RedisEngineOptions {
   redis: RegionRedis;
   /** Answer exhausted callers from memory until their retry time (default on; bounded). */
   overLimitCache?: boolean | { maxEntries: number };
+  /** Decide through a Redis Functions library (default) or EVALSHA of decide.lua (same answers; a comparison knob). */
+  redisFunctions?: boolean;
   /** Pin the clock (tests only); Redis TIME otherwise. */
   nowMs?: () => number;
 }
@@ -34,10 +36,28 @@ interface ShardGroup {
   rules: MatchedRule[];
 }
 
+/** The Redis engine also decides rules matched by its caller, so a wrapper that matched already need not again. */
+export interface RedisDecisionEngine extends DecisionEngine {
+  readonly topology: Topology;
+  /** The rules `decideMatched` expects its matches to come from (the engine's config). */
+  readonly rules: readonly Rule[];
+  /** Decide rules already matched against `request` with `matchRules(config, request)` of this engine's config. */
+  decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
+}
+
 function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
+  // Nearly every request has one principal: one group, no map.
+  const first = matched[0]!;
+  const firstShard = first.shard ?? shardOf(first.principal);
+  let single = true;
+  for (let i = 1; i < matched.length && single; i++) {
+    const entry = matched[i]!;
+    if ((entry.shard ?? shardOf(entry.principal)) !== firstShard) single = false;
+  }
+  if (single) return [{ shard: firstShard, rules: matched as MatchedRule[] }];
   const groups = new Map<number, ShardGroup>();
   for (const entry of matched) {
-    const shard = shardOf(entry.principal);
+    const shard = entry.shard ?? shardOf(entry.principal);
     let group = groups.get(shard);
     if (!group) {
       group = { shard, rules: [] };
@@ -76,9 +96,10 @@ function storeError(error: unknown): StoreUnavailableError {
   return new StoreUnavailableError(`Redis could not decide: ${message}`, { cause: error });
 }
 
-export function createRedisEngine(options: RedisEngineOptions): DecisionEngine & { readonly topology: Topology } {
+export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEngine {
   const { config } = options;
   const redis: ScriptedRedis = withScripts(options.redis);
+  const callDecide = decideCaller(redis, { functions: options.redisFunctions });
   const topology = topologyOf(config);
   const federated = topology.regions.length > 1;
   const cacheOption = options.overLimitCache ?? true;
@@ -86,34 +107,37 @@ export function createRedisEngine(options: RedisEngineOptions): DecisionEngine &
     cacheOption === false ? undefined : createOverLimitCache(cacheOption === true ? 100_000 : cacheOption.maxEntries);
   const regions = federated ? topology.regions.length : 1;
   const budgets = new Map(config.rules.map((rule) => [rule.name, scriptBudget(rule, config.federation.leakageBudget, regions)]));
+  // Everything of a decide call that does not change per request, built once: the shard's fixed keys and
+  // each rule's script arguments (cost and lease id are filled in per call).
+  const fixedKeysOf: string[][] = [];
+  for (let shard = 0; shard < KEY_SHARDS; shard++) {
+    const keys = [shardMarkerKey(shard)];
+    if (federated) for (const peer of topology.peerIndexes) keys.push(peerPendingKey(shard, peer));
+    fixedKeysOf.push(keys);
+  }
+  const scriptArgs = (rule: Rule) => ({
+    head: [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit] as const,
+    budget: budgets.get(rule.name) ?? 0,
+    leaseTtl: rule.leaseTtl,
+    shadow: rule.shadow ? 1 : 0,
+  });
+  const ruleArgs = new Map(config.rules.map((rule) => [rule, scriptArgs(rule)]));
+  // A rule object of another config (a caller's own matchRules) is built per call, as before.
+  const argsOf = (rule: Rule) => ruleArgs.get(rule) ?? scriptArgs(rule);
 
   const decideGroup = async (group: ShardGroup, cost: number, leaseId: string) => {
-    const keys = [shardMarkerKey(group.shard)];
-    if (federated) for (const peer of topology.peerIndexes) keys.push(peerPendingKey(group.shard, peer));
-    const args: (string | number)[] = [
-      topology.selfIndex,
-      regions,
-      topology.unitsCsv,
-      topology.maxClockSkewMs,
-      group.rules.length,
-      options.nowMs ? options.nowMs() : '',
-    ];
-    for (const { rule, key } of group.rules) {
-      keys.push(key);
-      args.push(
-        ALGORITHM_CODES[rule.algorithm],
-        rule.limit,
-        rule.period,
-        rule.burst ?? rule.limit,
-        cost,
-        budgets.get(rule.name) ?? 0,
-        rule.leaseTtl,
-        leaseId,
-        rule.shadow ? 1 : 0,
-      );
+    const fixedKeys = fixedKeysOf[group.shard] ?? [shardMarkerKey(group.shard)];
+    const ruleCount = group.rules.length;
+    // One array: numkeys, the keys, then the arguments (KEYS and ARGV layout of decide.lua).
+    const call: (string | number)[] = [fixedKeys.length + ruleCount, ...fixedKeys];
+    for (let i = 0; i < ruleCount; i++) call.push(group.rules[i]!.key);
+    call.push(topology.selfIndex, regions, topology.unitsCsv, topology.maxClockSkewMs, ruleCount, options.nowMs ? options.nowMs() : '');
+    for (let i = 0; i < ruleCount; i++) {
+      const { head, budget, leaseTtl, shadow } = argsOf(group.rules[i]!.rule);
+      call.push(head[0], head[1], head[2], head[3], cost, budget, leaseTtl, leaseId, shadow);
     }
-    const reply = (await redis.decide(keys.length, ...keys, ...args)) as unknown[];
-    return { group, allAllowed: toNumber(reply[0]) === 1, now: toNumber(reply[1]), values: reply.slice(2).map(toNumber) };
+    const reply = (await callDecide(call)) as unknown[];
+    return { group, allAllowed: toNumber(reply[0]) === 1, now: toNumber(reply[1]), reply };
   };
 
   const refund = async (result: Awaited<ReturnType<typeof decideGroup>>, cost: number, leaseId: string) => {
@@ -123,59 +147,70 @@ export function createRedisEngine(options: RedisEngineOptions): DecisionEngine &
     await redis.refund(keys.length, ...keys, ...args);
   };
 
-  return {
-    topology,
-    async decide(request: RequestContext): Promise<Decision> {
-      const cost = request.cost ?? 1;
-      const matched = matchRules(config, request);
-      if (matched.length === 0) return { allowed: true, outcomes: [], binding: undefined, leases: [] };
+  const decideMatched = async (matched: readonly MatchedRule[], request: RequestContext): Promise<Decision> => {
+    const cost = request.cost ?? 1;
+    if (matched.length === 0) return { allowed: true, outcomes: [], binding: undefined, leases: [] };
 
-      const cached = cache?.lookup(matched, cost);
-      if (cached) return { allowed: false, outcomes: [cached], binding: cached, leases: [] };
+    const cached = cache?.lookup(matched, cost);
+    if (cached) return { allowed: false, outcomes: [cached], binding: cached, leases: [] };
 
-      const needsLease = matched.some((entry) => entry.rule.algorithm === 'concurrency' || entry.rule.algorithm === 'slidingLog');
-      const leaseId = needsLease ? randomUUID() : '';
-      let results: Awaited<ReturnType<typeof decideGroup>>[];
+    const needsLease = matched.some((entry) => entry.rule.algorithm === 'concurrency' || entry.rule.algorithm === 'slidingLog');
+    const leaseId = needsLease ? randomUUID() : '';
+    let results: Awaited<ReturnType<typeof decideGroup>>[];
+    try {
+      const groups = groupByShard(matched);
+      results = groups.length === 1 ? [await decideGroup(groups[0]!, cost, leaseId)] : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId)));
+    } catch (error) {
+      throw storeError(error);
+    }
+    const allowed = results.every((result) => result.allAllowed);
+    if (!allowed && results.length > 1) {
       try {
-        results = await Promise.all(groupByShard(matched).map((group) => decideGroup(group, cost, leaseId)));
+        await Promise.all(results.filter((result) => result.allAllowed).map((result) => refund(result, cost, leaseId)));
       } catch (error) {
         throw storeError(error);
       }
-      const allowed = results.every((result) => result.allAllowed);
-      if (!allowed && results.length > 1) {
-        try {
-          await Promise.all(results.filter((result) => result.allAllowed).map((result) => refund(result, cost, leaseId)));
-        } catch (error) {
-          throw storeError(error);
-        }
-      }
+    }
 
-      const outcomes: RuleOutcome[] = [];
-      const leases: Lease[] = [];
-      for (const result of results) {
-        result.group.rules.forEach(({ rule, key }, index) => {
-          const [ruleAllowed, remaining, resetAtMs, retryAfterMs] = result.values.slice(index * 4, index * 4 + 4) as [number, number, number, number];
-          const outcome: RuleOutcome = {
-            rule: rule.name,
-            algorithm: rule.algorithm,
-            allowed: ruleAllowed === 1,
-            limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit,
-            remaining,
-            resetAtMs,
-            retryAfterMs,
-            periodMs: rule.period,
-            shadow: rule.shadow,
-            failMode: rule.failMode,
-            source: 'redis',
-          };
-          outcomes.push(outcome);
-          if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
-          if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
-            cache?.remember(key, outcome, cost, federated && FEDERATED_ALGORITHMS.has(rule.algorithm) ? config.federation.syncIntervalMs : Infinity);
-          }
-        });
-      }
-      return { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
+    const outcomes: RuleOutcome[] = [];
+    const leases: Lease[] = [];
+    for (const result of results) {
+      result.group.rules.forEach(({ rule, key }, index) => {
+        const at = 2 + index * 4;
+        const { reply } = result;
+        const ruleAllowed = toNumber(reply[at]);
+        const remaining = toNumber(reply[at + 1]);
+        const resetAtMs = toNumber(reply[at + 2]);
+        const retryAfterMs = toNumber(reply[at + 3]);
+        const outcome: RuleOutcome = {
+          rule: rule.name,
+          algorithm: rule.algorithm,
+          allowed: ruleAllowed === 1,
+          limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit,
+          remaining,
+          resetAtMs,
+          retryAfterMs,
+          periodMs: rule.period,
+          shadow: rule.shadow,
+          failMode: rule.failMode,
+          source: 'redis',
+        };
+        outcomes.push(outcome);
+        if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
+        if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
+          cache?.remember(key, outcome, cost, federated && FEDERATED_ALGORITHMS.has(rule.algorithm) ? config.federation.syncIntervalMs : Infinity);
+        }
+      });
+    }
+    return { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
+  };
+
+  return {
+    topology,
+    rules: config.rules,
+    decideMatched,
+    async decide(request: RequestContext): Promise<Decision> {
+      return decideMatched(matchRules(config, request), request);
     },
 
     async release(leases: readonly Lease[]): Promise<void> {

@@ -3,7 +3,7 @@
 // is open). It also records the decision metrics, so every front end (gateway, /v1/check, the embedded
 // middleware) is observed the same way.
 import { performance } from 'node:perf_hooks';
-import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
+import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
 import { resolveBudget, topologyOf } from '../federation/topology.ts';
 import type { Logger } from '../log.ts';
 import {
@@ -64,11 +64,31 @@ class DeadlineExceededError extends Error {
 }
 
 function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DeadlineExceededError(ms)), ms);
+  // One promise and one timer per decision (a race plus finally would allocate three more promises).
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new DeadlineExceededError(ms)), ms);
+    work.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
+
+/** An inner engine that decides rules matched by the caller (the Redis engine), so they are matched once. */
+interface MatchedDecider {
+  readonly rules: readonly Rule[];
+  decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
+}
+
+function matchedDecider(engine: DecisionEngine): MatchedDecider | undefined {
+  const candidate = engine as Partial<MatchedDecider>;
+  return typeof candidate.decideMatched === 'function' && candidate.rules !== undefined ? (candidate as MatchedDecider) : undefined;
 }
 
 function isStoreFailure(error: unknown): boolean {
@@ -182,7 +202,10 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       } else {
         const callStarted = performance.now();
         try {
-          decision = await withDeadline(inner.decide(request), deadlineMs);
+          // The rules matched above are the inner engine's own when it was built from this config.
+          const decider = matchedDecider(inner);
+          const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
+          decision = await withDeadline(work, deadlineMs);
           breaker.recordSuccess();
         } catch (error) {
           if (!isStoreFailure(error)) throw error;

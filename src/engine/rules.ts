@@ -2,7 +2,7 @@
 // Route patterns are matched with Hono's own TrieRouter, compiled once per config.
 import { TrieRouter } from 'hono/router/trie-router';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
-import { ruleKey } from '../keys.ts';
+import { stateKeyOf } from '../keys.ts';
 import type { RequestContext } from './types.ts';
 
 export interface MatchedRule {
@@ -13,11 +13,32 @@ export interface MatchedRule {
   principal: string;
   /** The route pattern that matched (metrics label), when the rule names endpoints. */
   endpoint: string | undefined;
+  /** The shard (cluster slot) of `key`, when known; shardOf(principal) otherwise. */
+  shard?: number;
+}
+
+/** Most identities whose state key is remembered per config: a caller can send unbounded distinct keys. */
+export const IDENTITY_CACHE_MAX = 50_000;
+/** Identities longer than this are hashed every time: a cache of 8 KB API keys would cost more than it saves. */
+const IDENTITY_CACHE_MAX_CHARS = 256;
+
+interface Identity {
+  key: string;
+  principal: string;
+  shard: number;
+}
+
+interface CompiledRule {
+  rule: Rule;
+  /** Which dimension value is the principal (the API key, else the IP); -1: the rule name and all values. */
+  principalAt: number;
 }
 
 interface CompiledRules {
-  router: TrieRouter<{ index: number; pattern: string }>;
-  rules: readonly Rule[];
+  /** Undefined when no rule names endpoints: nothing to route. */
+  router: TrieRouter<{ index: number; pattern: string }> | undefined;
+  rules: readonly CompiledRule[];
+  identities: Map<string, Identity>;
 }
 
 const compiled = new WeakMap<readonly Rule[], CompiledRules>();
@@ -26,15 +47,28 @@ function compile(rules: readonly Rule[]): CompiledRules {
   let result = compiled.get(rules);
   if (result) return result;
   const router = new TrieRouter<{ index: number; pattern: string }>();
+  let routes = 0;
   rules.forEach((rule, index) => {
-    for (const pattern of rule.match.endpoints ?? []) router.add('ALL', pattern, { index, pattern });
+    for (const pattern of rule.match.endpoints ?? []) {
+      router.add('ALL', pattern, { index, pattern });
+      routes++;
+    }
   });
-  result = { router, rules };
+  const byRule = rules.map((rule) => {
+    const apiKeyAt = rule.by.indexOf('apiKey');
+    return { rule, principalAt: apiKeyAt !== -1 ? apiKeyAt : rule.by.indexOf('ip') };
+  });
+  result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new Map() };
   compiled.set(rules, result);
   return result;
 }
 
-function dimensionValue(dimension: Dimension, request: RequestContext, endpoint: string | undefined): string | undefined {
+/** Entries in the identity cache of these rules (for tests of its bound). */
+export function identityCacheSize(config: Pick<Config, 'rules'>): number {
+  return compile(config.rules).identities.size;
+}
+
+function dimensionValue(dimension: Dimension, request: RequestContext, endpoint: string | undefined, method: string): string | undefined {
   switch (dimension) {
     case 'apiKey':
       return request.apiKey;
@@ -43,42 +77,72 @@ function dimensionValue(dimension: Dimension, request: RequestContext, endpoint:
     case 'endpoint':
       return endpoint ?? request.path;
     case 'method':
-      return request.method.toUpperCase();
+      return method;
   }
 }
 
-function identityApplies(rule: Rule, request: RequestContext): boolean {
-  const hasKey = request.apiKey !== undefined && request.apiKey !== '';
+function identityApplies(rule: Rule, hasKey: boolean): boolean {
   if (rule.match.identity === 'apiKey') return hasKey;
   if (rule.match.identity === 'anonymous') return !hasKey;
   return true;
 }
 
+function identityOf(compiledRules: CompiledRules, index: number, entry: CompiledRule, dimensions: readonly string[]): Identity {
+  // The principal is one of the dimension values or derived from all of them, so the values decide the key.
+  let cacheKey = `${index}`;
+  for (const value of dimensions) cacheKey += `|${value.length}:${value}`;
+  const cacheable = cacheKey.length <= IDENTITY_CACHE_MAX_CHARS;
+  if (cacheable) {
+    const hit = compiledRules.identities.get(cacheKey);
+    if (hit) return hit;
+  }
+  const { rule, principalAt } = entry;
+  const principal = principalAt !== -1 ? dimensions[principalAt]! : `${rule.name}|${dimensions.join('|')}`;
+  const { key, shard } = stateKeyOf(rule.name, { principal, dimensions });
+  const identity = { key, principal, shard };
+  if (cacheable) {
+    const { identities } = compiledRules;
+    // A Map iterates in insertion order: dropping the first entry evicts the oldest.
+    if (identities.size >= IDENTITY_CACHE_MAX) identities.delete(identities.keys().next().value!);
+    identities.set(cacheKey, identity);
+  }
+  return identity;
+}
+
 export function matchRules(config: Pick<Config, 'rules'>, request: RequestContext): MatchedRule[] {
-  const { router, rules } = compile(config.rules);
-  const endpointOf = new Map<number, string>();
-  const [routes] = router.match('ALL', request.path);
-  for (const [route] of routes) {
-    if (!endpointOf.has(route.index)) endpointOf.set(route.index, route.pattern);
+  const compiledRules = compile(config.rules);
+  const { router, rules } = compiledRules;
+  let endpointOf: Map<number, string> | undefined;
+  if (router) {
+    const [routes] = router.match('ALL', request.path);
+    endpointOf = new Map();
+    for (const [route] of routes) {
+      if (!endpointOf.has(route.index)) endpointOf.set(route.index, route.pattern);
+    }
   }
   const method = request.method.toUpperCase();
+  const hasKey = request.apiKey !== undefined && request.apiKey !== '';
   const matched: MatchedRule[] = [];
-  rules.forEach((rule, index) => {
-    if (!identityApplies(rule, request)) return;
-    if (rule.match.methods && !rule.match.methods.includes(method)) return;
-    const endpoint = endpointOf.get(index);
-    if (rule.match.endpoints && endpoint === undefined) return;
+  for (let index = 0; index < rules.length; index++) {
+    const entry = rules[index]!;
+    const { rule } = entry;
+    if (!identityApplies(rule, hasKey)) continue;
+    if (rule.match.methods && !rule.match.methods.includes(method)) continue;
+    const endpoint = endpointOf?.get(index);
+    if (rule.match.endpoints && endpoint === undefined) continue;
     const dimensions: string[] = [];
+    let complete = true;
     for (const dimension of rule.by) {
-      const value = dimensionValue(dimension, request, endpoint);
-      if (value === undefined || value === '') return;
+      const value = dimensionValue(dimension, request, endpoint, method);
+      if (value === undefined || value === '') {
+        complete = false;
+        break;
+      }
       dimensions.push(value);
     }
-    const principal =
-      (rule.by.includes('apiKey') ? request.apiKey : undefined) ??
-      (rule.by.includes('ip') ? request.ip : undefined) ??
-      `${rule.name}|${dimensions.join('|')}`;
-    matched.push({ rule, key: ruleKey(rule.name, { principal, dimensions }), principal, endpoint });
-  });
+    if (!complete) continue;
+    const { key, principal, shard } = identityOf(compiledRules, index, entry, dimensions);
+    matched.push({ rule, key, principal, endpoint, shard });
+  }
   return matched;
 }

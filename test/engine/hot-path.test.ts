@@ -1,0 +1,86 @@
+// The decision hot path's shortcuts against a real redis-server: decide through Redis Functions (and a Redis
+// that lost them), the bounded identity cache, and rules matched once by the resilient wrapper.
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { createResilientEngine } from '../../src/engine/resilient.ts';
+import { IDENTITY_CACHE_MAX, identityCacheSize, matchRules } from '../../src/engine/rules.ts';
+import { decideLibrary, luaSource } from '../../src/engine/scripts.ts';
+import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
+import { silentLogger } from '../../src/log.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const server = await useRedis();
+const redis = client(server.url);
+const clock = 1_800_000_000_000;
+const request = (apiKey: string) => ({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/', cost: 1 });
+
+describe('decide through Redis Functions', () => {
+  const config = parseConfig({ region: 'us-east', rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 3, period: '1m' }] });
+
+  it('loads the library once, keeps counting after the functions are lost, and answers like the script', async () => {
+    const engine = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => clock });
+    const { library } = decideLibrary();
+    expect((await engine.decide(request('a'))).allowed).toBe(true);
+    const libraries = (await redis.call('FUNCTION', 'LIST', 'LIBRARYNAME', library)) as unknown[];
+    expect(libraries).toHaveLength(1);
+    // What a restart without persistence does to functions (the state key survives here, so counts go on).
+    await redis.call('FUNCTION', 'FLUSH');
+    expect((await engine.decide(request('a'))).binding?.remaining).toBe(1);
+    const third = await engine.decide(request('a'));
+    expect(third.allowed).toBe(true);
+    expect(third.binding?.remaining).toBe(0);
+    const denied = await engine.decide(request('a'));
+    expect(denied.allowed).toBe(false);
+    // The script path, on a fresh key, gives the same answers call by call.
+    const key = ruleKey('fw', { principal: 'b', dimensions: ['b'] });
+    const sha = (await redis.script('LOAD', luaSource('decide'))) as string;
+    const viaScript: unknown[] = [];
+    for (let i = 0; i < 4; i++) {
+      // KEYS: marker, state key; ARGV: self 0, one region, units, skew, one rule, now; then the rule's nine values.
+      viaScript.push(await redis.evalsha(sha, 2, shardMarkerKey(shardOf('b')), key, 0, 1, '1000000', 1000, 1, clock, 'fw', 3, 60_000, 3, 1, 0, 30_000, '', 0));
+    }
+    expect(viaScript.map((reply) => (reply as number[])[2])).toEqual([1, 1, 1, 0]);
+    expect(viaScript.map((reply) => (reply as number[])[3])).toEqual([2, 1, 0, 0]);
+    await engine.close();
+  });
+});
+
+describe('identity cache', () => {
+  it('is bounded whatever number of distinct callers arrives, and never changes a key', () => {
+    const config = parseConfig({ region: 'us-east', rules: [{ name: 'r', by: ['apiKey', 'method'], algorithm: 'fixedWindow', limit: 3, period: '1m' }] });
+    const first = matchRules(config, request('caller-0'))[0]!;
+    for (let i = 0; i < IDENTITY_CACHE_MAX + 500; i++) matchRules(config, request(`caller-${i}`));
+    expect(identityCacheSize(config)).toBe(IDENTITY_CACHE_MAX);
+    // Evicted and computed again: the same key and shard as the uncached layout.
+    const again = matchRules(config, request('caller-0'))[0]!;
+    expect(again.key).toBe(first.key);
+    expect(again.key).toBe(ruleKey('r', { principal: 'caller-0', dimensions: ['caller-0', 'GET'] }));
+    expect(again.shard).toBe(first.shard);
+    // An 8 KB API key is hashed every time, not kept.
+    const size = identityCacheSize(config);
+    matchRules(config, request('k'.repeat(8192)));
+    expect(identityCacheSize(config)).toBe(size);
+  });
+});
+
+describe('resilient engine over the Redis engine', () => {
+  it('decides the rules it matched (one match per request) with the same outcomes as the engine alone', async () => {
+    const config = parseConfig({
+      region: 'us-east',
+      rules: [
+        { name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 2, period: '1m' },
+        { name: 'per-ip', by: ['ip'], algorithm: 'tokenBucket', limit: 5, period: '1m' },
+      ],
+    });
+    const inner = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => clock });
+    let innerDecides = 0;
+    const counted = { ...inner, decide: (r: Parameters<typeof inner.decide>[0]) => (innerDecides++, inner.decide(r)) };
+    const engine = createResilientEngine({ config, inner: counted, probe: () => redis.ping(), logger: silentLogger() });
+    const verdicts = [];
+    for (let i = 0; i < 3; i++) verdicts.push((await engine.decide(request('resilient'))).allowed);
+    expect(verdicts).toEqual([true, true, false]);
+    expect(innerDecides).toBe(0);
+    await engine.close();
+  });
+});
