@@ -16,6 +16,8 @@ export const SCRIPTS = {
   releaseLeases: 'release_leases',
   refund: 'refund',
   sweepWatch: 'sweep_watch',
+  renewLock: 'renew_lock',
+  releaseLock: 'release_lock',
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 
@@ -55,6 +57,8 @@ export interface QuotafedCommands {
   releaseLeases(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   refund(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   sweepWatch(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  renewLock(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  releaseLock(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
 }
 
 export type ScriptedRedis = (Redis | Cluster) & QuotafedCommands;
