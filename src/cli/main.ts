@@ -11,6 +11,7 @@ Commands:
 
 Options:
   -c, --config <file>   region config (YAML); default: $QUOTAFED_CONFIG
+      --workers <n>     serve: run n worker processes on the port (node:cluster; default 1)
       --watch-config    serve: reload the policy when the config file changes
                         (SIGHUP and POST /admin/policy/reload always reload it)
   -h, --help            show this help
@@ -33,7 +34,7 @@ export async function main(argv: string[]): Promise<number> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { config: { type: 'string', short: 'c' }, 'watch-config': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: { config: { type: 'string', short: 'c' }, 'watch-config': { type: 'boolean' }, workers: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     });
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
@@ -52,7 +53,12 @@ export async function main(argv: string[]): Promise<number> {
     switch (command) {
       case 'serve': {
         const { serveCommand } = await import('./serve.ts');
-        return await serveCommand(parsed.values.config, { watchConfig: parsed.values['watch-config'] ?? false });
+        const workers = parsed.values.workers === undefined ? undefined : Number(parsed.values.workers);
+        if (workers !== undefined && (!Number.isInteger(workers) || workers < 1 || workers > 64)) {
+          process.stderr.write(`--workers takes a whole number from 1 to 64, not ${JSON.stringify(parsed.values.workers)}\n`);
+          return 2;
+        }
+        return await serveCommand(parsed.values.config, { watchConfig: parsed.values['watch-config'] ?? false, ...(workers ? { workers } : {}) });
       }
       case 'check-config': {
         const { checkConfigCommand } = await import('./serve.ts');

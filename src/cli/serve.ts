@@ -1,5 +1,7 @@
 // `quotafed serve` and `quotafed check-config`.
 import { loadConfigFile, type Config } from '../config/load.ts';
+import { createLogger } from '../log.ts';
+import { serveClustered } from '../ops/cluster-mode.ts';
 import { startRegionService } from '../service.ts';
 
 export async function checkConfigCommand(configPath: string | undefined): Promise<number> {
@@ -9,9 +11,18 @@ export async function checkConfigCommand(configPath: string | undefined): Promis
 }
 
 /** Starts the region and resolves when it has stopped after SIGTERM/SIGINT. */
-export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean } = {}): Promise<number> {
+export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean; workers?: number } = {}): Promise<number> {
   const config: Config = loadConfigFile(configPath);
   const path = configPath ?? process.env.QUOTAFED_CONFIG;
+  if (options.workers !== undefined && options.workers > 1) {
+    // node:cluster: every worker runs the whole region service on the shared port (the publisher lock keeps
+    // one gossip publisher); the primary supervises and coordinates shutdown.
+    return serveClustered({
+      workers: options.workers,
+      logger: createLogger({ level: config.logLevel, base: { region: config.region } }),
+      start: () => startRegionService(config, { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false }),
+    });
+  }
   const service = await startRegionService(config, { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false });
   // SIGHUP reloads the policy, as operators expect of a daemon.
   process.on('SIGHUP', () => {
