@@ -8,6 +8,7 @@ import { startRedis } from '../src/ops/redis-process.ts';
 import { allowRule, apiKeyRequest, benchConfig, keyOf, newClient } from './lib/context.ts';
 import { closedLoop } from './lib/load.ts';
 import { scriptMicros } from './lib/redis-stats.ts';
+import { median } from './lib/stats.ts';
 
 const rounds = Number(process.env.ROUNDS ?? 3);
 const server = await startRedis();
@@ -33,7 +34,6 @@ for (let r = 0; r < rounds; r++) {
     await redis.quit();
   }
 }
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 for (const [variant, row] of Object.entries(rows)) {
   console.log(`${variant.padEnd(15)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ${Math.round(median(row.rate))}/s`);
 }

@@ -2,6 +2,7 @@
 // Node process so the server and the load generator do not share an event loop (or, ideally, a core).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { stopChild } from '../../src/ops/stop-child.ts';
 import type { LoadFigures, LoadOptions } from '../http/load.ts';
 import type { ServerMode, ServerOptions } from '../http/server.ts';
 
@@ -16,20 +17,6 @@ function tsxProcess(file: string, args: string[]): ChildProcess {
 export interface ServerProcess {
   url: string;
   stop(): Promise<void>;
-}
-
-function waitExit(child: ChildProcess, ms: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      resolve();
-    }, ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
 
 export async function startServer(mode: ServerMode, options: ServerOptions = {}): Promise<ServerProcess> {
@@ -60,10 +47,7 @@ export async function startServer(mode: ServerMode, options: ServerOptions = {})
   child.removeAllListeners('exit');
   return {
     url,
-    stop: async () => {
-      child.kill('SIGTERM');
-      await waitExit(child, 15_000);
-    },
+    stop: () => stopChild(child, 15_000),
   };
 }
 

@@ -6,6 +6,7 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { LeakageBudget } from '../../src/config/schema.ts';
+import { waitReady } from '../../src/engine/redis-client.ts';
 import { KEY_SHARDS, shardMarkerKey } from '../../src/keys.ts';
 import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { REGIONS, type Policy, type RegionName } from '../types.ts';
@@ -55,14 +56,6 @@ function directClient(url: string): Redis {
   return client;
 }
 
-async function whenReady(client: Redis, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (client.status !== 'ready') {
-    if (Date.now() > deadline) throw new Error(`Redis connection not ready after ${timeoutMs} ms (${client.status})`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 export async function startLab(options: LabOptions): Promise<Lab> {
   const progress = options.progress ?? (() => undefined);
   const redis = {} as Record<RegionName, RedisProcess>;
@@ -89,7 +82,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
   for (const region of REGIONS) ports[region] = await freePort();
   const redisUrls = Object.fromEntries(REGIONS.map((r) => [r, redis[r].url])) as Record<RegionName, string>;
   const direct = Object.fromEntries(REGIONS.map((r) => [r, directClient(redis[r].url)])) as Record<RegionName, Redis>;
-  await Promise.all(REGIONS.map((r) => whenReady(direct[r], 5_000)));
+  await Promise.all(REGIONS.map((r) => waitReady(direct[r], 5_000)));
   const adminToken = randomBytes(16).toString('hex');
   const secret = randomBytes(24).toString('hex');
   const services = new Map<RegionName, ServiceProcess>();
@@ -172,7 +165,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       await net.reset();
       for (const region of REGIONS) {
         if (redisDown.has(region)) await lab.restartRedis(region);
-        await whenReady(direct[region], 5_000);
+        await waitReady(direct[region], 5_000);
         await direct[region].flushall();
         // A shard without its marker reads as "this Redis lost its data" and forfeits the current window
         // (the recovery fence). A fresh run is not a data loss: start as a federation that has been running.

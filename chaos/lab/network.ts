@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { Toxiproxy, type Proxy } from 'toxiproxy-node-client';
 import { freePort } from '../../src/ops/redis-process.ts';
+import { stopChild } from '../../src/ops/stop-child.ts';
 import { REGIONS, type RegionName } from '../types.ts';
 
 export interface Link {
@@ -127,13 +128,7 @@ export async function startNetwork(options: NetworkOptions): Promise<Network> {
     },
     async close() {
       await Promise.all([...proxies.values()].map(({ proxy }) => proxy.remove().catch(() => undefined)));
-      if (own) {
-        const exited = new Promise<void>((resolve) => own.child.once('exit', () => resolve()));
-        own.child.kill('SIGTERM');
-        const timer = setTimeout(() => own.child.kill('SIGKILL'), 3_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      if (own) await stopChild(own.child, 3_000);
     },
   };
 }

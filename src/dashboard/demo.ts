@@ -5,7 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { ConfigInput } from '../config/schema.ts';
 import { startDemoUpstream, type DemoUpstream } from '../demo/upstream.ts';
-import { freePort, startRedis, type RedisProcess } from '../ops/redis-process.ts';
+import { startRedis, type RedisProcess } from '../ops/redis-process.ts';
+import { lineSplitter } from '../ops/service-process.ts';
+import { stopChild } from '../ops/stop-child.ts';
 import type { AnnotationInput } from './annotations.ts';
 import type { DemoRegionSpec } from './demo-region.ts';
 import type { WatchedKey } from './key-view.ts';
@@ -96,34 +98,18 @@ function spawnRegion(root: string, spec: DemoRegionSpec, log: (line: string) => 
   });
   const name = String(spec.config.region);
   const ready = new Promise<{ url: string; dashboardUrl: string; federated: boolean }>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString('utf8');
-      const lines = buffer.split('\n');
-      buffer = lines.pop() ?? '';
-      if (buffer.length > 64_000) buffer = '';
-      for (const line of lines) {
+    child.stdout!.on(
+      'data',
+      lineSplitter((line) => {
         if (line.startsWith('{"ready":true')) resolve(JSON.parse(line) as { url: string; dashboardUrl: string; federated: boolean });
-        else if (line.trim() !== '') log(`[${name}] ${line}`);
-      }
-    });
+        else log(`[${name}] ${line}`);
+      }),
+    );
     child.stderr!.on('data', (chunk: Buffer) => log(`[${name}] ${chunk.toString('utf8').trimEnd()}`));
     child.once('exit', (code, signal) => reject(new Error(`demo region ${name} exited (${code ?? signal}) before it was ready`)));
   });
   ready.catch(() => undefined);
   return { process: child, ready };
-}
-
-function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
@@ -188,7 +174,7 @@ export async function startDashboardDemo(options: DashboardDemoOptions): Promise
 
   try {
     for (const _ of DEMO_REGIONS) redisServers.push(await startRedis());
-    upstream = await startDemoUpstream({ port: await freePort() });
+    upstream = await startDemoUpstream({ port: 0 });
     const redisUrls = Object.fromEntries(DEMO_REGIONS.map((name, index) => [name, redisServers[index]!.url]));
     for (const name of DEMO_REGIONS) {
       const config = demoConfig(name, redisUrls, upstream.url, { logLevel: options.logLevel ?? 'warn' });

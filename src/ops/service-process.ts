@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { join } from 'node:path';
+import { stopChild } from './stop-child.ts';
 
 export interface ServiceProcessOptions {
   region: string;
@@ -52,7 +53,8 @@ export function readableLogLine(line: string): string {
   return [LEVELS[level as number] ?? String(level ?? ''), msg, ...fields].filter((part) => part !== '').join(' ');
 }
 
-function lineSplitter(onLine: (line: string) => void): (chunk: Buffer) => void {
+/** Calls `onLine` with each non-blank line of a stream's chunks (a partial last line waits for the next chunk). */
+export function lineSplitter(onLine: (line: string) => void): (chunk: Buffer) => void {
   let pending = '';
   return (chunk) => {
     pending += chunk.toString('utf8');
@@ -105,7 +107,6 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
 
   let stopping = false;
   let ready = false;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('exit', (code, signal) => {
     // Before it is ready, the start itself reports the failure.
     if (ready && !stopping) options.onUnexpectedExit?.(code, signal);
@@ -120,11 +121,7 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     running,
     async stop(graceMs = 10_000) {
       stopping = true;
-      if (!running()) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(timer);
+      await stopChild(child, graceMs);
     },
   };
 
