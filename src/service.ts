@@ -90,6 +90,11 @@ export interface RegionEngine {
   close(): Promise<void>;
 }
 
+/** The engine the resilient wrapper delegates to: the caller's (`createEngine`) or the Redis engine. */
+function innerEngine(options: Pick<RegionServiceOptions, 'createEngine'>, config: Config, redis: RegionRedis): DecisionEngine {
+  return options.createEngine ? options.createEngine({ config, redis }) : createRedisEngine({ config, redis });
+}
+
 /**
  * The region's decision engine without HTTP: Redis client, Redis engine and the resilient wrapper. For apps
  * that embed the middleware: `app.use(quotafed({ engine: (await createRegionEngine(config)).engine }))`.
@@ -117,8 +122,7 @@ export async function createRegionEngine(
     // Serve anyway: the breaker and the fail modes decide until Redis comes up.
     logger.warn({ event: 'redis.unavailable_at_start', error: (error as Error).message }, 'Redis not reachable at startup; starting degraded');
   }
-  const inner = options.createEngine ? options.createEngine({ config, redis }) : createRedisEngine({ config, redis });
-  const engine = createResilientEngine({ config, inner, probe: () => redis.ping(), logger });
+  const engine = createResilientEngine({ config, inner: innerEngine(options, config, redis), probe: () => redis.ping(), logger });
   return {
     redis,
     engine,
@@ -142,7 +146,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     ? createPolicyReloader({
         configPath: options.configPath,
         engine,
-        buildInner: (next) => (options.createEngine ? options.createEngine({ config: next, redis }) : createRedisEngine({ config: next, redis })),
+        buildInner: (next) => innerEngine(options, next, redis),
         logger,
       })
     : undefined;

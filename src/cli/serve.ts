@@ -14,16 +14,17 @@ export async function checkConfigCommand(configPath: string | undefined): Promis
 export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean; workers?: number } = {}): Promise<number> {
   const config: Config = loadConfigFile(configPath);
   const path = configPath ?? process.env.QUOTAFED_CONFIG;
+  const serviceOptions = { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false };
   if (options.workers !== undefined && options.workers > 1) {
     // node:cluster: every worker runs the whole region service on the shared port (the publisher lock keeps
     // one gossip publisher); the primary supervises and coordinates shutdown.
     return serveClustered({
       workers: options.workers,
       logger: createLogger({ level: config.logLevel, base: { region: config.region } }),
-      start: () => startRegionService(config, { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false }),
+      start: () => startRegionService(config, serviceOptions),
     });
   }
-  const service = await startRegionService(config, { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false });
+  const service = await startRegionService(config, serviceOptions);
   // SIGHUP reloads the policy, as operators expect of a daemon.
   process.on('SIGHUP', () => {
     void service.reloadPolicy().then((result) => {

@@ -4,6 +4,7 @@
 // consecutive successful probes, so one lucky PING during a flapping failover does not close it.
 import type { Logger } from '../log.ts';
 import { breakerState, breakerTransitionsTotal } from '../metrics.ts';
+import { errorMessage } from './errors.ts';
 
 export type BreakerState = 'closed' | 'open';
 
@@ -34,10 +35,6 @@ export interface BreakerOptions {
   onTransition?: (state: BreakerState) => void;
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 export function createBreaker({ settings, probe, logger, region, onTransition }: BreakerOptions): Breaker {
   let state: BreakerState = 'closed';
   let failures = 0;
@@ -57,9 +54,9 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
       logger.debug({ event: 'breaker.probe', ok: true, probeSuccesses, needed: settings.successThreshold }, 'breaker probe succeeded');
       if (probeSuccesses >= settings.successThreshold) close();
     } catch (error) {
-      if (probeSuccesses > 0) logger.debug({ event: 'breaker.probe', ok: false, error: describe(error) }, 'breaker probe failed');
+      if (probeSuccesses > 0) logger.debug({ event: 'breaker.probe', ok: false, error: errorMessage(error) }, 'breaker probe failed');
       probeSuccesses = 0;
-      reason = describe(error);
+      reason = errorMessage(error);
     } finally {
       probing = false;
     }
@@ -68,7 +65,7 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
   const open = (error: unknown) => {
     state = 'open';
     probeSuccesses = 0;
-    reason = describe(error);
+    reason = errorMessage(error);
     breakerState.set({ region }, 1);
     breakerTransitionsTotal.inc({ region, to: 'open' });
     logger.warn(
@@ -108,7 +105,7 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
     recordFailure(error) {
       if (state === 'open') return;
       failures += 1;
-      reason = describe(error);
+      reason = errorMessage(error);
       if (failures >= settings.failureThreshold) open(error);
     },
     stop() {

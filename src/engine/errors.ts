@@ -12,3 +12,8 @@ export class StoreUnavailableError extends Error {
 export class BadRequestError extends Error {
   override readonly name = 'BadRequestError';
 }
+
+/** The message of anything thrown (ioredis rejects with Errors, but a script or a caller may throw anything). */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Rule } from '../config/schema.ts';
 import { localFallbackKeys } from '../metrics.ts';
+import { advertisedLimit } from './rules.ts';
 import type { Lease, RuleOutcome } from './types.ts';
 
 /** The part of a matched rule this limiter needs (structurally a MatchedRule). */
@@ -74,7 +75,7 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
 
   const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
     const { rule } = input;
-    const base = { rule: rule.name, algorithm: rule.algorithm, limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit, periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode, source: 'local-fallback' as const };
+    const base = { rule: rule.name, algorithm: rule.algorithm, limit: advertisedLimit(rule), periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode, source: 'local-fallback' as const };
     const current = entries.get(input.key);
 
     if (rule.algorithm === 'concurrency') {

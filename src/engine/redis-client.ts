@@ -45,6 +45,15 @@ export function connectionOptionsFromUrl(url: string, tls?: RedisTls): RedisOpti
   };
 }
 
+/**
+ * A cluster's seed nodes and the options every node shares: credentials and TLS from the first seed (one cluster
+ * shares them); a cluster has only database 0, so a path in the URL is ignored.
+ */
+export function clusterSeeds(seeds: readonly string[], tls?: RedisTls): { nodes: ClusterNode[]; shared: RedisOptions } {
+  const { host: _host, port: _port, db: _db, ...shared } = connectionOptionsFromUrl(seeds[0]!, tls);
+  return { nodes: seeds.map(urlNode), shared };
+}
+
 export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Partial<RedisOptions> = {}): RegionRedis {
   const { redis } = config;
   const common: RedisOptions = {
@@ -56,9 +65,8 @@ export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Part
     ...overrides,
   };
   if (redis.clusterNodes) {
-    // A cluster has only database 0; host and port come from the seeds and the slot map.
-    const { host: _host, port: _port, db: _db, ...shared } = connectionOptionsFromUrl(redis.clusterNodes[0]!, redis.tls);
-    return new Cluster(redis.clusterNodes.map(urlNode), {
+    const { nodes, shared } = clusterSeeds(redis.clusterNodes, redis.tls);
+    return new Cluster(nodes, {
       enableOfflineQueue: false,
       enableAutoPipelining: redis.autoPipelining,
       // ioredis buckets an auto-pipeline by the slot of a script's first argument, which for our scripts is the

@@ -4,11 +4,11 @@
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Algorithm, type Config, type Rule } from '../config/schema.ts';
 import { scriptBudget, topologyOf, type Topology } from '../federation/topology.ts';
-import { KEY_SHARDS, peerPendingKey, shardMarkerKey, shardOf } from '../keys.ts';
-import { StoreUnavailableError } from './errors.ts';
+import { KEY_SHARDS, peerPendingKey, shardMarkerKey } from '../keys.ts';
+import { StoreUnavailableError, errorMessage } from './errors.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
-import { matchRules, type MatchedRule } from './rules.ts';
+import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
 import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
@@ -47,21 +47,14 @@ export interface RedisDecisionEngine extends DecisionEngine {
 
 function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
   // Nearly every request has one principal: one group, no map.
-  const first = matched[0]!;
-  const firstShard = first.shard ?? shardOf(first.principal);
-  let single = true;
-  for (let i = 1; i < matched.length && single; i++) {
-    const entry = matched[i]!;
-    if ((entry.shard ?? shardOf(entry.principal)) !== firstShard) single = false;
-  }
-  if (single) return [{ shard: firstShard, rules: matched as MatchedRule[] }];
+  const firstShard = matched[0]!.shard;
+  if (matched.every((entry) => entry.shard === firstShard)) return [{ shard: firstShard, rules: matched as MatchedRule[] }];
   const groups = new Map<number, ShardGroup>();
   for (const entry of matched) {
-    const shard = entry.shard ?? shardOf(entry.principal);
-    let group = groups.get(shard);
+    let group = groups.get(entry.shard);
     if (!group) {
-      group = { shard, rules: [] };
-      groups.set(shard, group);
+      group = { shard: entry.shard, rules: [] };
+      groups.set(entry.shard, group);
     }
     group.rules.push(entry);
   }
@@ -92,8 +85,7 @@ function toNumber(value: unknown): number {
 
 function storeError(error: unknown): StoreUnavailableError {
   if (error instanceof StoreUnavailableError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new StoreUnavailableError(`Redis could not decide: ${message}`, { cause: error });
+  return new StoreUnavailableError(`Redis could not decide: ${errorMessage(error)}`, { cause: error });
 }
 
 export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEngine {
@@ -106,7 +98,6 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   const cache: OverLimitCache | undefined =
     cacheOption === false ? undefined : createOverLimitCache(cacheOption === true ? 100_000 : cacheOption.maxEntries);
   const regions = federated ? topology.regions.length : 1;
-  const budgets = new Map(config.rules.map((rule) => [rule.name, scriptBudget(rule, config.federation.leakageBudget, regions)]));
   // Everything of a decide call that does not change per request, built once: the shard's fixed keys and
   // each rule's script arguments (cost and lease id are filled in per call).
   const fixedKeysOf: string[][] = [];
@@ -117,7 +108,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   }
   const scriptArgs = (rule: Rule) => ({
     head: [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit] as const,
-    budget: budgets.get(rule.name) ?? 0,
+    budget: scriptBudget(rule, config.federation.leakageBudget, regions),
     leaseTtl: rule.leaseTtl,
     shadow: rule.shadow ? 1 : 0,
   });
@@ -186,7 +177,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
           rule: rule.name,
           algorithm: rule.algorithm,
           allowed: ruleAllowed === 1,
-          limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit,
+          limit: advertisedLimit(rule),
           remaining,
           resetAtMs,
           retryAfterMs,

@@ -19,7 +19,7 @@ import { createBreaker, type Breaker } from './breaker.ts';
 import { StoreUnavailableError } from './errors.ts';
 import { createLocalFallback, type LocalFallback } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
-import { matchRules, type MatchedRule } from './rules.ts';
+import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
 /** A decision plus the route pattern it was counted under (the metrics label for 429s). */
@@ -158,7 +158,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     }
     const waitMs = Math.max(1_000, config.breaker.probeIntervalMs * config.breaker.successThreshold);
     const outcomes: RuleOutcome[] = matched.map(({ rule }) => {
-      const base = { rule: rule.name, algorithm: rule.algorithm, limit: rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit, periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode };
+      const base = { rule: rule.name, algorithm: rule.algorithm, limit: advertisedLimit(rule), periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode };
       return rule.failMode === 'open'
         ? { ...base, allowed: true, remaining: base.limit, resetAtMs: at + rule.period, retryAfterMs: 0, source: 'fail-open' as const }
         : { ...base, allowed: false, remaining: 0, resetAtMs: at + waitMs, retryAfterMs: waitMs, source: 'fail-closed' as const };

@@ -13,8 +13,8 @@ export interface MatchedRule {
   principal: string;
   /** The route pattern that matched (metrics label), when the rule names endpoints. */
   endpoint: string | undefined;
-  /** The shard (cluster slot) of `key`, when known; shardOf(principal) otherwise. */
-  shard?: number;
+  /** The shard (cluster slot) of `key`: shardOf(principal). */
+  shard: number;
 }
 
 /** Most identities whose state key is remembered per config: a caller can send unbounded distinct keys. */
@@ -61,6 +61,11 @@ function compile(rules: readonly Rule[]): CompiledRules {
   result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new Map() };
   compiled.set(rules, result);
   return result;
+}
+
+/** The limit outcomes and headers report: a token bucket's capacity (burst), every other rule's limit. */
+export function advertisedLimit(rule: Rule): number {
+  return rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit;
 }
 
 /** Entries in the identity cache of these rules (for tests of its bound). */

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Cluster, type Redis } from 'ioredis';
+import { errorMessage } from './errors.ts';
 
 const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'lua');
 
@@ -109,13 +110,9 @@ const DECIDE_BODY_MARK = 'local n = tonumber(ARGV[2])';
 /** Sends one decide (numkeys, keys, then arguments, as EVALSHA takes them). */
 export type DecideCall = (call: readonly (string | number)[]) => Promise<unknown>;
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** The server has no Functions (before Redis 7) or this user may not load them: EVALSHA it is. */
 function functionsUnavailable(error: unknown): boolean {
-  return /unknown command|unknown subcommand|NOPERM/i.test(messageOf(error));
+  return /unknown command|unknown subcommand|NOPERM/i.test(errorMessage(error));
 }
 
 async function loadLibrary(redis: Redis, source: string): Promise<void> {
@@ -123,7 +120,7 @@ async function loadLibrary(redis: Redis, source: string): Promise<void> {
     await redis.call('FUNCTION', 'LOAD', source);
   } catch (error) {
     // Loaded already (by another instance, or before a reconnect): the name is the source's hash.
-    if (!/already exists/i.test(messageOf(error))) throw error;
+    if (!/already exists/i.test(errorMessage(error))) throw error;
   }
 }
 
@@ -160,7 +157,7 @@ export function decideCaller(redis: ScriptedRedis, options: { functions?: boolea
     try {
       return await viaFunction(call);
     } catch (error) {
-      if (!/function not found/i.test(messageOf(error))) throw error;
+      if (!/function not found/i.test(errorMessage(error))) throw error;
       await load();
       return usingScripts() ? viaScript(call) : viaFunction(call);
     }

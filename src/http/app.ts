@@ -88,7 +88,7 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   return app;
 }
 
-/** The app on `admin.port`: admin routes, metrics and health, nothing that decides or forwards. */
+/** The live dashboard, when the service runs one; annotations need the admin token. */
 function mountDashboard(app: Hono<QuotafedEnv>, deps: RegionAppDeps): void {
   if (!deps.dashboard) return;
   registerDashboard(app, deps.dashboard.source, {
@@ -98,6 +98,7 @@ function mountDashboard(app: Hono<QuotafedEnv>, deps: RegionAppDeps): void {
   });
 }
 
+/** The app on `admin.port`: admin routes, metrics and health, nothing that decides or forwards. */
 export function createAdminListenerApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   const app = baseApp(deps.logger);
   registerHealthRoutes(app, deps.readiness);

@@ -35,11 +35,13 @@ export function checkBodySchema(identity: IdentitySettings) {
 
 const ReleaseBody = z.strictObject({
   leases: z
-    .array(z.strictObject({
+    .array(
+      z.strictObject({
         key: z.string().regex(STATE_KEY_PATTERN, { error: 'not a quotafed lease key' }),
         id: z.string().min(1).max(128),
         slots: z.number().int().positive().max(1_000_000),
-      }),)
+      }),
+    )
     .max(100),
 });
 
