@@ -10,7 +10,7 @@ import type { QuotafedEnv } from '../http/env.ts';
 import { peerPendingKey, shardMarkerKey, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
-import { windowAllowance, windowForfeited, shareUnits, type WindowSlot } from './protocol.ts';
+import { windowAllowance, windowForfeited, type WindowSlot } from './protocol.ts';
 import { ruleFederationParams, topologyOf } from './topology.ts';
 
 /** Who is asking, as in a /v1/check body. */
@@ -100,8 +100,7 @@ export async function federationKeyView(config: Config, redis: Redis | Cluster, 
   ]);
   const state = decodeState(raw as Record<string, string>, n);
   const fence = Number(fenceRaw ?? 0);
-  const params = ruleFederationParams(config, rule);
-  const units = shareUnits(topology.weights);
+  const params = ruleFederationParams(config, rule, topology);
   const current = Math.floor(Date.now() / rule.period);
   const isBucket = rule.algorithm === 'tokenBucket';
 
@@ -119,7 +118,7 @@ export async function federationKeyView(config: Config, redis: Redis | Cluster, 
       const allowance: Record<string, number | null> = {};
       topology.regions.forEach((region, d) => {
         if (isBucket) {
-          let net = units[d]!;
+          let net = topology.units[d]!;
           for (let o = 0; o < n; o++) if (o !== d) net += cells.x[o]![d]! - cells.x[d]![o]!;
           allowance[region] = net;
         } else {

@@ -9,6 +9,7 @@ import { SCRIPTS, withScripts, type ScriptedRedis } from '../engine/scripts.ts';
 import { silentLogger, type Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
 import { createApplier } from './gossip/apply.ts';
+import { peerTargets } from './gossip/connections.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { createPublisher } from './gossip/publisher.ts';
@@ -84,8 +85,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   local.on('error', (error: Error) => logger.debug({ event: 'federation.redis_error', error: error.message }, 'federation Redis client error'));
   await waitReady(local, config.redis.connectTimeoutMs).catch(() => undefined);
 
-  // A peer without its own TLS settings uses the region's (same CA in one deployment).
-  const peerList = config.federation.peers.map((peer) => ({ ...peer, tls: peer.tls ?? config.redis.tls, index: topology.regions.indexOf(peer.name) }));
+  const peerList = peerTargets(config).map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
   const peers = createPeerBook(config.region, peerList, metrics, logger);
   const addTimeoutMs = Math.max(1_000, 5 * interval);
   const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, addTimeoutMs, logger));

@@ -16,7 +16,7 @@ export interface FederationMetrics {
 }
 
 /** Sync lag spans loopback (ms) to a WAN partition heal (seconds). */
-export const SYNC_LAG_BUCKETS = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 120];
+const SYNC_LAG_BUCKETS = [0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 120];
 
 const byRegistry = new WeakMap<Registry, FederationMetrics>();
 
@@ -24,60 +24,63 @@ export function federationMetrics(registry: Registry): FederationMetrics {
   const existing = byRegistry.get(registry);
   if (existing) return existing;
   const registers = [registry];
+  const perPeer = ['region', 'peer'] as const;
+  const perDirection = ['region', 'peer', 'direction'] as const;
+  const perReason = ['region', 'peer', 'reason'] as const;
   const metrics: FederationMetrics = {
     lastHeard: new Gauge({
       name: 'quotafed_federation_peer_last_heard_seconds',
       help: 'Unix time (s) of the last valid gossip job (batch, heartbeat or resync) applied from the peer.',
-      labelNames: ['region', 'peer'] as const,
+      labelNames: perPeer,
       registers,
     }),
     linkUp: new Gauge({
       name: 'quotafed_federation_link_up',
       help: "1 while this region's last gossip add to the peer's Redis succeeded, 0 after a failure.",
-      labelNames: ['region', 'peer'] as const,
+      labelNames: perPeer,
       registers,
     }),
     syncLag: new Histogram({
       name: 'quotafed_federation_sync_lag_seconds',
       help: "Time from a change in the peer's Redis (an admission or transfer) until it is visible in this region.",
-      labelNames: ['region', 'peer'] as const,
+      labelNames: perPeer,
       buckets: SYNC_LAG_BUCKETS,
       registers,
     }),
     backlog: new Gauge({
       name: 'quotafed_federation_backlog_keys',
       help: 'Keys changed here and not yet delivered to the peer (sum of ZCARD of its pending sets, sampled each interval).',
-      labelNames: ['region', 'peer'] as const,
+      labelNames: perPeer,
       registers,
     }),
     batches: new Counter({
       name: 'quotafed_federation_batches_total',
       help: 'Gossip jobs sent to (direction=sent) or applied from (direction=received) the peer, heartbeats included.',
-      labelNames: ['region', 'peer', 'direction'] as const,
+      labelNames: perDirection,
       registers,
     }),
     bytes: new Counter({
       name: 'quotafed_federation_bytes_total',
       help: 'JSON bytes of gossip jobs sent to or applied from the peer.',
-      labelNames: ['region', 'peer', 'direction'] as const,
+      labelNames: perDirection,
       registers,
     }),
     sendFailures: new Counter({
       name: 'quotafed_federation_send_failures_total',
       help: "Gossip adds to the peer's Redis that failed (peer down, partition); the keys stay pending.",
-      labelNames: ['region', 'peer'] as const,
+      labelNames: perPeer,
       registers,
     }),
     rejected: new Counter({
       name: 'quotafed_federation_rejected_jobs_total',
       help: 'Gossip jobs rejected without touching any counter, by reason (oversized|invalid|bad_mac|unknown_region|wrong_destination|fingerprint|out_of_range|replayed).',
-      labelNames: ['region', 'peer', 'reason'] as const,
+      labelNames: perReason,
       registers,
     }),
     skipped: new Counter({
       name: 'quotafed_federation_skipped_entries_total',
       help: 'Entries of valid gossip jobs not applied, by reason (unknown_rule: the rule is not in this region\'s config or not federated).',
-      labelNames: ['region', 'peer', 'reason'] as const,
+      labelNames: perReason,
       registers,
     }),
   };

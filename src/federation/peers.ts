@@ -1,6 +1,7 @@
 // What this region knows about each peer link, for GET /admin/federation/peers, the metrics and the link
 // up/down log lines (logged on transitions only, never per batch).
 import type { Logger } from 'pino';
+import { connectionOptionsFromUrl } from '../engine/redis-client.ts';
 import type { FederationMetrics } from './metrics.ts';
 
 export interface PeerStatus {
@@ -36,8 +37,8 @@ export interface PeerBook {
 
 function hostOf(url: string): string {
   try {
-    const parsed = new URL(url);
-    return `${parsed.hostname}:${parsed.port || 6379}`;
+    const { host, port } = connectionOptionsFromUrl(url);
+    return `${host}:${port}`;
   } catch {
     return '(invalid url)';
   }

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.ts';
 import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
-import { probeConnection, type GossipTarget } from './gossip/connections.ts';
+import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
 import type { Topology } from './topology.ts';
 
 /** Meta field written once the region's state is known good (its presence means "no loss since"). */
@@ -96,7 +96,7 @@ export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult
   if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
   const timeoutMs = deps.timeoutMs ?? 2_000;
   const entries = await Promise.all(
-    config.federation.peers.map(async (peer) => [peer.name, await askPeer({ ...peer, tls: peer.tls ?? config.redis.tls }, config.region, timeoutMs)] as const),
+    peerTargets(config).map(async (peer) => [peer.name, await askPeer(peer, config.region, timeoutMs)] as const),
   );
   const answers = Object.fromEntries(entries) as Record<string, PeerAnswer>;
   const lost = entries.some(([, answer]) => answer !== 'never');

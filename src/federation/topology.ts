@@ -68,8 +68,11 @@ export function resolveBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallb
 }
 
 /** The protocol parameters of one rule as this region runs it (admin views and the dashboard read state with them). */
-export function ruleFederationParams(config: Pick<Config, 'region' | 'federation'>, rule: Rule): FederationParams {
-  const topology = topologyOf(config);
+export function ruleFederationParams(
+  config: Pick<Config, 'region' | 'federation'>,
+  rule: Rule,
+  topology: Topology = topologyOf(config),
+): FederationParams {
   return federationParams({
     regions: topology.regions.length,
     self: topology.selfIndex,

@@ -82,11 +82,12 @@ export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
 export function createApplier(deps: ApplierDeps): Applier {
   const { config, topology, redis, metrics, peers, logger } = deps;
   const region = config.region;
-  const rules = new Map<string, Rule>(config.rules.map((rule) => [rule.name, rule]));
+  // Only federated rules: an entry of any other rule is skipped.
+  const rules = new Map<string, Rule>(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
 
   const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<[number, number] | undefined> => {
     const rule = rules.get(ruleNameOf(entry.k));
-    if (!rule || !FEDERATED_ALGORITHMS.has(rule.algorithm)) return undefined;
+    if (!rule) return undefined;
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry);
     const reply = (await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number | string, number | string];
     return [Number(reply[0]), Number(reply[1])];

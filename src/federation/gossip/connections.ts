@@ -3,7 +3,7 @@
 // through an ioredis Cluster built from its seed URLs; BullMQ takes that instance as its connection.
 import type { RedisOptions as BullRedisOptions } from 'bullmq';
 import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
-import type { RedisTls } from '../../config/schema.ts';
+import type { Config, Peer, RedisTls } from '../../config/schema.ts';
 import { connectionOptionsFromUrl } from '../../engine/redis-client.ts';
 
 /** Where a gossip connection goes: one Redis, or a cluster given by seed URLs (which then win over `redisUrl`). */
@@ -15,14 +15,14 @@ export interface GossipTarget {
 
 export type GossipConnection = Redis | Cluster;
 
-/** Host, port, ACL user, password, db and TLS of a URL: the one parser the region's own client uses too. */
-export function redisOptionsOf(url: string, tls?: RedisTls): RedisOptions {
-  return connectionOptionsFromUrl(url, tls);
+/** The configured peers as gossip targets: a peer without its own TLS settings uses the region's (same CA in one deployment). */
+export function peerTargets(config: Pick<Config, 'redis' | 'federation'>): (Peer & GossipTarget)[] {
+  return config.federation.peers.map((peer) => ({ ...peer, tls: peer.tls ?? config.redis.tls }));
 }
 
 const reconnect = (times: number) => Math.min(100 * times, 2_000);
 
-export function isClusterTarget(target: GossipTarget): target is GossipTarget & { clusterNodes: readonly string[] } {
+function isClusterTarget(target: GossipTarget): target is GossipTarget & { clusterNodes: readonly string[] } {
   return target.clusterNodes !== undefined && target.clusterNodes.length > 0;
 }
 
@@ -30,7 +30,7 @@ export function isClusterTarget(target: GossipTarget): target is GossipTarget & 
  * A Cluster over the seed URLs. Credentials and TLS are taken from the first seed: every node of one cluster
  * shares them. A cluster has no databases other than 0, so a path in the URL is ignored.
  */
-export function clusterConnection(
+function clusterConnection(
   seeds: readonly string[],
   tls: RedisTls | undefined,
   nodeOptions: RedisOptions,
@@ -38,8 +38,8 @@ export function clusterConnection(
 ): Cluster {
   const { host: _host, port: _port, db: _db, ...shared } = connectionOptionsFromUrl(seeds[0]!, tls);
   const nodes: ClusterNode[] = seeds.map((url) => {
-    const parsed = new URL(url);
-    return { host: parsed.hostname, port: Number(parsed.port || 6379) };
+    const { host, port } = connectionOptionsFromUrl(url);
+    return { host: host!, port: port! };
   });
   return new Cluster(nodes, { clusterRetryStrategy: reconnect, ...clusterOptions, redisOptions: { ...shared, ...nodeOptions } });
 }
@@ -49,9 +49,9 @@ export function clusterConnection(
  * commands), so a partition turns into a failed add the publisher counts, never into commands piling up in
  * memory. It reconnects by itself quickly after a heal.
  */
-export function producerOptions(url: string, timeoutMs: number, tls?: RedisTls): RedisOptions {
+function producerOptions(url: string, timeoutMs: number, tls?: RedisTls): RedisOptions {
   return {
-    ...redisOptionsOf(url, tls),
+    ...connectionOptionsFromUrl(url, tls),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     connectTimeout: timeoutMs,
@@ -74,7 +74,7 @@ export function producerConnection(target: GossipTarget, timeoutMs: number): Gos
 
 /** The worker's connection to this region's Redis: blocking commands need maxRetriesPerRequest null. */
 export function workerOptions(url: string, tls?: RedisTls): BullRedisOptions {
-  return { ...redisOptionsOf(url, tls), maxRetriesPerRequest: null, retryStrategy: reconnect } as BullRedisOptions;
+  return { ...connectionOptionsFromUrl(url, tls), maxRetriesPerRequest: null, retryStrategy: reconnect } as BullRedisOptions;
 }
 
 /**
@@ -89,7 +89,7 @@ export function workerClusterConnection(seeds: readonly string[], tls: RedisTls 
 export function probeConnection(target: GossipTarget, timeoutMs: number): GossipConnection {
   const bounds = { connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0 };
   if (!isClusterTarget(target)) {
-    return new Redis({ ...redisOptionsOf(target.redisUrl, target.tls), ...bounds, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+    return new Redis({ ...connectionOptionsFromUrl(target.redisUrl, target.tls), ...bounds, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
   }
   return clusterConnection(target.clusterNodes, target.tls, bounds, {
     lazyConnect: true,

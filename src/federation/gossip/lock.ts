@@ -5,9 +5,6 @@ import { randomUUID } from 'node:crypto';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
 import { PUBLISHER_LOCK_KEY } from '../../keys.ts';
 
-export { PUBLISHER_LOCK_KEY };
-
-
 export interface PublisherLock {
   readonly owner: string;
   /** Takes or renews the lock; true while this instance holds it. */

@@ -14,11 +14,8 @@ import type { RebalancePolicy } from '../protocol.ts';
 import type { Topology } from '../topology.ts';
 import { policyArgs, ruleArgs, type ScriptCall } from './apply.ts';
 import { decodeState, flattenSlot } from './cells.ts';
-import type { PeerLink } from './peer-link.ts';
-
-export type { PeerLink } from './peer-link.ts';
 import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
-
+import type { PeerLink } from './peer-link.ts';
 
 export interface PublisherDeps {
   config: Config;
@@ -107,10 +104,20 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** A job with its JSON size, measured once (the size check and the bytes metric both need it). */
+interface Outgoing {
+  message: GossipMessage;
+  bytes: number;
+}
+
+function measured(message: GossipMessage): Outgoing {
+  return { message, bytes: JSON.stringify(message).length };
+}
+
 /** Splits a batch until each job's JSON fits the receiver's byte bound. */
-function fitToSize(entries: GossipEntry[], build: (chunk: GossipEntry[]) => GossipMessage): GossipMessage[] {
-  const message = build(entries);
-  if (entries.length <= 1 || JSON.stringify(message).length <= LIMITS.maxBytes * 0.9) return [message];
+function fitToSize(entries: GossipEntry[], build: (chunk: GossipEntry[]) => GossipMessage): Outgoing[] {
+  const job = measured(build(entries));
+  if (entries.length <= 1 || job.bytes <= LIMITS.maxBytes * 0.9) return [job];
   const half = Math.ceil(entries.length / 2);
   return [...fitToSize(entries.slice(0, half), build), ...fitToSize(entries.slice(half), build)];
 }
@@ -138,8 +145,8 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     );
 
   /** Adds the jobs in order; false (and the link marked down) at the first failure. */
-  const send = async (link: PeerLink, messages: GossipMessage[]): Promise<boolean> => {
-    for (const message of messages) {
+  const send = async (link: PeerLink, jobs: Outgoing[]): Promise<boolean> => {
+    for (const { message, bytes } of jobs) {
       try {
         await withTimeout(link.add(message), deps.addTimeoutMs, `gossip add to ${link.name}`);
       } catch (error) {
@@ -150,7 +157,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       lastSent.set(link.name, now);
       peers.sent(link.name, now);
       metrics.batches.inc({ region, peer: link.name, direction: 'sent' });
-      metrics.bytes.inc({ region, peer: link.name, direction: 'sent' }, JSON.stringify(message).length);
+      metrics.bytes.inc({ region, peer: link.name, direction: 'sent' }, bytes);
     }
     return true;
   };
@@ -169,7 +176,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
 
   const publishTo = async (link: PeerLink, perShard: readonly number[], start: number): Promise<void> => {
     if (resyncWanted.has(link.name)) {
-      if (!(await send(link, [build(link, 'resync', [])]))) return;
+      if (!(await send(link, [measured(build(link, 'resync', []))]))) return;
       resyncWanted.delete(link.name);
       const status = peers.get(link.name);
       if (status) status.resyncPending = false;
@@ -204,7 +211,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     if (entries.length > 0) {
       if (!(await send(link, fitToSize(entries, (chunk) => build(link, 'gossip', chunk))))) return;
     } else if (Date.now() - (lastSent.get(link.name) ?? 0) >= deps.heartbeatMs) {
-      await send(link, [build(link, 'heartbeat', [])]);
+      await send(link, [measured(build(link, 'heartbeat', []))]);
     }
     await Promise.all([...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => redis.ackPending(1, peerPendingKey(shard, link.index), ...ack)));
   };
