@@ -13,7 +13,8 @@ import type { QuotafedEnv } from './http/env.ts';
 import type { Logger } from './log.ts';
 
 /** What a reload may change. Everything else (ports, Redis, peers, secrets, weights) needs a restart. */
-export const RELOADABLE = ['rules', 'federation.leakageBudget', 'logLevel'] as const;
+// (logLevel is not among them: pino child loggers keep the level they were created with.)
+export const RELOADABLE = ['rules', 'federation.leakageBudget'] as const;
 
 export type ReloadResult =
   | { ok: true; rules: string[]; changed: boolean }
@@ -23,7 +24,7 @@ export type ReloadResult =
 export function restartOnlyChanges(current: Config, next: Config): string[] {
   const changed: string[] = [];
   for (const key of Object.keys(current) as (keyof Config)[]) {
-    if (key === 'rules' || key === 'logLevel') continue;
+    if (key === 'rules') continue;
     if (key === 'federation') {
       const { leakageBudget: _a, ...left } = current.federation;
       const { leakageBudget: _b, ...right } = next.federation;
@@ -81,7 +82,7 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
       return { ok: false, error, fields: restartOnly };
     }
     const rules = next.rules.map((rule) => rule.name);
-    if (isDeepStrictEqual(current.rules, next.rules) && isDeepStrictEqual(current.federation, next.federation) && current.logLevel === next.logLevel) {
+    if (isDeepStrictEqual(current.rules, next.rules) && isDeepStrictEqual(current.federation, next.federation)) {
       return { ok: true, rules, changed: false };
     }
     await engine.swap({ config: next, inner: options.buildInner(next) });

@@ -141,12 +141,17 @@ export async function startRegionService(config: Config, options: RegionServiceO
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
   const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger });
   const adminRoutes = [...(options.adminRoutes ?? [])];
-  if (federation) adminRoutes.push(federationAdminRoutes({ config, redis, status: () => federation.status() }));
+  if (federation) {
+    // Read at request time, so the admin view follows a policy reload.
+    adminRoutes.push(federationAdminRoutes({ get config() { return engine.config; }, redis, status: () => federation.status() }));
+  }
   const reloader = options.configPath
     ? createPolicyReloader({
         configPath: options.configPath,
         engine,
         buildInner: (next) => innerEngine(options, next, redis),
+        // Gossip applies, sweeps and resyncs with the new rules too.
+        onReload: (next) => federation?.updateRules(next),
         logger,
       })
     : undefined;

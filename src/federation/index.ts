@@ -38,6 +38,11 @@ export interface Federation {
   readonly recovery: RecoveryResult | undefined;
   /** Runs one publishing round now (after any round in progress); graceful shutdown and tests use it. */
   flush(): Promise<void>;
+  /**
+   * Policy reload: gossip from now on applies, sweeps and resyncs with these rules. Only rules and budgets
+   * change; regions, weights and the secret need a restart (the reloader rejects such changes).
+   */
+  updateRules(next: Config): void;
   /** Stops the loop, flushes once (bounded), closes the worker, the peer queues and the federation's client. */
   close(): Promise<void>;
   status(): PeerStatus[];
@@ -66,11 +71,13 @@ function duplicateClient(redis: RegionRedis): RegionRedis {
 }
 
 function idleFederation(topology: Topology): Federation {
-  return { topology, recovery: undefined, flush: async () => undefined, close: async () => undefined, status: () => [] };
+  return { topology, recovery: undefined, flush: async () => undefined, updateRules: () => undefined, close: async () => undefined, status: () => [] };
 }
 
 export async function startFederation(options: FederationOptions): Promise<Federation> {
   const { config } = options;
+  // The rules in force; a policy reload replaces it (everything else in `config` is fixed until a restart).
+  let current = config;
   const topology = topologyOf(config);
   if (topology.regions.length <= 1) return idleFederation(topology);
   const logger = (options.logger ?? silentLogger()).child({ module: 'federation' });
@@ -92,6 +99,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
 
   const publisher = createPublisher({
     config,
+    currentConfig: () => current,
     topology,
     redis: local,
     links,
@@ -102,15 +110,18 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     heartbeatMs: Math.max(interval, 1_000),
   });
   const lock = createPublisherLock(local, Math.max(5 * interval, 2_000));
-  const apply = createApplier({
-    config,
-    topology,
-    redis: local,
-    metrics,
-    peers,
-    logger,
-    resync: (requester) => markAllPending(local, config, requester),
-  });
+  const applierFor = (rules: Config) =>
+    createApplier({
+      config: rules,
+      topology,
+      redis: local,
+      metrics,
+      peers,
+      logger,
+      resync: (requester) => markAllPending(local, current, requester),
+    });
+  let applier = applierFor(config);
+  const apply: typeof applier = (data, bytes) => applier(data, bytes);
 
   let recovery: RecoveryResult | undefined;
   let worker: GossipWorker | undefined;
@@ -163,6 +174,10 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       return recovery;
     },
     flush: exclusive,
+    updateRules(next) {
+      current = next;
+      applier = applierFor(next);
+    },
     async close() {
       if (stopped) return;
       stopped = true;

@@ -19,6 +19,8 @@ import type { PeerLink } from './peer-link.ts';
 
 export interface PublisherDeps {
   config: Config;
+  /** The rules in force now (a policy reload changes them); `config` otherwise. */
+  currentConfig?: () => Config;
   topology: Topology;
   redis: ScriptedRedis;
   links: readonly PeerLink[];
@@ -227,7 +229,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     },
     async round() {
       try {
-        await sweepWatched(redis, config, topology);
+        await sweepWatched(redis, deps.currentConfig?.() ?? config, topology);
       } catch (error) {
         // Local Redis trouble: the watched keys stay watched and the next round sweeps them.
         logger.debug({ event: 'federation.sweep_failed', error: (error as Error).message }, 'could not sweep the watch sets');

@@ -1,0 +1,66 @@
+// A policy reload reaches the federation: gossip for a rule added by the reload is applied by the peer.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { loadConfigFile } from '../../src/config/load.ts';
+import { startRegionService, type RegionService } from '../../src/service.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const east = await useRedis();
+const west = await useRedis();
+const westClient = client(west.url);
+const dir = mkdtempSync(join(tmpdir(), 'quotafed-reload-fed-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const base = { name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 100, period: '1h' };
+const added = { name: 'added', by: ['apiKey'], algorithm: 'fixedWindow', limit: 100, period: '1h' };
+
+function write(region: 'us-east' | 'eu-west', rules: unknown[]): string {
+  const [self, peer] = region === 'us-east' ? [east, west] : [west, east];
+  const path = join(dir, `${region}.yaml`);
+  writeFileSync(
+    path,
+    stringify({
+      region,
+      port: 0,
+      logLevel: 'silent',
+      redis: { url: self.url, commandTimeoutMs: 2000 },
+      federation: { syncIntervalMs: 50, peers: [{ name: region === 'us-east' ? 'eu-west' : 'us-east', redisUrl: peer.url }] },
+      rules,
+    }),
+  );
+  return path;
+}
+
+async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
+describe('policy reload in a federation', () => {
+  it('applies peers’ gossip for a rule the reload added', async () => {
+    const paths = { east: write('us-east', [base]), west: write('eu-west', [base]) };
+    const services: RegionService[] = [];
+    try {
+      services.push(await startRegionService(loadConfigFile(paths.east, {}), { configPath: paths.east, dashboard: false }));
+      services.push(await startRegionService(loadConfigFile(paths.west, {}), { configPath: paths.west, dashboard: false }));
+      write('us-east', [base, added]);
+      write('eu-west', [base, added]);
+      for (const service of services) expect((await service.reloadPolicy()).ok).toBe(true);
+
+      const check = await fetch(`${services[0]!.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: 'k', method: 'GET', path: '/' }) });
+      expect(((await check.json()) as { allowed: boolean }).allowed).toBe(true);
+      // The new rule's state reaches eu-west's Redis: its gossip worker knows the rule after the reload.
+      const arrived = await waitFor(async () => (await westClient.keys('qf:*:added:*')).length > 0, 10_000);
+      expect(arrived).toBe(true);
+    } finally {
+      await Promise.all(services.map((service) => service.close()));
+    }
+  });
+});
