@@ -3,7 +3,7 @@
 import { performance } from 'node:perf_hooks';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { resolveBudget } from '../src/federation/topology.ts';
+import { scriptBudget } from '../src/federation/topology.ts';
 import { createAnnotator } from './annotate.ts';
 import { describeFault, runFaults } from './faults.ts';
 import type { Lab } from './lab/federation.ts';
@@ -187,9 +187,9 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     const quotafed = summarize(load.quotafed, policy);
     const peerResult = peer ? summarize(load.peer, policy, ['window']) : null;
     const budgets = {
-      window: resolveBudget({ limit: policy.windowLimit, leakageBudget: undefined }, spec.leakageBudget),
+      window: scriptBudget({ limit: policy.windowLimit, leakageBudget: undefined }, spec.leakageBudget, REGIONS.length),
       // A percentage budget is of the rule's `limit`, as the engine resolves it.
-      bucket: resolveBudget({ limit: policy.bucketLimit, leakageBudget: undefined }, spec.leakageBudget),
+      bucket: scriptBudget({ limit: policy.bucketLimit, leakageBudget: undefined }, spec.leakageBudget, REGIONS.length),
     };
     const budget = { window: budgets.window < 0 ? null : budgets.window, bucket: budgets.bucket < 0 ? null : budgets.bucket };
     const judged = !spec.failOpen;

@@ -2,6 +2,7 @@
 // runs its rounds against this region's Redis and adds BullMQ jobs to two peer redis-servers started here.
 // Each case touches K keys r times (one sync interval's traffic), then publishes until the pending sets are
 // empty, counting round trips and bytes on every Redis. Same keys with 10x the requests must cost the same.
+import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { Registry } from 'prom-client';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
@@ -11,7 +12,7 @@ import { createPublisher } from '../../src/federation/gossip/publisher.ts';
 import { federationMetrics } from '../../src/federation/metrics.ts';
 import { createPeerBook } from '../../src/federation/peers.ts';
 import { topologyOf } from '../../src/federation/topology.ts';
-import { KEY_SHARDS, peerPendingKey, shardMarkerKey } from '../../src/keys.ts';
+import { KEY_SHARDS, peerPendingKey } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startRedis } from '../../src/ops/redis-process.ts';
 import { apiKeyRequest, benchConfig, newClient, type Section } from '../lib/context.ts';
@@ -55,7 +56,7 @@ export const gossipSection: Section = async (ctx) => {
       });
       const topology = topologyOf(config);
       // A serving region has its shard markers; without them the first decision per shard fences the window.
-      for (let shard = 0; shard < KEY_SHARDS; shard++) await ctx.admin.hset(shardMarkerKey(shard), 'fence', 0);
+      await markShardsIntact(ctx.admin);
 
       const redis = createRegionRedis(config);
       await waitReady(redis);

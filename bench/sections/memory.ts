@@ -1,12 +1,13 @@
 // 4. Memory: bytes per key in Redis for N active keys (one decision each), per algorithm, in one region and
 // with the federation state of three regions; plus the token-bucket layouts we could move to (proposal).
+import { markShardsIntact } from '../../src/federation/recovery.ts';
 import type { Redis } from 'ioredis';
 import { topologyOf } from '../../src/federation/topology.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
 import { withScripts } from '../../src/engine/scripts.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
-import { KEY_SHARDS, peerPendingKey, shardMarkerKey, shardOfKey } from '../../src/keys.ts';
+import { peerPendingKey, shardMarkerKey, shardOfKey } from '../../src/keys.ts';
 import { apiKeyRequest, benchConfig, type BenchContext, type RuleInput, type Section } from '../lib/context.ts';
 import { runCount } from '../lib/load.ts';
 import { progress } from '../lib/progress.ts';
@@ -64,7 +65,7 @@ async function populate(ctx: BenchContext, config: Config, count: number, label:
   // A region that has been serving has its shard markers (fence 0). Without them the first decision of each
   // shard would read as data loss and fence the current window, denying (and writing) nothing.
   if (topologyOf(config).regions.length > 1) {
-    for (let shard = 0; shard < KEY_SHARDS; shard++) await ctx.admin.hset(shardMarkerKey(shard), 'fence', 0);
+    await markShardsIntact(ctx.admin);
   }
   const engine = createRedisEngine({ config, redis, overLimitCache: false });
   await runCount((i) => engine.decide(apiKeyRequest(`mem-${i}`)), count, 256, (done) => progress(`memory: ${label}: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} keys`));

@@ -1,13 +1,13 @@
 // A whole federation on one machine: a redis-server and a quotafed service process per region, and a
 // Toxiproxy link for every ordered pair of regions. Redis servers and links live for the whole lab; services
 // are started per run with that run's configs (sync interval and budget are start-up settings).
+import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { LeakageBudget } from '../../src/config/schema.ts';
 import { waitReady } from '../../src/engine/redis-client.ts';
-import { KEY_SHARDS, shardMarkerKey } from '../../src/keys.ts';
 import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { REGIONS, type Policy, type RegionName } from '../types.ts';
 import { startNetwork, type Network } from './network.ts';
@@ -169,9 +169,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
         await direct[region].flushall();
         // A shard without its marker reads as "this Redis lost its data" and forfeits the current window
         // (the recovery fence). A fresh run is not a data loss: start as a federation that has been running.
-        const markers = direct[region].pipeline();
-        for (let shard = 0; shard < KEY_SHARDS; shard++) markers.hset(shardMarkerKey(shard), 'fence', 0);
-        await markers.exec();
+        await markShardsIntact(direct[region]);
       }
     },
     async close() {

@@ -4,7 +4,7 @@
 // middleware) is observed the same way.
 import { performance } from 'node:perf_hooks';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
-import { resolveBudget, topologyOf } from '../federation/topology.ts';
+import { scriptBudget, topologyOf } from '../federation/topology.ts';
 import type { Logger } from '../log.ts';
 import {
   OTHER_ENDPOINT,
@@ -120,7 +120,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     // The region's demarcation share of limit + budget; never another region's part of the quota.
     regionalLimit: (rule, amount) => {
       if (!federated || !FEDERATED_ALGORITHMS.has(rule.algorithm)) return amount;
-      const budget = Math.max(0, resolveBudget(rule, config.federation.leakageBudget));
+      const budget = Math.max(0, scriptBudget(rule, config.federation.leakageBudget, topology.regions.length));
       return Math.floor((amount + budget) * regionWeight);
     },
   });

@@ -76,6 +76,14 @@ export async function fenceAllShards(redis: Redis | Cluster, overwrite: boolean)
   return now;
 }
 
+/**
+ * Marks every shard as never having lost data (fence 0): what a brand-new region does, and what the chaos lab and
+ * the benchmarks do to a Redis they just emptied (a fresh run is not a data loss).
+ */
+export async function markShardsIntact(redis: Redis | Cluster): Promise<void> {
+  await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.hset(shardMarkerKey(shard), 'fence', 0)));
+}
+
 async function markStarted(redis: Redis | Cluster, config: Config, topology: Topology, fence: number): Promise<void> {
   const now = await redisNow(redis);
   await redis.hset(META_KEY, 'region', config.region, 'fingerprint', topology.fingerprint, 'fence', fence, STARTED_FIELD, now);
@@ -110,7 +118,7 @@ export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult
   } else {
     // A new region: fence 0 everywhere. A marker a decision created before this check (the service may serve
     // before the federation starts) carries a spurious fence: nothing was lost, so it is reset too.
-    await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.hset(shardMarkerKey(shard), 'fence', 0)));
+    await markShardsIntact(redis);
     logger.info({ event: 'federation.fresh_start', answers }, 'no peer has heard of this region: starting fresh');
   }
   await markStarted(redis, config, topology, fence);

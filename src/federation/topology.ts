@@ -59,14 +59,6 @@ export function scriptBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallba
   return protocolBudget(rule.limit, rule.leakageBudget ?? fallback, regions) ?? -1;
 }
 
-/** The leakage budget of a rule in requests (tokens), or -1 for "unbounded" (plain gossip). */
-export function resolveBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallback: LeakageBudget): number {
-  const budget = rule.leakageBudget ?? fallback;
-  if (budget === 'unbounded') return -1;
-  if (typeof budget === 'number') return budget;
-  return Math.floor((rule.limit * Number(budget.slice(0, -1))) / 100);
-}
-
 /** The protocol parameters of one rule as this region runs it (admin views and the dashboard read state with them). */
 export function ruleFederationParams(
   config: Pick<Config, 'region' | 'federation'>,
