@@ -38,6 +38,8 @@ export interface RegionServiceOptions {
   configPath?: string;
   /** Also reload when the config file changes. */
   watchConfig?: boolean;
+  /** `serve --new-federation`: declare a brand-new federation for this start (as `federation.bootstrap: new`). */
+  newFederation?: boolean;
 }
 
 export interface RegionService {
@@ -139,7 +141,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
-  const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger });
+  const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger, newFederation: options.newFederation });
   const adminRoutes = [...(options.adminRoutes ?? [])];
   if (federation) {
     // Read at request time, so the admin view follows a policy reload.

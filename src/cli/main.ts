@@ -14,6 +14,10 @@ Options:
       --workers <n>     serve: run n worker processes on the port (node:cluster; default 1)
       --watch-config    serve: reload the policy when the config file changes
                         (SIGHUP and POST /admin/policy/reload always reload it)
+      --new-federation  serve: this is the first start of a brand-new federation, so peers
+                        that cannot be reached yet do not fence the current windows
+                        (same as federation.bootstrap: new; ignored once this region's
+                        Redis holds quotafed state; see docs/federation.md §4a)
   -h, --help            show this help
 
 Environment overrides:
@@ -34,7 +38,7 @@ export async function main(argv: string[]): Promise<number> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { config: { type: 'string', short: 'c' }, 'watch-config': { type: 'boolean' }, workers: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { config: { type: 'string', short: 'c' }, 'watch-config': { type: 'boolean' }, 'new-federation': { type: 'boolean' }, workers: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     });
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
@@ -58,7 +62,7 @@ export async function main(argv: string[]): Promise<number> {
           process.stderr.write(`--workers takes a whole number from 1 to 64, not ${JSON.stringify(parsed.values.workers)}\n`);
           return 2;
         }
-        return await serveCommand(parsed.values.config, { watchConfig: parsed.values['watch-config'] ?? false, ...(workers ? { workers } : {}) });
+        return await serveCommand(parsed.values.config, { watchConfig: parsed.values['watch-config'] ?? false, newFederation: parsed.values['new-federation'] ?? false, ...(workers ? { workers } : {}) });
       }
       case 'check-config': {
         const { checkConfigCommand } = await import('./serve.ts');

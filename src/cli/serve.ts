@@ -11,10 +11,10 @@ export async function checkConfigCommand(configPath: string | undefined): Promis
 }
 
 /** Starts the region and resolves when it has stopped after SIGTERM/SIGINT. */
-export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean; workers?: number } = {}): Promise<number> {
+export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean; workers?: number; newFederation?: boolean } = {}): Promise<number> {
   const config: Config = loadConfigFile(configPath);
   const path = configPath ?? process.env.QUOTAFED_CONFIG;
-  const serviceOptions = { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false };
+  const serviceOptions = { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false, newFederation: options.newFederation ?? false };
   if (options.workers !== undefined && options.workers > 1) {
     // node:cluster: every worker runs the whole region service on the shared port (the publisher lock keeps
     // one gossip publisher); the primary supervises and coordinates shutdown.

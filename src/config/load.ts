@@ -14,6 +14,7 @@ export const ENV_OVERRIDES = {
   QUOTAFED_ADMIN_TOKEN: 'admin.token',
   QUOTAFED_ADMIN_PORT: 'admin.port',
   QUOTAFED_FEDERATION_SECRET: 'federation.secret',
+  QUOTAFED_FEDERATION_BOOTSTRAP: 'federation.bootstrap',
   QUOTAFED_LOG_LEVEL: 'logLevel',
   // Plus QUOTAFED_PEER_<NAME>_REDIS_URL per peer (see peerEnvName).
 } as const;

@@ -135,6 +135,13 @@ export const Federation = z.strictObject({
   secret: z.string().min(16, { error: 'the federation secret must be at least 16 characters' }).optional(),
   /** Most keys in one gossip batch. */
   maxBatchKeys: z.number().int().positive().default(1_000),
+  /**
+   * Start-up when this region's Redis has no start-up marker: `auto` asks the peers and fences the current
+   * windows unless every peer answers that it never heard of this region; `new` declares a brand-new federation,
+   * so peers that cannot be asked do not fence (a peer that heard of this region, or quotafed state already in
+   * this Redis, still does). Read once at start-up (docs/federation.md §4a).
+   */
+  bootstrap: z.enum(['auto', 'new']).default('auto'),
 });
 
 export const Config = z.strictObject({

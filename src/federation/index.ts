@@ -30,6 +30,8 @@ export interface FederationOptions {
   logger?: Logger;
   /** Where the federation metrics go; the shared registry of src/metrics.ts when omitted. */
   registry?: Registry;
+  /** Declared a brand-new federation for this start (`serve --new-federation`); else `federation.bootstrap`. */
+  newFederation?: boolean;
 }
 
 export interface Federation {
@@ -125,7 +127,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
 
   let recovery: RecoveryResult | undefined;
   let worker: GossipWorker | undefined;
-  const recoveryDeps = { config, topology, redis: local, logger };
+  const recoveryDeps = { config, topology, redis: local, logger, declaredNew: options.newFederation === true || config.federation.bootstrap === 'new' };
 
   const recover = async () => {
     recovery = await recoverOnStart(recoveryDeps);

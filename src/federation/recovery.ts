@@ -8,10 +8,13 @@
 // While running, the same loss is detected by the start-up marker disappearing (FLUSHALL, a restart without
 // persistence under a running service); decide.lua and apply_gossip.lua fence a shard the moment they find its
 // marker missing, and this module then fences the rest and asks for the resync.
-import type { Cluster, Redis } from 'ioredis';
+// A brand-new federation can say so (`serve --new-federation`, `federation.bootstrap: new`): peers that cannot
+// be asked then do not fence, as long as no peer has heard of this region and this Redis holds no quotafed
+// state at all (docs/federation.md §4a argues why the bound holds).
+import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Config } from '../config/schema.ts';
-import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../keys.ts';
+import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
+import { KEY_PREFIX, KEY_SHARDS, META_KEY, shardMarkerKey } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
 import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
 import type { Topology } from './topology.ts';
@@ -27,6 +30,10 @@ export interface RecoveryResult {
   /** The fence written (ms, Redis TIME), 0 when none. */
   fence: number;
   answers: Record<string, PeerAnswer>;
+  /** Why the region fenced, or why it started without a fence (for logs, status and tests). */
+  reason?: string;
+  /** A brand-new federation was declared and honoured (it decided a start that would otherwise have fenced). */
+  declaredNew?: boolean;
 }
 
 async function redisNow(redis: Redis | Cluster): Promise<number> {
@@ -96,6 +103,48 @@ export interface RecoveryDeps {
   logger: Logger;
   /** Per-peer question timeout. */
   timeoutMs?: number;
+  /** The operator declared a brand-new federation (`serve --new-federation` or `federation.bootstrap: new`). */
+  declaredNew?: boolean;
+}
+
+/**
+ * Some key of this region's own quotafed state (`qf:*`: meta, shard markers, rule state, backlogs, replay
+ * records), or null when there is none. Gossip queued by peers (`{qf}` BullMQ keys) is not this region's state.
+ * A Redis Cluster is scanned on every primary.
+ */
+export async function findQuotafedState(redis: Redis | Cluster): Promise<string | null> {
+  const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${KEY_PREFIX}:*`, 'COUNT', 1_000);
+      if (keys.length > 0) return keys[0]!;
+      cursor = next;
+    } while (cursor !== '0');
+  }
+  return null;
+}
+
+/** Until when each federated rule admits nothing after a fence (window end; token bucket: its fenceEnd). */
+export function fencedUntil(config: Config, fence: number): Record<string, string> {
+  const until: Record<string, string> = {};
+  for (const rule of config.rules) {
+    if (!FEDERATED_ALGORITHMS.has(rule.algorithm)) continue;
+    const end = (Math.floor(fence / rule.period) + 1) * rule.period + (rule.algorithm === 'tokenBucket' ? config.federation.maxClockSkewMs : 0);
+    until[rule.name] = new Date(end).toISOString();
+  }
+  return until;
+}
+
+/** The one warn line a fence gets: why, which shards, from when, and until when each rule admits nothing. */
+function logFence(logger: Logger, config: Config, fence: number, reason: string, fields: Record<string, unknown>): void {
+  const until = fencedUntil(config, fence);
+  const latest = Object.values(until).sort().at(-1);
+  logger.warn(
+    { event: 'federation.fenced', reason, shards: `all ${KEY_SHARDS}`, fence: new Date(fence).toISOString(), until, ...fields },
+    `fencing all ${KEY_SHARDS} shards at ${new Date(fence).toISOString()}: ${reason}. Windows that began before the fence admit nothing ` +
+      `and token buckets start empty (until ${latest ?? 'the end of the current window'}, per rule in "until")`,
+  );
 }
 
 /** Run before the region gossips (and ideally before it serves): decides whether this Redis lost data. */
@@ -107,28 +156,54 @@ export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult
     peerTargets(config).map(async (peer) => [peer.name, await askPeer(peer, config.region, timeoutMs)] as const),
   );
   const answers = Object.fromEntries(entries) as Record<string, PeerAnswer>;
-  const lost = entries.some(([, answer]) => answer !== 'never');
+  const named = (answer: PeerAnswer) => entries.filter(([, a]) => a === answer).map(([name]) => name);
+  const heard = named('heard');
+  const unreachable = named('unreachable');
+  let reason: string | undefined;
+  let declaredNew = false;
+  if (heard.length > 0) {
+    reason = `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") but ${heard.join(', ')} heard of ${config.region} before: its data was lost`;
+    if (deps.declaredNew) reason += ' (the new-federation declaration is overruled: this federation has run before)';
+  } else if (unreachable.length > 0) {
+    const leftover = deps.declaredNew ? await findQuotafedState(redis) : null;
+    if (!deps.declaredNew) {
+      reason =
+        `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") and ${unreachable.join(', ')} could not be asked whether they know ${config.region}, ` +
+        'so a data loss cannot be ruled out (a brand-new federation: start with --new-federation or set federation.bootstrap: new)';
+    } else if (leftover !== null) {
+      reason =
+        `a new federation was declared, but this Redis already holds quotafed state (${leftover}) without a start-up marker and ` +
+        `${unreachable.join(', ')} could not be asked: a partial data loss cannot be ruled out (empty this Redis first if it really is new)`;
+    } else {
+      declaredNew = true;
+    }
+  }
   let fence = 0;
-  if (lost) {
+  if (reason !== undefined) {
     fence = await fenceAllShards(redis, true);
-    logger.warn(
-      { event: 'federation.data_loss', answers, fence },
-      'this Redis has no start-up marker but peers know this region (or could not be asked): fencing the current windows and asking peers to resync',
-    );
+    logFence(logger, config, fence, reason, { answers, declaredNew: deps.declaredNew === true });
   } else {
     // A new region: fence 0 everywhere. A marker a decision created before this check (the service may serve
     // before the federation starts) carries a spurious fence: nothing was lost, so it is reset too.
     await markShardsIntact(redis);
-    logger.info({ event: 'federation.fresh_start', answers }, 'no peer has heard of this region: starting fresh');
+    if (declaredNew) {
+      reason = `new federation declared; ${unreachable.join(', ')} not reachable yet, no peer has heard of ${config.region} and this Redis holds no quotafed state`;
+      logger.warn({ event: 'federation.fresh_start', declaredNew: true, answers }, `starting fresh without a fence: ${reason}`);
+    } else {
+      reason = `no peer has heard of ${config.region}`;
+      logger.info({ event: 'federation.fresh_start', answers }, 'no peer has heard of this region: starting fresh');
+    }
   }
   await markStarted(redis, config, topology, fence);
-  return { fenced: lost, fence, answers };
+  return { fenced: fence > 0, fence, answers, reason, ...(declaredNew ? { declaredNew } : {}) };
 }
 
 /** The running region found its start-up marker gone: its Redis lost data under it. */
 export async function recoverWhileRunning(deps: RecoveryDeps): Promise<number> {
   const fence = await fenceAllShards(deps.redis, false);
   await markStarted(deps.redis, deps.config, deps.topology, fence);
-  deps.logger.warn({ event: 'federation.data_loss', fence, whileRunning: true }, 'the start-up marker vanished while running: Redis lost data; fencing and asking peers to resync');
+  logFence(deps.logger, deps.config, fence, 'the start-up marker vanished while running: Redis lost data under this service; asking peers to resync', {
+    whileRunning: true,
+  });
   return fence;
 }

@@ -45,18 +45,23 @@ interface RegionFile {
   config: Config;
 }
 
-/** Every region config in `dir`, except templates, sorted by service port. */
+/**
+ * Every region config in `dir` that federates, sorted by service port. Templates and configs without peers
+ * (regions/standalone.yaml: one region on its own) are not part of the local federation.
+ */
 function readRegionFiles(dir: string): RegionFile[] {
   const files = readdirSync(dir)
     .filter((name) => /\.ya?ml$/.test(name) && !name.includes('template'))
     .map((name) => join(dir, name));
-  if (files.length === 0) throw new Error(`no region configs (*.yaml) in ${dir}`);
-  return files
+  const regions = files
     .map((path) => {
       const raw = parseYaml(readFileSync(path, 'utf8')) as Record<string, unknown>;
       return { path, raw, config: parseConfig(raw, `config ${path}`) };
     })
+    .filter((file) => file.config.federation.peers.length > 0)
     .sort((a, b) => a.config.port - b.config.port);
+  if (regions.length === 0) throw new Error(`no federated region configs (*.yaml with federation.peers) in ${dir}`);
+  return regions;
 }
 
 function checkCount(values: readonly number[] | undefined, count: number, flag: string): void {

@@ -17,6 +17,8 @@ export interface ServiceProcessOptions {
   /** Called when the process ends without having been asked to. */
   onUnexpectedExit?: (code: number | null, signal: NodeJS.Signals | null) => void;
   env?: NodeJS.ProcessEnv;
+  /** More `serve` flags (e.g. `--new-federation`). */
+  args?: readonly string[];
   readyTimeoutMs?: number;
   color?: boolean;
 }
@@ -95,7 +97,7 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
 
   const env: NodeJS.ProcessEnv = { ...(options.env ?? process.env) };
   for (const name of LOCATION_ENV) delete env[name];
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', join(options.root, 'src/cli/main.ts'), 'serve', '--config', options.configPath], {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', join(options.root, 'src/cli/main.ts'), 'serve', '--config', options.configPath, ...(options.args ?? [])], {
     cwd: options.root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
