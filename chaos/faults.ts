@@ -26,6 +26,8 @@ export function describeFault(fault: ChaosFault): string {
       return `${fault.region} redis-server killed, ${span}`;
     case 'serviceDown':
       return `${fault.region} service killed, ${span}`;
+    case 'redisStall':
+      return `${fault.region} redis-server stopped (SIGSTOP), ${span}`;
   }
 }
 
@@ -91,6 +93,11 @@ async function runFault(lab: Lab, fault: ChaosFault, index: number, startPerf: n
       await lab.killService(fault.region);
       await sleepUntil(startPerf, fault.until);
       await lab.restartService(fault.region);
+      break;
+    case 'redisStall':
+      lab.stallRedis(fault.region);
+      await sleepUntil(startPerf, fault.until);
+      lab.resumeRedis(fault.region);
       break;
   }
   events.onHeal?.(fault, elapsed());

@@ -21,6 +21,11 @@ export interface LoadOptions {
   peer?: UpstashPeer;
   /** Called about once a second. */
   onProgress?: (sent: number, total: number) => void;
+  /**
+   * One request at a time: each leaves when the previous one answered, after the gap between their planned
+   * offsets (a sequential pattern's pauses). Lateness is then not measured.
+   */
+  serial?: boolean;
 }
 
 export interface LoadResult {
@@ -122,6 +127,16 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const all: Promise<void>[] = [];
   for (let i = 0; i < options.plan.length; i++) {
     const planned = options.plan[i]!;
+    if (options.serial) {
+      const gap = i === 0 ? Math.max(0, options.startPerfMs + planned.at - performance.now()) : planned.at - options.plan[i - 1]!.at;
+      if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap));
+      await sendOne(planned);
+      if (options.onProgress && performance.now() - lastProgress > 1_000) {
+        lastProgress = performance.now();
+        options.onProgress(i + 1, options.plan.length);
+      }
+      continue;
+    }
     const wait = options.startPerfMs + planned.at - performance.now();
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
     if (inFlight >= options.concurrency) {

@@ -111,7 +111,7 @@ async function main(): Promise<number> {
         const q = run.quotafed;
         log(
           `  → leak window ${q.leakage.window?.max ?? 0}, bucket ${q.leakage.bucket?.max ?? 0} (budget ${run.budget.window ?? 'unbounded'}); ` +
-            `429 ${q.rate429.toFixed(1)}%; under ${q.underAdmission.window?.percent.toFixed(1) ?? '—'}%` +
+            `429 ${q.rate429.toFixed(1)}%; under window ${q.underAdmission.window?.percent.toFixed(1) ?? '—'}%, bucket ${q.underAdmission.bucket?.percent.toFixed(1) ?? '—'}%` +
             (run.peer ? `; Upstash leak ${run.peer.leakage.window?.max ?? 0}` : '') +
             ` [${(run.wallMs / 1000).toFixed(1)} s]`,
         );

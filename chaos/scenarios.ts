@@ -1,7 +1,7 @@
 // The named scenarios and the sweeps. Every one is plain data: the runner, the CI suite and the report read
 // the same definitions, and a seed fixes the traffic.
 import type { LeakageBudget } from '../src/config/schema.ts';
-import type { ChaosFault, ScenarioSpec, TrafficSpec } from './types.ts';
+import type { ChaosFault, Policy, ScenarioSpec, TrafficPattern, TrafficSpec } from './types.ts';
 
 export interface CatalogueOptions {
   /** Shorter runs (CI, smoke checks). */
@@ -16,6 +16,22 @@ export interface CatalogueOptions {
  * cores shared with other work.
  */
 const TRAFFIC: TrafficSpec = { ratePerSec: 160, shape: { kind: 'even' }, windowShare: 0.5 };
+
+/**
+ * The healthy-accuracy cases of issue 11 on minute-long windows and buckets (as the seed's 1,000/min rule), so a
+ * whole case sits in one window or epoch: 300 per minute, capacity 300, budget 5% (15).
+ */
+export const MINUTE_POLICY: Policy = { windowLimit: 300, windowPeriodMs: 60_000, bucketLimit: 300, bucketPeriodMs: 60_000, bucketBurst: 300 };
+
+/** Issue 15's probe rule: 100 per 30 s (fail closed in the lab), budget 5%: at most 105 per window for a key. */
+export const PROBE_POLICY: Policy = { windowLimit: 100, windowPeriodMs: 30_000, bucketLimit: 100, bucketPeriodMs: 30_000, bucketBurst: 100 };
+
+/** A fresh key's burst (1.1 × the limit per rule) into us-east. */
+const BURST_REQUESTS = Math.round(1.1 * MINUTE_POLICY.windowLimit);
+
+function burst(spreadMs: number, ruleGapMs: number): TrafficPattern {
+  return { kind: 'burst', region: 'us-east', requests: BURST_REQUESTS, spreadMs, ruleGapMs };
+}
 
 function scale(ms: number, quick: boolean): number {
   // Rounded to 100 ms so fault times read well in the report.
@@ -66,6 +82,71 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       name: 'service-kill',
       description: "us-east's service process (HTTP and gossip workers) is SIGKILLed and started again",
       faults: [{ kind: 'serviceDown', region: 'us-east', at: s(3_000), until: s(4_000) }],
+    },
+    // Issue 11: accuracy of a healthy federation on a fresh key, against an exact global limiter.
+    {
+      ...base,
+      name: 'burst-1s',
+      description: `a fresh key: ${BURST_REQUESTS} requests per rule into us-east spread over 1 s (the bucket rule's 2.5 s later), 300/min rules, healthy links`,
+      durationMs: 4_000,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      traffic: { ...TRAFFIC, pattern: burst(1_000, 2_500) },
+    },
+    {
+      ...base,
+      name: 'burst-250ms',
+      description: `as burst-1s, the ${BURST_REQUESTS} requests per rule spread over 250 ms`,
+      durationMs: 2_500,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      traffic: { ...TRAFFIC, pattern: burst(250, 1_500) },
+    },
+    {
+      ...base,
+      name: 'sequential',
+      description: 'one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (issue 11\'s 400/400/400 of 1,000), 300/min rules',
+      durationMs: 10_000,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      traffic: { ...TRAFFIC, pattern: { kind: 'sequential', regions: ['us-east', 'eu-west', 'ap-south'], perRegion: 120, pauseMs: 1_500 } },
+    },
+    {
+      ...base,
+      name: 'instant-burst',
+      description: `a never-seen key: ${BURST_REQUESTS} requests per rule into us-east at once (64 in flight), 300/min rules; a scheme that does not wait admits at least (L + B)/N = 105`,
+      durationMs: 2_500,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      traffic: { ...TRAFFIC, pattern: burst(0, 1_500) },
+    },
+    // Issue 15: the bound through Redis trouble, with the product's Redis timeouts and breaker (local fallback on).
+    {
+      ...base,
+      name: 'redis-stall',
+      description: "eu-west's redis-server SIGSTOPped for 8 s under light traffic (20 requests/s), fail-closed 100-per-30 s rules, the product's Redis timeouts and breaker",
+      durationMs: s(20_000),
+      policy: PROBE_POLICY,
+      productRedisDefaults: true,
+      peer: false,
+      traffic: { ...TRAFFIC, ratePerSec: 20 },
+      faults: [{ kind: 'redisStall', region: 'eu-west', at: s(4_000), until: s(12_000) }],
+    },
+    {
+      ...base,
+      name: 'cpu-load',
+      description: "no fault: random-key load on /v1/check from 32 connections saturates the host while one key sends 15 requests/s per fail-closed 100-per-30 s rule, the product's Redis timeouts and breaker",
+      durationMs: s(20_000),
+      policy: PROBE_POLICY,
+      productRedisDefaults: true,
+      degradedExpected: true,
+      peer: false,
+      traffic: { ...TRAFFIC, ratePerSec: 30 },
+      flood: { connections: 32 },
     },
     {
       ...base,

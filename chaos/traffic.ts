@@ -1,7 +1,7 @@
 // The request schedule of a run, fixed by the seed before anything starts: the same seed and scenario always
 // send the same requests (key, rule, region) at the same offsets. Arrivals are Poisson.
 import { prng } from '../src/federation/simulation.ts';
-import { REGIONS, type RegionName, type RuleKind, type TrafficSpec } from './types.ts';
+import { REGIONS, type RegionName, type RuleKind, type TrafficPattern, type TrafficSpec } from './types.ts';
 
 export interface PlannedRequest {
   /** ms after the run starts. */
@@ -43,7 +43,32 @@ function keyFor(spec: TrafficSpec, random: () => number): string {
   return `cold-${Math.floor(random() * spec.hotKey.coldKeys)}`;
 }
 
+/**
+ * A fixed pattern on the one key. Sequential plans are sent one at a time: their `at` offsets only carry the
+ * pauses (0 between requests of one region, `pauseMs` before the next region), kept after each answer.
+ */
+export function planPattern(pattern: TrafficPattern): PlannedRequest[] {
+  const plan: PlannedRequest[] = [];
+  switch (pattern.kind) {
+    case 'burst':
+      (['window', 'bucket'] as const).forEach((rule, r) => {
+        for (let i = 0; i < pattern.requests; i++) {
+          plan.push({ at: r * pattern.ruleGapMs + (pattern.spreadMs * i) / pattern.requests, region: pattern.region, key: SINGLE_KEY, rule });
+        }
+      });
+      return plan.sort((a, b) => a.at - b.at);
+    case 'sequential':
+      pattern.regions.forEach((region, index) => {
+        for (let i = 0; i < 2 * pattern.perRegion; i++) {
+          plan.push({ at: index * pattern.pauseMs, region, key: SINGLE_KEY, rule: i % 2 === 0 ? 'window' : 'bucket' });
+        }
+      });
+      return plan;
+  }
+}
+
 export function planTraffic(spec: TrafficSpec, durationMs: number, seed: number): PlannedRequest[] {
+  if (spec.pattern) return planPattern(spec.pattern);
   const random = prng(seed);
   const plan: PlannedRequest[] = [];
   const meanGapMs = 1_000 / spec.ratePerSec;

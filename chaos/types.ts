@@ -37,6 +37,26 @@ export interface TrafficSpec {
   windowShare: number;
   /** One hot key among many cold ones; absent = every request on one key per rule. */
   hotKey?: { hotShare: number; coldKeys: number };
+  /** A fixed request pattern on the one key instead of Poisson arrivals (`ratePerSec`, `shape` unused). */
+  pattern?: TrafficPattern;
+}
+
+export type TrafficPattern =
+  /**
+   * Per rule, `requests` to one region spread evenly over `spreadMs` (0: all at once, as fast as the load
+   * generator's slots allow); the bucket rule's burst starts `ruleGapMs` after the window rule's.
+   */
+  | { kind: 'burst'; region: RegionName; requests: number; spreadMs: number; ruleGapMs: number }
+  /**
+   * One request at a time (each sent when the previous one answered): `perRegion` per rule to each region in
+   * turn, the rules alternating, with `pauseMs` between regions.
+   */
+  | { kind: 'sequential'; regions: readonly RegionName[]; perRegion: number; pauseMs: number };
+
+/** Closed-loop load on random keys from a separate process (`chaos/flood.ts`), for the whole run. */
+export interface FloodSpec {
+  /** Connections over all regions (each sends its next request when the previous one answered). */
+  connections: number;
 }
 
 /** A fault lasts from `at` to `until` (ms after the traffic starts); `until` is the heal. */
@@ -51,7 +71,9 @@ export type ChaosFault =
   /** The region's redis-server is SIGKILLed (no persistence: its data is lost) and restarted at `until`. */
   | { kind: 'redisDown'; at: number; until: number; region: RegionName }
   /** The region's service process (HTTP and gossip workers) is SIGKILLed and started again at `until`. */
-  | { kind: 'serviceDown'; at: number; until: number; region: RegionName };
+  | { kind: 'serviceDown'; at: number; until: number; region: RegionName }
+  /** The region's redis-server is SIGSTOPped (it hangs, data kept) and SIGCONTed at `until`. */
+  | { kind: 'redisStall'; at: number; until: number; region: RegionName };
 
 export interface ScenarioSpec {
   name: string;
@@ -65,6 +87,19 @@ export interface ScenarioSpec {
   faults: ChaosFault[];
   /** Product defaults on Redis loss (fail open + local fallback): outside the guarantee, reported only. */
   failOpen?: boolean;
+  /**
+   * The product's Redis client and breaker settings (50 ms command timeout, local fallback on) instead of the
+   * lab's 1 s timeout without fallback; the rules stay fail closed, so the run is judged against the bound.
+   */
+  productRedisDefaults?: boolean;
+  /** Decisions without Redis are what the run measures: it is not declared INVALID for them. */
+  degradedExpected?: boolean;
+  /** This run's policy instead of the runner's (e.g. minute-long windows, the issue's probe rule). */
+  policy?: Policy;
+  /** Start the traffic at a window boundary when the current window has less than `durationMs` left. */
+  alignToWindow?: boolean;
+  /** Background load on random keys for the whole run. */
+  flood?: FloodSpec;
   /** Also run Upstash's MultiRegionRatelimit on the same traffic. */
   peer: boolean;
   /** Sweep bookkeeping: which axis this run belongs to. */

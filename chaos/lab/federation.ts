@@ -19,6 +19,8 @@ export interface RunSettings {
   leakageBudget: LeakageBudget;
   policy: Policy;
   failOpen: boolean;
+  /** The product's Redis timeouts and breaker (local fallback on) instead of the lab's; rules fail closed. */
+  productRedisDefaults?: boolean;
   /** Where this run's configs and service log go. */
   dir: string;
 }
@@ -38,6 +40,10 @@ export interface Lab {
   restartService(region: RegionName): Promise<void>;
   killRedis(region: RegionName): Promise<void>;
   restartRedis(region: RegionName): Promise<void>;
+  /** SIGSTOP the region's redis-server: connections stay open, nothing answers, no data is lost. */
+  stallRedis(region: RegionName): void;
+  /** SIGCONT after stallRedis. */
+  resumeRedis(region: RegionName): void;
   /** Empty every Redis and bring every link back: the next run starts from nothing. */
   resetState(): Promise<void>;
   close(): Promise<void>;
@@ -88,6 +94,11 @@ export async function startLab(options: LabOptions): Promise<Lab> {
   const services = new Map<RegionName, ServiceProcess>();
   const configPaths = new Map<RegionName, string>();
   const redisDown = new Set<RegionName>();
+  const stalled = new Set<RegionName>();
+  const signalRedis = (region: RegionName, signal: NodeJS.Signals) => {
+    const pid = redis[region].pid;
+    if (pid !== undefined) process.kill(pid, signal);
+  };
   let logPath: string | undefined;
 
   const launch = async (region: RegionName) => {
@@ -129,6 +140,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
             adminToken,
             secret,
             failOpen: settings.failOpen,
+            productRedisDefaults: settings.productRedisDefaults ?? false,
           }),
         );
       }
@@ -161,8 +173,17 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       await redis[region].restart();
       redisDown.delete(region);
     },
+    stallRedis(region) {
+      stalled.add(region);
+      signalRedis(region, 'SIGSTOP');
+    },
+    resumeRedis(region) {
+      signalRedis(region, 'SIGCONT');
+      stalled.delete(region);
+    },
     async resetState() {
       await net.reset();
+      for (const region of [...stalled]) lab.resumeRedis(region);
       for (const region of REGIONS) {
         if (redisDown.has(region)) await lab.restartRedis(region);
         await waitReady(direct[region], 5_000);
@@ -173,6 +194,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       }
     },
     async close() {
+      for (const region of [...stalled]) lab.resumeRedis(region);
       await lab.stopServices();
       for (const client of Object.values(direct)) client.disconnect();
       await net.close();

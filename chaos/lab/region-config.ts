@@ -18,6 +18,11 @@ export interface RegionConfigInput {
   secret: string;
   /** Product defaults on Redis loss (fail open, local fallback) instead of the lab's fail closed. */
   failOpen: boolean;
+  /**
+   * The product's Redis client and breaker settings (command timeout, local fallback) with fail-closed rules:
+   * what an operator runs, under the probes of issue 15.
+   */
+  productRedisDefaults?: boolean;
 }
 
 export function regionConfig(input: RegionConfigInput): ConfigInput {
@@ -28,9 +33,9 @@ export function regionConfig(input: RegionConfigInput): ConfigInput {
     host: '127.0.0.1',
     // The lab shares two cores with everything else: a 50 ms command timeout would turn CPU stalls into
     // fail-mode decisions and blur what the federation itself does.
-    redis: { url: input.redisUrl, commandTimeoutMs: 1_000, connectTimeoutMs: 3_000 },
+    redis: input.productRedisDefaults ? { url: input.redisUrl } : { url: input.redisUrl, commandTimeoutMs: 1_000, connectTimeoutMs: 3_000 },
     admin: { token: input.adminToken },
-    breaker: { localFallback: input.failOpen },
+    breaker: input.productRedisDefaults ? {} : { localFallback: input.failOpen },
     federation: {
       syncIntervalMs: input.syncIntervalMs,
       leakageBudget: input.leakageBudget,
