@@ -1,0 +1,123 @@
+// Black box, issue 11's sequential case as a user tries it: the local federation exactly as `npm start` runs it
+// (src/ops/local-federation.ts: a redis-server per region, the demo upstream, three `quotafed serve` processes
+// with regions/*.yaml, links healthy, sync 100 ms, budget 5%) on free ports. One fresh API key sends 400
+// requests through us-east's gateway one at a time, pauses 1.5 s, 400 through eu-west, pauses, 400 through
+// ap-south. The seed's per-key rule (token bucket, 1,000 per minute, capacity 1,000) decides them all.
+//
+// An exact global limiter admits the first 1,000 plus what refills meanwhile. The federation must admit at least
+// 950 of them (and 95% of what the exact limiter admits on the same timestamps) within one minute, and never
+// more than capacity + budget (1,050) beyond the refill over any interval.
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'node:http';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exactBucket, underAdmission } from '../../chaos/measure/exact.ts';
+import { bucketLeakage } from '../../chaos/measure/leakage.ts';
+import type { Decision, RegionName } from '../../chaos/types.ts';
+import { META_KEY } from '../../src/keys.ts';
+import { startLocalFederation, type LocalFederation } from '../../src/ops/local-federation.ts';
+import { freePort } from '../../src/ops/redis-process.ts';
+
+const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+const REGIONS: RegionName[] = ['us-east', 'eu-west', 'ap-south'];
+const PER_REGION = 400;
+const PAUSE_MS = 1_500;
+const CAPACITY = 1_000;
+const BUDGET = 50; // "5%" of 1,000
+const RATE_PER_MS = 1_000 / 60_000;
+
+let federation: LocalFederation;
+const output: string[] = [];
+
+beforeAll(async () => {
+  const ports = async (n: number) => Promise.all(Array.from({ length: n }, () => freePort()));
+  federation = await startLocalFederation({
+    root,
+    redisPorts: await ports(3),
+    servicePorts: await ports(3),
+    upstreamPort: await freePort(),
+    output: (line) => output.push(line),
+    serviceReadyTimeoutMs: 60_000,
+  });
+  // Linked and healthy before the first request: every region ready (Redis up, breaker closed) and every
+  // region's Redis records gossip (a heartbeat at least) applied from each of its peers (qf:meta heard:<peer>).
+  const deadline = Date.now() + 30_000;
+  const waitFor = async (what: string, check: () => Promise<boolean>) => {
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`${what}:\n${output.slice(-20).join('\n')}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  for (const region of federation.regions) {
+    await waitFor(`${region.name} not ready`, () => fetch(`${region.url}/readyz`).then((r) => (r.body?.cancel(), r.ok), () => false));
+    const redis = new Redis(region.redisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      for (const peer of REGIONS.filter((name) => name !== region.name)) {
+        await waitFor(`${region.name} never heard from ${peer}`, async () => (await redis.hget(META_KEY, `heard:${peer}`)) !== null);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await federation?.stop();
+}, 60_000);
+
+/** GET /hello through a region's gateway with the API key: 200 (forwarded) or 429, timed by its midpoint. */
+function get(agent: Agent, baseUrl: string, apiKey: string): Promise<number> {
+  const url = new URL('/hello', baseUrl);
+  return new Promise((done) => {
+    const req = request({ agent, host: url.hostname, port: url.port, path: url.pathname, headers: { 'x-api-key': apiKey }, timeout: 5_000 }, (res) => {
+      res.resume();
+      res.on('end', () => done(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', () => done(0));
+    req.end();
+  });
+}
+
+describe('black box: the sequential case on the per-key token bucket (issue 11)', () => {
+  it('admits ≥ 950 of 1,000 within one minute and never more than 1,050 (+ refill)', { timeout: 90_000 }, async () => {
+    const apiKey = `seq-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const decisions: Decision[] = [];
+    const start = performance.now();
+    try {
+      for (const [index, name] of REGIONS.entries()) {
+        if (index > 0) await new Promise((r) => setTimeout(r, PAUSE_MS));
+        const region = federation.regions.find((r) => r.name === name)!;
+        for (let i = 0; i < PER_REGION; i++) {
+          const sent = performance.now();
+          const status = await get(agent, region.url, apiKey);
+          const t = (sent + performance.now()) / 2 - start;
+          expect([200, 429], `${name} request ${i + 1} answered ${status}`).toContain(status);
+          decisions.push({ t, region: name, key: apiKey, rule: 'bucket', outcome: status === 200 ? 'admitted' : 'limited', window: 0 });
+        }
+      }
+    } finally {
+      agent.destroy();
+    }
+    const elapsedMs = performance.now() - start;
+
+    const admitted = decisions.filter((d) => d.outcome === 'admitted');
+    const perRegion = REGIONS.map((name) => admitted.filter((d) => d.region === name).length);
+    const exact = underAdmission(exactBucket(decisions, CAPACITY, RATE_PER_MS));
+    const leak = bucketLeakage(decisions, CAPACITY, RATE_PER_MS);
+    const summary =
+      `admitted ${admitted.length} (${REGIONS.map((name, i) => `${name} ${perRegion[i]}`).join(' / ')}) in ${(elapsedMs / 1000).toFixed(1)} s; ` +
+      `an exact global limiter: ${exact.exactAdmitted} (the federation refused ${exact.refused} of them, ${exact.percent.toFixed(1)}%); ` +
+      `worst excess over capacity + refill: ${leak.max}`;
+    console.log(`blackbox-sequential: ${summary}`);
+
+    expect(elapsedMs, summary).toBeLessThan(60_000);
+    // Never over the bound: over any interval, admissions ≤ capacity + budget + rate × interval.
+    expect(leak.max, summary).toBeLessThanOrEqual(BUDGET);
+    // Accuracy: at least 950 admitted, and at least 95% of what one exact limiter admits on the same trace.
+    expect(admitted.length, summary).toBeGreaterThanOrEqual(950);
+    expect(admitted.length, summary).toBeGreaterThanOrEqual(Math.floor(0.95 * exact.exactAdmitted));
+  });
+});
