@@ -4,7 +4,7 @@ import { exactBucket, exactWindow, underAdmission } from '../../chaos/measure/ex
 import { bucketLeakage, windowLeakage } from '../../chaos/measure/leakage.ts';
 import { histogramQuantile, readHistogram } from '../../chaos/measure/prometheus.ts';
 import { lineChart, timelineChart } from '../../chaos/report/svg.ts';
-import { planTraffic } from '../../chaos/traffic.ts';
+import { planPattern, planTraffic } from '../../chaos/traffic.ts';
 import type { Decision } from '../../chaos/types.ts';
 
 function decision(t: number, outcome: Decision['outcome'], extra: Partial<Decision> = {}): Decision {
@@ -117,6 +117,31 @@ describe('traffic plans', () => {
     const plan = planTraffic({ ratePerSec: 100, shape: { kind: 'shifting', everyMs: 1_000 }, windowShare: 1 }, 3_000, 1);
     expect(new Set(plan.filter((p) => p.at < 1_000).map((p) => p.region))).toEqual(new Set(['us-east']));
     expect(new Set(plan.filter((p) => p.at >= 1_000 && p.at < 2_000).map((p) => p.region))).toEqual(new Set(['eu-west']));
+  });
+
+  it('burst patterns: N per rule into one region, evenly over the spread, the bucket burst after the gap', () => {
+    const pattern = { kind: 'burst' as const, region: 'us-east' as const, requests: 100, spreadMs: 1_000, ruleGapMs: 2_500 };
+    const plan = planTraffic({ ratePerSec: 1, shape: { kind: 'even' }, windowShare: 0.5, pattern }, 10_000, 1);
+    expect(plan).toEqual(planPattern(pattern));
+    const window = plan.filter((p) => p.rule === 'window');
+    const bucket = plan.filter((p) => p.rule === 'bucket');
+    expect([window.length, bucket.length]).toEqual([100, 100]);
+    expect(new Set(plan.map((p) => `${p.region} ${p.key}`))).toEqual(new Set(['us-east k1']));
+    expect(window[0]!.at).toBe(0);
+    expect(window.at(-1)!.at).toBeCloseTo(990);
+    expect(bucket[0]!.at).toBe(2_500);
+    expect(plan.every((p, i) => i === 0 || p.at >= plan[i - 1]!.at)).toBe(true);
+    // spreadMs 0: all at once.
+    expect(new Set(planPattern({ ...pattern, spreadMs: 0, ruleGapMs: 0 }).map((p) => p.at))).toEqual(new Set([0]));
+  });
+
+  it('sequential pattern: each region in turn, rules alternating, offsets carrying only the pauses', () => {
+    const plan = planPattern({ kind: 'sequential', regions: ['us-east', 'eu-west', 'ap-south'], perRegion: 3, pauseMs: 1_500 });
+    expect(plan.map((p) => `${p.region}:${p.rule}:${p.at}`)).toEqual([
+      ...['window', 'bucket', 'window', 'bucket', 'window', 'bucket'].map((rule) => `us-east:${rule}:0`),
+      ...['window', 'bucket', 'window', 'bucket', 'window', 'bucket'].map((rule) => `eu-west:${rule}:1500`),
+      ...['window', 'bucket', 'window', 'bucket', 'window', 'bucket'].map((rule) => `ap-south:${rule}:3000`),
+    ]);
   });
 });
 
