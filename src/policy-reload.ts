@@ -26,8 +26,9 @@ export function restartOnlyChanges(current: Config, next: Config): string[] {
   for (const key of Object.keys(current) as (keyof Config)[]) {
     if (key === 'rules') continue;
     if (key === 'federation') {
-      const { leakageBudget: _a, ...left } = current.federation;
-      const { leakageBudget: _b, ...right } = next.federation;
+      // `bootstrap` is read once, at start-up: dropping it after the first deployment changes nothing to reload.
+      const { leakageBudget: _a, bootstrap: _c, ...left } = current.federation;
+      const { leakageBudget: _b, bootstrap: _d, ...right } = next.federation;
       for (const field of Object.keys(left) as (keyof typeof left)[]) {
         if (!isDeepStrictEqual(left[field], right[field])) changed.push(`federation.${field}`);
       }

@@ -10,7 +10,9 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfigFile } from '../../src/config/load.ts';
 import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../../src/keys.ts';
+import { restartOnlyChanges } from '../../src/policy-reload.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
 import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
 import { client, useRedis, type RedisProcess } from '../harness/redis.ts';
@@ -208,5 +210,16 @@ describe('regions/standalone.yaml: one region on its own', { timeout: 60_000 }, 
     } finally {
       await stop(started);
     }
+  });
+});
+
+describe('federation.bootstrap is read once, at start-up', () => {
+  it('dropping the declaration after the first deployment does not block a policy reload', () => {
+    const declared = loadConfigFile(join(root, 'regions/us-east.yaml'), { QUOTAFED_FEDERATION_BOOTSTRAP: 'new' });
+    const dropped = loadConfigFile(join(root, 'regions/us-east.yaml'), {});
+    expect(declared.federation.bootstrap).toBe('new');
+    expect(dropped.federation.bootstrap).toBe('auto');
+    expect(restartOnlyChanges(declared, dropped)).toEqual([]);
+    expect(() => loadConfigFile(join(root, 'regions/us-east.yaml'), { QUOTAFED_FEDERATION_BOOTSTRAP: 'fresh' })).toThrow(/federation\.bootstrap/);
   });
 });
