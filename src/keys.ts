@@ -6,6 +6,7 @@
 // Watch set:     qf:{s<shard>}:w             (SET of keys whose view showed a hungry peer; swept each sync round)
 // Region meta:   qf:meta                     (region, fingerprint, started, fence, heard:<region>)
 // Publisher:     qf:meta:publisher           (lock: one gossip publisher per region)
+// Recovery:      qf:meta:recovery            (lock: one process of the region runs the start-up check)
 // Replay record: qf:seen:<region>            (ZSET of gossip sequence numbers applied from that region)
 // Gossip queue:  BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
 // Everything of one shard shares one cluster slot, so a decision and its bookkeeping are one atomic script.
@@ -87,6 +88,7 @@ export const STATE_KEY_PATTERN = /^qf:\{s\d{1,3}\}:[A-Za-z0-9_.-]{1,64}:[A-Za-z0
 
 /** One gossip publisher per region at a time. */
 export const PUBLISHER_LOCK_KEY = `${META_KEY}:publisher`;
+export const RECOVERY_LOCK_KEY = `${META_KEY}:recovery`;
 
 /** Sequence numbers of gossip jobs applied from one region (replay protection). */
 export function replayKey(from: string): string {

@@ -14,7 +14,8 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
-import { KEY_PREFIX, KEY_SHARDS, META_KEY, shardMarkerKey } from '../keys.ts';
+import { randomUUID } from 'node:crypto';
+import { KEY_PREFIX, KEY_SHARDS, META_KEY, PUBLISHER_LOCK_KEY, RECOVERY_LOCK_KEY, shardMarkerKey } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
 import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
 import type { Topology } from './topology.ts';
@@ -118,11 +119,40 @@ export async function findQuotafedState(redis: Redis | Cluster): Promise<string 
     let cursor = '0';
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', `${KEY_PREFIX}:*`, 'COUNT', 1_000);
-      if (keys.length > 0) return keys[0]!;
+      // Locks are coordination between this region's processes, not state.
+      const state = keys.find((key) => key !== RECOVERY_LOCK_KEY && key !== PUBLISHER_LOCK_KEY);
+      if (state !== undefined) return state;
       cursor = next;
     } while (cursor !== '0');
   }
   return null;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Several processes of one region (`serve --workers`, instances sharing the Redis) start at once: one runs the
+ * start-up check, the others wait for its outcome. Without this, a process could find the markers its sibling
+ * just wrote and take them for leftover state. Resolves with the sibling's outcome, or null: run it here
+ * (the lock is then held by this process until `release`).
+ */
+async function startUpTurn(redis: Redis | Cluster, owner: string, lockMs: number): Promise<RecoveryResult | null> {
+  if ((await redis.set(RECOVERY_LOCK_KEY, owner, 'PX', lockMs, 'NX')) === 'OK') return null;
+  const deadline = Date.now() + lockMs;
+  while (Date.now() < deadline) {
+    await sleep(100);
+    if (await stateIntact(redis)) {
+      const fence = Number((await redis.hget(META_KEY, 'fence')) ?? 0);
+      return { fenced: fence > 0, fence, answers: {}, reason: 'another process of this region ran the start-up check' };
+    }
+    // The holder failed before deciding: take over.
+    if ((await redis.set(RECOVERY_LOCK_KEY, owner, 'PX', lockMs, 'NX')) === 'OK') return null;
+  }
+  return null;
+}
+
+async function releaseTurn(redis: Redis | Cluster, owner: string): Promise<void> {
+  if ((await redis.get(RECOVERY_LOCK_KEY)) === owner) await redis.del(RECOVERY_LOCK_KEY);
 }
 
 /** Until when each federated rule admits nothing after a fence (window end; token bucket: its fenceEnd). */
@@ -149,9 +179,23 @@ function logFence(logger: Logger, config: Config, fence: number, reason: string,
 
 /** Run before the region gossips (and ideally before it serves): decides whether this Redis lost data. */
 export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult> {
-  const { config, topology, redis, logger } = deps;
+  const { redis } = deps;
   if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
   const timeoutMs = deps.timeoutMs ?? 2_000;
+  const owner = randomUUID();
+  // Each peer question is bounded by 2 × timeoutMs and they run in parallel.
+  const sibling = await startUpTurn(redis, owner, 4 * timeoutMs + 10_000);
+  if (sibling) return sibling;
+  try {
+    if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
+    return await checkOnStart(deps, timeoutMs);
+  } finally {
+    await releaseTurn(redis, owner).catch(() => undefined);
+  }
+}
+
+async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<RecoveryResult> {
+  const { config, topology, redis, logger } = deps;
   const entries = await Promise.all(
     peerTargets(config).map(async (peer) => [peer.name, await askPeer(peer, config.region, timeoutMs)] as const),
   );

@@ -13,6 +13,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../../src/keys.ts';
 import { restartOnlyChanges } from '../../src/policy-reload.ts';
+import { recoverOnStart } from '../../src/federation/recovery.ts';
+import { topologyOf } from '../../src/federation/topology.ts';
+import { silentLogger } from '../../src/log.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
 import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
 import { client, useRedis, type RedisProcess } from '../harness/redis.ts';
@@ -192,6 +195,20 @@ describe('first start of a region whose peers cannot be asked', { timeout: 90_00
     } finally {
       await stop(started);
     }
+  });
+});
+
+describe('several processes of one region starting at once (serve --workers, instances sharing a Redis)', () => {
+  it('one runs the start-up check, the others take its outcome: a declared new federation is not fenced by a sibling', async () => {
+    await ownClient.flushall();
+    const { path } = await configFrom('us-east.yaml');
+    const config = loadConfigFile(path, {});
+    const deps = { config, topology: topologyOf(config), redis: ownClient, logger: silentLogger(), timeoutMs: 500, declaredNew: true };
+    const results = await Promise.all(Array.from({ length: 4 }, () => recoverOnStart(deps)));
+    expect(results.map((result) => result.fenced)).toEqual([false, false, false, false]);
+    expect(results.filter((result) => result.declaredNew).length).toBe(1);
+    expect((await fences()).every((fence) => fence === 0)).toBe(true);
+    expect(await ownClient.exists('qf:meta:recovery')).toBe(0);
   });
 });
 
