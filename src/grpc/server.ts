@@ -69,6 +69,8 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
   const now = options.now ?? Date.now;
   const log = logger.child({ module: 'grpc' });
   let serving = true;
+  /** Open Watch streams: told NOT_SERVING and ended at shutdown, so they do not hold it up. */
+  const watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
 
   const shouldRateLimit = async (call: grpc.ServerUnaryCall<RateLimitRequestMessage | Malformed, RateLimitResponseMessage>, callback: grpc.sendUnaryData<RateLimitResponseMessage>) => {
     const message = call.request;
@@ -120,7 +122,11 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
       const service = call.request instanceof Malformed ? '\u0000' : (call.request.service ?? '');
       call.write({ status: healthStatus(service) ?? 'SERVICE_UNKNOWN' });
       // The status changes only at shutdown, which ends the stream.
-      call.on('cancelled', () => call.end());
+      watchers.add(call as grpc.ServerWritableStream<unknown, unknown>);
+      call.on('cancelled', () => {
+        watchers.delete(call as grpc.ServerWritableStream<unknown, unknown>);
+        call.end();
+      });
     },
   });
 
@@ -138,6 +144,11 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
     close(timeoutMs = 10_000) {
       closing ??= new Promise<void>((resolve) => {
         serving = false;
+        for (const watcher of watchers) {
+          watcher.write({ status: 'NOT_SERVING' });
+          watcher.end();
+        }
+        watchers.clear();
         const timer = setTimeout(() => server.forceShutdown(), timeoutMs);
         timer.unref();
         server.tryShutdown(() => {

@@ -9,7 +9,7 @@ import { createRlsClient, type RlsClient } from '../../src/grpc/client.ts';
 import type { RateLimitRequestMessage } from '../../src/grpc/messages.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { awayFromWindowEdge, metricValue, seedConfig } from '../service/fixtures.ts';
+import { awayFromWindowEdge, eventually, metricValue, seedConfig } from '../service/fixtures.ts';
 
 type Raw = Record<string, unknown>;
 const HOUR = 3_600_000;
@@ -77,6 +77,22 @@ describe('Envoy RLS over gRPC', async () => {
     expect(await client.health()).toBe('SERVING');
     expect(await client.health('envoy.service.ratelimit.v3.RateLimitService')).toBe('SERVING');
     await expect(client.health('no.such.Service')).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    // Watch streams the current status (and NOT_SERVING at shutdown, see the last test).
+    const first = await new Promise<unknown>((resolve, reject) => {
+      const stream = client.raw.makeServerStreamRequest(
+        '/grpc.health.v1.Health/Watch',
+        (value: Buffer) => value,
+        (value: Buffer) => value,
+        Buffer.alloc(0),
+      );
+      stream.on('data', (data: Buffer) => {
+        resolve(data);
+        stream.cancel();
+      });
+      stream.on('error', (error: grpc.ServiceError) => (error.code === grpc.status.CANCELLED ? undefined : reject(error)));
+    });
+    // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
+    expect([...(first as Buffer)]).toEqual([0x08, 0x01]);
   });
 
   it('allows under the limit, denies at it with the status, headers and 429 body Envoy forwards', async () => {
@@ -200,6 +216,33 @@ describe('Envoy RLS over gRPC', async () => {
     const metrics = await (await fetch(`${service.url}/metrics`)).text();
     expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'edge-checkout', endpoint: 'envoy:edge', outcome: 'limited', source: 'redis' })).toBeGreaterThanOrEqual(2);
     expect(await metricValue(metrics, 'quotafed_http_429_total', { endpoint: 'envoy:edge' })).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('Envoy RLS shutdown', async () => {
+  const redis = await useRedis();
+
+  it('ends health Watch streams with NOT_SERVING and closes promptly', async () => {
+    const service = await startRegionService(seedConfig(redis.url, (raw) => envoyRules(raw)), { dashboard: false });
+    const client = createRlsClient(service.grpcAddress!);
+    try {
+      const statuses: number[][] = [];
+      const ended = new Promise<void>((resolve) => {
+        const stream = client.raw.makeServerStreamRequest('/grpc.health.v1.Health/Watch', (value: Buffer) => value, (value: Buffer) => value, Buffer.alloc(0));
+        stream.on('data', (data: Buffer) => statuses.push([...data]));
+        stream.on('end', resolve);
+        stream.on('error', () => resolve());
+      });
+      await eventually(() => statuses.length === 1, 2_000, 'the first Watch status');
+      const started = Date.now();
+      await service.close();
+      await ended;
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(statuses).toEqual([[0x08, 0x01], [0x08, 0x02]]);
+    } finally {
+      client.close();
+      await service.close();
+    }
   });
 });
 
