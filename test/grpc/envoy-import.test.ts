@@ -1,10 +1,11 @@
 // envoyproxy/ratelimit config files as quotafed rules: a file next to the region config is read and converted;
 // a bad document is a config error naming the field (check-config exits 2 with it).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfigFile } from '../../src/config/load.ts';
+import { parse as parseYaml } from 'yaml';
+import { ConfigError, loadConfigFile, parseConfig } from '../../src/config/load.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'qf-envoy-import-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -83,5 +84,30 @@ describe('policy reload with envoy imports', () => {
     const after = loadConfigFile(path, {});
     expect(restartOnlyChanges(before, after)).toEqual([]);
     expect(after.rules.filter((r) => r.match.envoy).map((r) => r.limit)).toEqual([2, 7]);
+  });
+});
+
+describe('docs/envoy.md', () => {
+  const doc = readFileSync(new URL('../../docs/envoy.md', import.meta.url), 'utf8');
+  const blocks = [...doc.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!);
+
+  it('shows quotafed configs that validate and an Envoy bootstrap that parses', () => {
+    const region = blocks.find((b) => b.startsWith('region:'))!;
+    const config = parseConfig(parseYaml(region), 'docs/envoy.md region config');
+    expect(config.grpc).toMatchObject({ port: 8181 });
+    expect(config.rules.every((r) => r.match.envoy?.domain === 'edge')).toBe(true);
+
+    const importBlock = blocks.find((b) => b.startsWith('envoy:'))!.replace('  files: [ratelimit/config.yaml]', '  files: []');
+    const imported = parseConfig({ ...(parseYaml(REGION) as object), ...(parseYaml(importBlock) as object) }, 'docs/envoy.md import');
+    expect(imported.rules.filter((r) => r.match.envoy).map((r) => r.name)).toEqual([
+      'envoy.edge.remote_address',
+      'envoy.edge.remote_address_10.0.0.9',
+      'envoy.edge.generic_key_checkout.api_key',
+    ]);
+
+    const bootstrap = JSON.stringify(parseYaml(blocks.find((b) => b.startsWith('static_resources:'))!));
+    for (const needed of ['envoy.filters.http.ratelimit', '"failure_mode_deny":false', '"rate_limited_as_resource_exhausted":true', '"cluster_name":"quotafed_rls"', '"http2_protocol_options":{}', '"grpc_health_check":{}', '"domain":"edge"']) {
+      expect(bootstrap).toContain(needed);
+    }
   });
 });
