@@ -14,6 +14,7 @@ import { ceilingSection } from './sections/ceiling.ts';
 import { commandsSection } from './sections/commands.ts';
 import { engineSection } from './sections/engine.ts';
 import { gossipSection } from './sections/gossip.ts';
+import { grpcSection } from './sections/grpc.ts';
 import { httpSection } from './sections/http.ts';
 import { memorySection } from './sections/memory.ts';
 import { targetsTable, tuningTable } from './sections/targets.ts';
@@ -28,6 +29,7 @@ const SECTIONS: [string, Section][] = [
   ['gossip', gossipSection],
   ['ceiling', ceilingSection],
   ['alternatives', alternativesSection],
+  ['grpc', grpcSection],
 ];
 
 function parseArgs(argv: readonly string[]): BenchOptions & { out: string } {

@@ -23,7 +23,7 @@ export const decisionsTotal = new Counter({
 
 export const rejectionsTotal = new Counter({
   name: 'quotafed_http_429_total',
-  help: 'HTTP 429 responses sent, by endpoint route pattern.',
+  help: 'HTTP 429 answers by endpoint route pattern: sent by quotafed, or by nginx / Envoy on its denial (/v1/auth 403, RLS OVER_LIMIT; endpoint envoy:<domain>).',
   labelNames: ['endpoint'] as const,
   registers: [registry],
 });

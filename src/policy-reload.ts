@@ -14,7 +14,8 @@ import type { Logger } from './log.ts';
 
 /** What a reload may change. Everything else (ports, Redis, peers, secrets, weights) needs a restart. */
 // (logLevel is not among them: pino child loggers keep the level they were created with.)
-export const RELOADABLE = ['rules', 'federation.leakageBudget'] as const;
+// `envoy` (envoyproxy/ratelimit imports) only produces rules.
+export const RELOADABLE = ['rules', 'envoy', 'federation.leakageBudget'] as const;
 
 export type ReloadResult =
   | { ok: true; rules: string[]; changed: boolean }
@@ -24,7 +25,7 @@ export type ReloadResult =
 export function restartOnlyChanges(current: Config, next: Config): string[] {
   const changed: string[] = [];
   for (const key of Object.keys(current) as (keyof Config)[]) {
-    if (key === 'rules') continue;
+    if (key === 'rules' || key === 'envoy') continue;
     if (key === 'federation') {
       // `bootstrap` is read once, at start-up: dropping it after the first deployment changes nothing to reload.
       const { leakageBudget: _a, bootstrap: _c, ...left } = current.federation;

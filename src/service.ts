@@ -17,6 +17,7 @@ import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './federation/admin-view.ts';
 import { startFederation, type Federation } from './federation/index.ts';
+import { startRlsServer } from './grpc/server.ts';
 import { registry } from './metrics.ts';
 import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
@@ -46,6 +47,8 @@ export interface RegionService {
   readonly config: Config;
   readonly url: string;
   readonly adminUrl: string | undefined;
+  /** host:port of Envoy's rate limit service (gRPC), when `grpc` is configured. */
+  readonly grpcAddress: string | undefined;
   readonly logger: Logger;
   readonly redis: RegionRedis;
   readonly engine: ResilientEngine;
@@ -200,6 +203,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   };
   const publicServer = await listen(createPublicApp(deps).fetch, config.port, config.host);
   const adminServer = config.admin.port === undefined ? undefined : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host);
+  const rls = config.grpc ? await startRlsServer({ engine, grpc: config.grpc, host: config.host, logger }) : undefined;
   const url = urlOf(publicServer, config.host);
   const adminUrl = adminServer ? urlOf(adminServer, config.host) : undefined;
   logger.info({ event: 'service.listening', url, adminUrl, upstream: config.upstream.url ?? null, rules: config.rules.map((r) => r.name) }, 'quotafed region service listening');
@@ -216,6 +220,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     config,
     url,
     adminUrl,
+    grpcAddress: rls?.address,
     logger,
     redis,
     engine,
@@ -228,7 +233,10 @@ export async function startRegionService(config: Config, options: RegionServiceO
     close() {
       closing ??= (async () => {
         logger.info({ event: 'service.stopping' }, 'stopping: no new connections, finishing in-flight requests');
-        await Promise.all([publicServer, adminServer].filter((s): s is Server => s !== undefined).map((s) => closeServer(s, shutdownTimeoutMs)));
+        await Promise.all([
+          ...[publicServer, adminServer].filter((s): s is Server => s !== undefined).map((s) => closeServer(s, shutdownTimeoutMs)),
+          rls?.close(shutdownTimeoutMs),
+        ]);
         for (const hook of hooks) {
           try {
             await hook();

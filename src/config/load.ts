@@ -1,13 +1,16 @@
 // Reads a region config (YAML), applies the documented environment overrides and validates it.
 import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { EnvoyImportError, expandEnvoyImports } from './envoy-import.ts';
 import { Config, type ConfigInput } from './schema.ts';
 
 /** Environment variables that override deployment settings of the file. Names are a public contract. */
 export const ENV_OVERRIDES = {
   QUOTAFED_CONFIG: 'path of the YAML config (when --config is not given)',
   QUOTAFED_PORT: 'port',
+  QUOTAFED_GRPC_PORT: 'grpc.port',
   QUOTAFED_HOST: 'host',
   QUOTAFED_REDIS_URL: 'redis.url',
   QUOTAFED_UPSTREAM_URL: 'upstream.url',
@@ -33,9 +36,21 @@ function formatPath(path: ReadonlyArray<PropertyKey>): string {
   return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${String(part)}`)).join('') || '(root)';
 }
 
-/** Validate an already-parsed object; throws ConfigError naming every bad field. */
-export function parseConfig(input: unknown, source = 'config'): Config {
-  const result = Config.safeParse(input);
+/**
+ * Validate an already-parsed object; throws ConfigError naming every bad field. envoyproxy/ratelimit documents
+ * under `envoy` become rules first (`envoy.files` relative to `baseDir`).
+ */
+export function parseConfig(input: unknown, source = 'config', baseDir = process.cwd()): Config {
+  let expanded = input;
+  if (typeof input === 'object' && input !== null && !Array.isArray(input)) {
+    try {
+      expanded = expandEnvoyImports(input as Record<string, unknown>, baseDir);
+    } catch (error) {
+      if (error instanceof EnvoyImportError) throw new ConfigError(`invalid ${source}: ${error.message}`, error.fields);
+      throw error;
+    }
+  }
+  const result = Config.safeParse(expanded);
   if (result.success) return result.data;
   const fields = result.error.issues.map((issue) => formatPath(issue.path));
   const lines = result.error.issues.map((issue) => `  ${formatPath(issue.path)}: ${issue.message}`);
@@ -53,7 +68,7 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
   node[parts.at(-1)!] = value;
 }
 
-const NUMERIC_ENV = new Set(['QUOTAFED_PORT', 'QUOTAFED_ADMIN_PORT']);
+const NUMERIC_ENV = new Set(['QUOTAFED_PORT', 'QUOTAFED_ADMIN_PORT', 'QUOTAFED_GRPC_PORT']);
 
 /** QUOTAFED_PEER_<NAME>_REDIS_URL overrides that peer's redisUrl (name upper-cased, "-" as "_"). */
 export function peerEnvName(peer: string): string {
@@ -102,7 +117,7 @@ export function loadConfigFile(path: string | undefined, env: NodeJS.ProcessEnv 
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError(`config ${file} must be a YAML mapping`, ['(root)']);
   }
-  return parseConfig(applyEnvOverrides(raw as Record<string, unknown>, env), `config ${file}`);
+  return parseConfig(applyEnvOverrides(raw as Record<string, unknown>, env), `config ${file}`, dirname(file));
 }
 
 export type { Config, ConfigInput };

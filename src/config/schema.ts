@@ -41,6 +41,20 @@ export type LeakageBudget = z.infer<typeof LeakageBudget>;
 export const Dimension = z.enum(['apiKey', 'ip', 'endpoint', 'method']);
 export type Dimension = z.infer<typeof Dimension>;
 
+/** One level of an Envoy descriptor: `key` alone matches any value; `value` "foo*" matches by prefix. */
+export const EnvoyEntryMatch = z.strictObject({
+  key: z.string().min(1).max(256),
+  value: z.string().min(1).max(1024).optional(),
+});
+export type EnvoyEntryMatch = z.infer<typeof EnvoyEntryMatch>;
+
+export const EnvoyMatch = z.strictObject({
+  domain: z.string().min(1).max(256),
+  /** The descriptor's entries in order; a request descriptor must have exactly these levels. */
+  descriptor: z.array(EnvoyEntryMatch).min(1).max(16),
+});
+export type EnvoyMatch = z.infer<typeof EnvoyMatch>;
+
 export const Rule = z.strictObject({
   /** Unique per config; appears in keys, metrics and headers. */
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'rule names use letters, digits, "_", "-" and "." (1-64 chars)' }),
@@ -51,6 +65,12 @@ export const Rule = z.strictObject({
       /** Route patterns in Hono syntax ("/search", "/v1/items/:id", "/admin/*"); all paths when omitted. */
       endpoints: z.array(z.string().startsWith('/')).min(1).optional(),
       methods: z.array(z.string().regex(/^[A-Z]+$/)).min(1).optional(),
+      /**
+       * Envoy rate limit service requests (gRPC) this rule applies to, the way envoyproxy/ratelimit's config
+       * selects a limit: the domain and the descriptor's entries level by level. Such a rule decides only
+       * ShouldRateLimit descriptors (never HTTP requests); its counter is per distinct descriptor values.
+       */
+      envoy: EnvoyMatch.optional(),
     })
     .prefault({}),
   /** The dimensions that make up the counter key. ["apiKey", "endpoint"] gives each endpoint its own budget. */
@@ -144,6 +164,65 @@ export const Federation = z.strictObject({
   bootstrap: z.enum(['auto', 'new']).default('auto'),
 });
 
+export const Grpc = z.strictObject({
+  /** Port of the gRPC listener (`QUOTAFED_GRPC_PORT`); 0 picks a free one. */
+  port: z.number().int().min(0).max(65_535),
+  /** Address to listen on; defaults to `host`. */
+  host: z.string().optional(),
+  /** A ShouldRateLimit call for a domain no rule names: answer OK (as envoyproxy/ratelimit does) or OVER_LIMIT. */
+  unknownDomain: z.enum(['ok', 'overLimit']).default('ok'),
+});
+
+/** One descriptor node of an envoyproxy/ratelimit config file (domain → descriptors → key/value → rate_limit). */
+export interface EnvoyDescriptorNode {
+  key: string;
+  value?: string | undefined;
+  rate_limit?: { unit: 'second' | 'minute' | 'hour' | 'day'; requests_per_unit: number; name?: string | undefined } | undefined;
+  shadow_mode?: boolean | undefined;
+  detailed_metric?: boolean | undefined;
+  descriptors?: EnvoyDescriptorNode[] | undefined;
+}
+
+const UNIT = z.string().transform((unit) => unit.toLowerCase()).pipe(z.enum(['second', 'minute', 'hour', 'day'], { error: 'expected second, minute, hour or day' }));
+
+export const EnvoyDescriptorNode: z.ZodType<EnvoyDescriptorNode> = z.lazy(() =>
+  z.strictObject({
+    key: z.string().min(1).max(256),
+    value: z.string().min(1).max(1024).optional(),
+    rate_limit: z
+      .strictObject({
+        unit: UNIT,
+        requests_per_unit: z.number().int().positive().max(1_000_000_000),
+        name: z.string().optional(),
+        unlimited: z.literal(false, { error: 'unlimited: true is not supported; leave the descriptor without rate_limit' }).optional(),
+      })
+      .optional(),
+    shadow_mode: z.boolean().optional(),
+    /** Accepted for compatibility; quotafed's metrics are per rule anyway. */
+    detailed_metric: z.boolean().optional(),
+    descriptors: z.array(EnvoyDescriptorNode).optional(),
+  }),
+);
+
+/** An envoyproxy/ratelimit config document, verbatim. */
+export const EnvoyConfigDocument = z.strictObject({
+  domain: z.string().min(1).max(256),
+  descriptors: z.array(EnvoyDescriptorNode).default([]),
+});
+export type EnvoyConfigDocument = z.infer<typeof EnvoyConfigDocument>;
+
+export const EnvoyImport = z.strictObject({
+  /** envoyproxy/ratelimit config documents inline. */
+  configs: z.array(EnvoyConfigDocument).default([]),
+  /** envoyproxy/ratelimit config files (YAML, one or more documents), relative to this config file. */
+  files: z.array(z.string().min(1)).default([]),
+  /** Algorithm of the imported limits (envoyproxy/ratelimit counts fixed windows). */
+  algorithm: Algorithm.default('fixedWindow'),
+  failMode: FailMode.default('open'),
+  leakageBudget: LeakageBudget.optional(),
+});
+export type EnvoyImport = z.infer<typeof EnvoyImport>;
+
 export const Config = z.strictObject({
   region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
   port: z.number().int().min(0).max(65_535).default(8080),
@@ -177,12 +256,19 @@ export const Config = z.strictObject({
   breaker: Breaker.prefault({}),
   federation: Federation.prefault({}),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /** Envoy's rate limit service (RateLimitService v3) over gRPC; absent: no gRPC listener. */
+  grpc: Grpc.optional(),
+  /** envoyproxy/ratelimit config documents, converted into rules by the loader (src/config/envoy-import.ts). */
+  envoy: EnvoyImport.optional(),
   rules: z.array(Rule).min(1),
 }).superRefine((config, ctx) => {
   const seen = new Set<string>();
   config.rules.forEach((rule, index) => {
     if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: ['rules', index, 'name'], message: `duplicate rule name "${rule.name}"` });
     seen.add(rule.name);
+    if (rule.match.envoy && (rule.match.endpoints || rule.match.methods || rule.match.identity !== 'any')) {
+      ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'envoy'], message: 'an Envoy rule matches descriptors only: drop identity, endpoints and methods' });
+    }
     if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
     }

@@ -3,6 +3,7 @@
 import { TrieRouter } from 'hono/router/trie-router';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
+import { matchDescriptor } from './descriptors.ts';
 import type { RequestContext } from './types.ts';
 
 export interface MatchedRule {
@@ -115,6 +116,7 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
 }
 
 export function matchRules(config: Pick<Config, 'rules'>, request: RequestContext): MatchedRule[] {
+  if (request.descriptor) return matchDescriptor(config, request.descriptor);
   const compiledRules = compile(config.rules);
   const { router, rules } = compiledRules;
   let endpointOf: Map<number, string> | undefined;
@@ -131,6 +133,7 @@ export function matchRules(config: Pick<Config, 'rules'>, request: RequestContex
   for (let index = 0; index < rules.length; index++) {
     const entry = rules[index]!;
     const { rule } = entry;
+    if (rule.match.envoy) continue;
     if (!identityApplies(rule, hasKey)) continue;
     if (rule.match.methods && !rule.match.methods.includes(method)) continue;
     const endpoint = endpointOf?.get(index);

@@ -11,6 +11,14 @@ export interface RequestContext {
   path: string;
   /** Tokens/requests this request costs; 1 unless a caller says otherwise. */
   cost?: number;
+  /** An Envoy rate limit descriptor (gRPC ShouldRateLimit): only rules with `match.envoy` decide it. */
+  descriptor?: DescriptorRequest;
+}
+
+/** One descriptor of an Envoy RateLimitRequest, with the request's domain. */
+export interface DescriptorRequest {
+  domain: string;
+  entries: ReadonlyArray<{ key: string; value: string }>;
 }
 
 /** How a decision was reached. */

@@ -1,6 +1,6 @@
 // Assembles a region's Hono apps. The public app serves ops routes, /v1/check and, in gateway mode, forwards
 // everything else to the upstream behind the limiter. Paths the service owns are never forwarded:
-// /healthz, /readyz, /metrics, /v1/check, /v1/release and /admin/*.
+// /healthz, /readyz, /metrics, /v1/check, /v1/release, /v1/auth (nginx auth_request) and /admin/*.
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Registry } from 'prom-client';
@@ -9,6 +9,7 @@ import type { DecisionEngine } from '../engine/types.ts';
 import type { Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
 import { ADMIN_PREFIX, createAdminApp, requireAdminToken, type AdminRoutes } from './admin.ts';
+import { AUTH_REQUEST_PATH, registerAuthRequestRoute } from './auth-request.ts';
 import { CHECK_BODY_LIMIT_BYTES, registerCheckRoutes } from './check.ts';
 import type { QuotafedEnv } from './env.ts';
 import { errorHandler, notFound } from './errors.ts';
@@ -64,6 +65,8 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   }
   registerCheckRoutes(app, { engine, identity: config.identity });
   reserve(app, '/v1/check', '/v1/release');
+  registerAuthRequestRoute(app, { engine, identity: config.identity, requireToken: config.admin.protectCheck ? config.admin.token : undefined });
+  reserve(app, AUTH_REQUEST_PATH);
 
   if (config.admin.port === undefined) {
     app.route(ADMIN_PREFIX, createAdminApp({ token: config.admin.token, openWithoutToken: false, routes: deps.adminRoutes ?? [] }));

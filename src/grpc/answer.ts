@@ -1,0 +1,79 @@
+// A ShouldRateLimit answer from quotafed decisions, shaped as envoyproxy/ratelimit answers: one status per
+// descriptor (a descriptor no rule matched is OK without current_limit), OVER_LIMIT overall when any descriptor is
+// over its limit, and the draft-03 X-RateLimit-* headers of the most limiting descriptor in
+// response_headers_to_add (Envoy adds them to the 429 it sends, or to the upstream's answer):
+//   X-RateLimit-Limit: 10, 10;w=60;name="checkout"    (limit, then the quota policy: window seconds, name)
+//   X-RateLimit-Remaining: 0
+//   X-RateLimit-Reset: 42                              (seconds until the window resets)
+// Over the limit, Retry-After and the client-facing 429 body ({"error":"Rate limit exceeded"}, raw_body) too.
+import type { Decision, RuleOutcome } from '../engine/types.ts';
+import { RATE_LIMITED_BODY, retryAfterSeconds } from '../http/headers.ts';
+import type { DescriptorStatusMessage, RateLimitResponseMessage, Unit } from './messages.ts';
+
+const UNITS: ReadonlyArray<[number, Unit]> = [
+  [1_000, 'SECOND'],
+  [60_000, 'MINUTE'],
+  [3_600_000, 'HOUR'],
+  [86_400_000, 'DAY'],
+];
+
+/** The RLS unit of a rule period; UNKNOWN when the period is not exactly one unit (the window is in the headers). */
+export function unitOf(periodMs: number): Unit {
+  return UNITS.find(([ms]) => ms === periodMs)?.[1] ?? 'UNKNOWN';
+}
+
+function secondsUntil(epochMs: number, nowMs: number): number {
+  return Math.max(0, Math.ceil((epochMs - nowMs) / 1000));
+}
+
+/** A descriptor's status from its decision; `undefined` decision: no rule matched. */
+export function descriptorStatus(decision: Decision | undefined, nowMs: number): DescriptorStatusMessage {
+  const binding = decision?.binding;
+  if (!decision || !binding) return { code: 'OK', current_limit: null, limit_remaining: 0, duration_until_reset: null };
+  return {
+    code: decision.allowed ? 'OK' : 'OVER_LIMIT',
+    current_limit: { name: binding.rule, requests_per_unit: binding.limit, unit: unitOf(binding.periodMs) },
+    limit_remaining: Math.max(0, Math.floor(binding.remaining)),
+    duration_until_reset: { seconds: secondsUntil(binding.resetAtMs, nowMs), nanos: 0 },
+  };
+}
+
+/** The outcome the headers describe: a denying descriptor's if any, else the one with least remaining. */
+function mostLimiting(decisions: ReadonlyArray<Decision | undefined>): { binding: RuleOutcome; allowed: boolean } | undefined {
+  let chosen: { binding: RuleOutcome; allowed: boolean } | undefined;
+  for (const decision of decisions) {
+    const binding = decision?.binding;
+    if (!decision || !binding) continue;
+    const candidate = { binding, allowed: decision.allowed };
+    if (!chosen) chosen = candidate;
+    else if (chosen.allowed && !candidate.allowed) chosen = candidate;
+    else if (chosen.allowed === candidate.allowed && binding.remaining < chosen.binding.remaining) chosen = candidate;
+  }
+  return chosen;
+}
+
+export function rateLimitHeadersDraft03(binding: RuleOutcome, allowed: boolean, nowMs: number): Array<{ key: string; value: string }> {
+  const window = Math.max(1, Math.ceil(binding.periodMs / 1000));
+  const headers = [
+    { key: 'x-ratelimit-limit', value: `${binding.limit}, ${binding.limit};w=${window};name="${binding.rule}"` },
+    { key: 'x-ratelimit-remaining', value: String(Math.max(0, Math.floor(binding.remaining))) },
+    { key: 'x-ratelimit-reset', value: String(secondsUntil(binding.resetAtMs, nowMs)) },
+  ];
+  if (!allowed) headers.push({ key: 'retry-after', value: String(retryAfterSeconds(binding, nowMs)) });
+  return headers;
+}
+
+export function rateLimitResponse(decisions: ReadonlyArray<Decision | undefined>, nowMs: number, overLimit = false): RateLimitResponseMessage {
+  const statuses = decisions.map((decision) => descriptorStatus(decision, nowMs));
+  const over = overLimit || statuses.some((status) => status.code === 'OVER_LIMIT');
+  const limiting = mostLimiting(decisions);
+  const headers = limiting ? rateLimitHeadersDraft03(limiting.binding, limiting.allowed, nowMs) : [];
+  if (over) headers.push({ key: 'content-type', value: 'application/json' });
+  return {
+    overall_code: over ? 'OVER_LIMIT' : 'OK',
+    statuses,
+    response_headers_to_add: headers,
+    request_headers_to_add: [],
+    raw_body: over ? Buffer.from(RATE_LIMITED_BODY) : Buffer.alloc(0),
+  };
+}

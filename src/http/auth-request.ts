@@ -1,0 +1,66 @@
+// GET /v1/auth: the decision shaped for nginx's auth_request. nginx sends a subrequest carrying the client's
+// headers (Authorization / X-API-Key) plus the original request line and client address:
+//   X-Original-URI: /checkout?x=1   X-Original-Method: POST   X-Real-IP: 203.0.113.7 (else X-Forwarded-For, if trusted)
+// and quotafed answers with a status auth_request understands (it accepts only 2xx, 401 and 403):
+//   204  allowed, with the X-RateLimit-* / RateLimit headers of the binding rule
+//   403  over the limit, the same headers plus Retry-After and the 429 body; nginx's error_page maps it to the
+//        client-facing 429 (docs/nginx.md, deploy/nginx/quotafed.conf)
+//   401  no usable API key (identity.anonymous: reject, or an oversized key)
+//   400  not an auth_request subrequest (missing or invalid X-Original-URI / X-Original-Method)
+// The identity is read by the gateway's own functions (identity.ts) and the rules by the same engine.
+import type { Hono } from 'hono';
+import { isIP } from 'node:net';
+import type { DecisionEngine, RequestContext } from '../engine/types.ts';
+import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
+import { tokenMatches } from './admin.ts';
+import type { QuotafedEnv } from './env.ts';
+import { RATE_LIMITED_BODY, rateLimitHeaders } from './headers.ts';
+import { apiKeyFromHeaders, clientIp, type IdentitySettings } from './identity.ts';
+import { jsonError } from './json-error.ts';
+
+export const AUTH_REQUEST_PATH = '/v1/auth';
+/** With admin.protectCheck, nginx presents the admin token here (the client's Authorization is its API key). */
+export const AUTH_TOKEN_HEADER = 'x-quotafed-token';
+
+const METHOD = /^[A-Za-z]{1,16}$/;
+
+export interface AuthRequestOptions {
+  engine: DecisionEngine;
+  identity: IdentitySettings;
+  /** admin.token when admin.protectCheck is set: the subrequest must carry it in X-Quotafed-Token. */
+  requireToken?: string | undefined;
+  now?: () => number;
+}
+
+export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRequestOptions): void {
+  const now = options.now ?? Date.now;
+  app.get(AUTH_REQUEST_PATH, async (c) => {
+    if (options.requireToken !== undefined && !tokenMatches(c.req.header(AUTH_TOKEN_HEADER), options.requireToken)) {
+      // Not 401/403: those would reach the client as an auth answer; nginx logs this as a failed subrequest.
+      return jsonError(400, 'missing or wrong X-Quotafed-Token');
+    }
+    const uri = c.req.header('x-original-uri');
+    const method = c.req.header('x-original-method');
+    if (uri === undefined || !uri.startsWith('/') || uri.length > 4096) return jsonError(400, 'X-Original-URI must carry the original request URI (proxy_set_header X-Original-URI $request_uri)');
+    if (method === undefined || !METHOD.test(method)) return jsonError(400, 'X-Original-Method must carry the original method (proxy_set_header X-Original-Method $request_method)');
+
+    const key = apiKeyFromHeaders(c.req.header('authorization'), c.req.header('x-api-key'), options.identity);
+    if (!key.ok) return jsonError(401, key.reason);
+    const realIp = c.req.header('x-real-ip')?.trim();
+    const request: RequestContext = {
+      apiKey: key.apiKey,
+      ip: realIp && isIP(realIp) ? realIp : clientIp(c, options.identity),
+      method: method.toUpperCase(),
+      path: uri.split(/[?#]/, 1)[0]!,
+    };
+    const decision = await options.engine.decide(request);
+    // nginx sends no completion for the original request: concurrency leases go back at once.
+    if (decision.leases.length > 0) void options.engine.release(decision.leases).catch(() => undefined);
+    const headers = new Headers(rateLimitHeaders(decision, now()));
+    if (decision.allowed) return new Response(null, { status: 204, headers });
+    rejectionsTotal.inc({ endpoint: (decision as { endpoint?: string }).endpoint ?? OTHER_ENDPOINT });
+    headers.set('Content-Type', 'application/json');
+    if (!headers.has('Retry-After')) headers.set('Retry-After', '1');
+    return new Response(RATE_LIMITED_BODY, { status: 403, headers });
+  });
+}
