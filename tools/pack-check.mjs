@@ -62,7 +62,10 @@ async function main() {
   const listing = run('tar', ['tzf', tarball]).trim().split('\n');
   const files = listing.filter((line) => !line.endsWith('/')).map((line) => line.replace(/^package\//, ''));
   const forbidden = files.filter(
-    (path) => /(^|\/)(test|tests|bench|chaos|tools|__tests__|testing)(\/|$)/.test(path) || /\.(test|spec)\.[cm]?[jt]s$/.test(path) || /^src\//.test(path),
+    (path) =>
+      /(^|\/)(test|tests|bench|chaos|tools|__tests__|testing)(\/|$)/.test(path) ||
+      /\.(test|spec)\.[cm]?[jt]s$/.test(path) ||
+      /^src\//.test(path),
   );
   if (forbidden.length > 0) fail(`the tarball holds files that are not the product:\n  ${forbidden.join('\n  ')}`);
   const byTop = {};
@@ -71,8 +74,19 @@ async function main() {
     byTop[top] = (byTop[top] ?? 0) + 1;
   }
   say(`${packed[0].filename}: ${files.length} files, ${packed[0].size} bytes packed; no test/bench/chaos file`);
-  say(`  ${Object.entries(byTop).map(([top, count]) => `${top} ${count}`).join(', ')}`);
-  for (const needed of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'lua/decide.lua', 'bin/quotafed.js', 'regions/us-east.yaml']) {
+  say(
+    `  ${Object.entries(byTop)
+      .map(([top, count]) => `${top} ${count}`)
+      .join(', ')}`,
+  );
+  for (const needed of [
+    'dist/index.js',
+    'dist/index.d.ts',
+    'dist/cli/main.js',
+    'lua/decide.lua',
+    'bin/quotafed.js',
+    'regions/us-east.yaml',
+  ]) {
     if (!files.includes(needed)) fail(`the tarball lacks ${needed}`);
   }
 
@@ -84,7 +98,10 @@ async function main() {
   try {
     execFileSync('npm', [...install, '--offline'], { cwd: app, stdio: 'pipe' });
   } catch (error) {
-    const reason = String(error.stderr ?? '').split('\n').find((line) => /ERR/.test(line)) ?? `exit ${error.status}`;
+    const reason =
+      String(error.stderr ?? '')
+        .split('\n')
+        .find((line) => /ERR/.test(line)) ?? `exit ${error.status}`;
     say(`offline install incomplete (${reason.trim()}): installing from the registry`);
     run('npm', install, { cwd: app });
   }
@@ -92,13 +109,18 @@ async function main() {
   if (lstatSync(installed).isSymbolicLink()) fail('node_modules/quotafed is a link, not the installed tarball');
   if (existsSync(join(installed, 'src'))) fail('the installed package holds src/');
   for (const toolchain of ['tsx', 'typescript']) {
-    if (existsSync(join(app, 'node_modules', toolchain))) fail(`installing the package pulled in ${toolchain}: it must not be a runtime dependency`);
+    if (existsSync(join(app, 'node_modules', toolchain)))
+      fail(`installing the package pulled in ${toolchain}: it must not be a runtime dependency`);
   }
-  say(`installed into ${app} (${run('npm', ['ls', '--depth=0', '--parseable'], { cwd: app }).trim().split('\n').length - 1} top-level packages)`);
+  say(
+    `installed into ${app} (${run('npm', ['ls', '--depth=0', '--parseable'], { cwd: app }).trim().split('\n').length - 1} top-level packages)`,
+  );
 
   // 3a. The README's library snippet, verbatim, against a real redis-server on a free port.
   const redisPort = await freePort();
-  const redis = start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { cwd: work });
+  const redis = start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    cwd: work,
+  });
   for (let tries = 0; ; tries++) {
     try {
       if (execFileSync('redis-cli', ['-p', String(redisPort), 'ping'], { encoding: 'utf8', stdio: 'pipe' }).trim() === 'PONG') break;
@@ -110,7 +132,7 @@ async function main() {
   }
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const snippet = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]).find((code) => code.includes('createLimiter'));
-  if (!snippet) fail("README.md has no ```ts block with createLimiter");
+  if (!snippet) fail('README.md has no ```ts block with createLimiter');
   if (!snippet.includes('new Redis()')) fail('the README snippet no longer says `new Redis()`: update pack-check.mjs');
   const program = `${snippet.replace('new Redis()', `new Redis(${redisPort}, '127.0.0.1')`)}
 console.log(JSON.stringify({ allowed, remaining, retryAfterMs }));
@@ -136,7 +158,16 @@ export { allowed };
   writeFileSync(
     join(app, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: true, typeRoots: [join(ROOT, 'node_modules/@types')], types: ['node'] },
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        typeRoots: [join(ROOT, 'node_modules/@types')],
+        types: ['node'],
+      },
       files: ['types.ts'],
     }),
   );
@@ -144,7 +175,9 @@ export { allowed };
   say("types: a TypeScript file importing 'quotafed' type-checks against the shipped declarations");
 
   // 4. The CLI from the installed bin: check-config on the shipped region file, then serve until /readyz.
-  const checked = run('npx', ['--no-install', 'quotafed', 'check-config', '--config', 'node_modules/quotafed/regions/us-east.yaml'], { cwd: app }).trim();
+  const checked = run('npx', ['--no-install', 'quotafed', 'check-config', '--config', 'node_modules/quotafed/regions/us-east.yaml'], {
+    cwd: app,
+  }).trim();
   say(`npx quotafed check-config: ${checked}`);
   const port = await freePort();
   writeFileSync(
@@ -162,7 +195,11 @@ rules:
     period: 1m
 `,
   );
-  const serve = start('npx', ['--no-install', 'quotafed', 'serve', '--config', 'region.yaml'], { cwd: app, env: { ...process.env, QUOTAFED_LOG_LEVEL: 'warn' }, detached: true });
+  const serve = start('npx', ['--no-install', 'quotafed', 'serve', '--config', 'region.yaml'], {
+    cwd: app,
+    env: { ...process.env, QUOTAFED_LOG_LEVEL: 'warn' },
+    detached: true,
+  });
   const deadline = Date.now() + 30_000;
   let ready;
   while (Date.now() < deadline && serve.child.exitCode === null) {

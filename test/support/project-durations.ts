@@ -32,9 +32,16 @@ export class ProjectDurations implements Reporter {
   }
 
   onTestRunEnd(): void {
-    const projects = [...this.spans].map(([name, span]) => ({ name, files: span.files, failedFiles: span.failed, seconds: Math.round((span.endedAt - span.startedAt) / 100) / 10 }));
+    const projects = [...this.spans].map(([name, span]) => ({
+      name,
+      files: span.files,
+      failedFiles: span.failed,
+      seconds: Math.round((span.endedAt - span.startedAt) / 100) / 10,
+    }));
     for (const project of projects) {
-      process.stdout.write(`project ${project.name}: ${project.files} files in ${project.seconds} s${project.failedFiles ? `, ${project.failedFiles} failed` : ''}\n`);
+      process.stdout.write(
+        `project ${project.name}: ${project.files} files in ${project.seconds} s${project.failedFiles ? `, ${project.failedFiles} failed` : ''}\n`,
+      );
     }
     mkdirSync(dirname(this.outputFile), { recursive: true });
     writeFileSync(this.outputFile, `${JSON.stringify(projects, null, 2)}\n`);

@@ -40,7 +40,14 @@ async function timed<T>(work: () => Promise<T>): Promise<number> {
 
 /** Polls until `check` succeeds; bounded in time. */
 function succeeds(check: () => Promise<unknown>, ms = 5_000): Promise<true> {
-  return eventually(async () => (await check(), true as const), ms, 'the call to succeed');
+  return eventually(
+    async () => {
+      await check();
+      return true as const;
+    },
+    ms,
+    'the call to succeed',
+  );
 }
 
 describe('redis-server behind the toxiproxy server', { timeout: 20_000 }, () => {
