@@ -17,7 +17,7 @@ import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './federation/admin-view.ts';
 import { startFederation, type Federation } from './federation/index.ts';
-import { registry } from './metrics.ts';
+import { registerDefaultMetrics, registry } from './metrics.ts';
 import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
 export type ShutdownHook = () => Promise<void> | void;
@@ -136,6 +136,7 @@ export async function createRegionEngine(
 
 export async function startRegionService(config: Config, options: RegionServiceOptions = {}): Promise<RegionService> {
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
+  registerDefaultMetrics();
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.

@@ -135,8 +135,11 @@ async function main() {
   if (!snippet) fail('README.md has no ```ts block with createLimiter');
   if (!snippet.includes('new Redis()')) fail('the README snippet no longer says `new Redis()`: update pack-check.mjs');
   const program = `${snippet.replace('new Redis()', `new Redis(${redisPort}, '127.0.0.1')`)}
-console.log(JSON.stringify({ allowed, remaining, retryAfterMs }));
-process.exit(allowed === true && remaining === 999 ? 0 : 1);
+// Importing the library registers no Prometheus process metrics (the service does, when it starts).
+const { registry } = await import('quotafed');
+const processMetrics = (await registry.getMetricsAsJSON()).filter((metric) => /^quotafed_(process|nodejs)_/.test(metric.name)).length;
+console.log(JSON.stringify({ allowed, remaining, retryAfterMs, processMetrics }));
+process.exit(allowed === true && remaining === 999 && processMetrics === 0 ? 0 : 1);
 `;
   writeFileSync(join(app, 'snippet.mjs'), program);
   const snippetOut = run(process.execPath, ['snippet.mjs'], { cwd: app, timeout: 30_000 }).trim();
