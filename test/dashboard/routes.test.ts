@@ -25,6 +25,7 @@ function fixedSource(region: string, annotations: ReturnType<typeof createAnnota
         endpoints: [],
         breaker: { state: 'closed', transitions: 0 },
         keys: [],
+        rules: [],
         annotations: annotations.current(),
         syncIntervalMs: null,
       };
