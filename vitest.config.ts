@@ -22,6 +22,12 @@ const SLOW = [
   'test/service/fifty-gateways.test.ts',
 ];
 
+/**
+ * The Lua-against-protocol.ts property test runs in both: 30 generated schedules per algorithm in the fast project
+ * (a quick cross-check on every change), the full 120 in the slow one (about two minutes on two busy cores).
+ */
+const DIFFERENTIAL = 'test/federation/differential.test.ts';
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -33,8 +39,20 @@ export default defineConfig({
     // (and writes to reports/projects.json) each project's wall-clock time.
     reporters: ['default', ['json', { outputFile: 'reports/vitest.json' }], new ProjectDurations('reports/projects.json')],
     projects: [
-      { extends: true, test: { name: 'fast', include: ['test/**/*.test.ts'], exclude: SLOW, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'slow', include: SLOW, sequence: { groupOrder: 1 } } },
+      {
+        extends: true,
+        test: {
+          name: 'fast',
+          include: ['test/**/*.test.ts'],
+          exclude: SLOW,
+          env: { DIFFERENTIAL_RUNS: '30' },
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'slow', include: [...SLOW, DIFFERENTIAL], env: { DIFFERENTIAL_RUNS: '120' }, sequence: { groupOrder: 1 } },
+      },
     ],
   },
 });

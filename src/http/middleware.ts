@@ -7,7 +7,7 @@
 // RateLimit headers on whatever the handler returns. Concurrency leases are released when the response body
 // has been sent (or the client went away), not when the handler returns.
 import type { Context, MiddlewareHandler } from 'hono';
-import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
+import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
 import { rejectionsTotal } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
