@@ -10,4 +10,4 @@ export type { QuotafedEnv } from './http/env.ts';
 export type { AdminRoutes } from './http/admin.ts';
 export { createRegionEngine, startRegionService, type RegionService, type RegionServiceOptions } from './service.ts';
 export { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
-export { registry } from './metrics.ts';
+export { registerDefaultMetrics, registry } from './metrics.ts';

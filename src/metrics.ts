@@ -6,7 +6,18 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: 'quotafed_' });
+
+let defaultsRegistered = false;
+/**
+ * The process metrics (CPU, memory, event loop lag, GC, as `quotafed_process_*` / `quotafed_nodejs_*`). The regional
+ * service registers them when it starts; importing quotafed as a library (createLimiter, the middleware) does not,
+ * so an app that embeds it keeps its own process metrics. Idempotent.
+ */
+export function registerDefaultMetrics(): void {
+  if (defaultsRegistered) return;
+  defaultsRegistered = true;
+  collectDefaultMetrics({ register: registry, prefix: 'quotafed_' });
+}
 
 /** Endpoint label for requests that matched no endpoint-scoped rule. */
 export const OTHER_ENDPOINT = '(other)';

@@ -1,4 +1,4 @@
-// Policy reload without a restart: re-read the config file, validate it, and swap the rules atomically.
+// Policy reload without a restart: re-read the config file, validate it, and put it in force (src/policy.ts).
 // An invalid file, or one that changes settings only a restart can apply, is rejected and the old policy stays.
 // Triggers: POST /admin/policy/reload, SIGHUP, and (opt-in) a watch on the file.
 import { watch, type FSWatcher } from 'node:fs';
@@ -6,47 +6,19 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Hono } from 'hono';
 import { ConfigError, loadConfigFile } from './config/load.ts';
 import type { Config } from './config/schema.ts';
-import type { DecisionEngine } from './engine/types.ts';
-import type { ResilientEngine } from './engine/resilient.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import type { QuotafedEnv } from './http/env.ts';
 import type { Logger } from './log.ts';
-
-/** What a reload may change. Everything else (ports, Redis, peers, secrets, weights) needs a restart. */
-// (logLevel is not among them: pino child loggers keep the level they were created with.)
-// `envoy` (envoyproxy/ratelimit imports) only produces rules.
-export const RELOADABLE = ['rules', 'envoy', 'federation.leakageBudget'] as const;
+import { restartOnlyChanges, type PolicyHolder } from './policy.ts';
 
 export type ReloadResult =
   | { ok: true; rules: string[]; changed: boolean }
   | { ok: false; error: string; fields: string[] };
 
-/** The config paths outside RELOADABLE that differ between two configs. */
-export function restartOnlyChanges(current: Config, next: Config): string[] {
-  const changed: string[] = [];
-  for (const key of Object.keys(current) as (keyof Config)[]) {
-    if (key === 'rules' || key === 'envoy') continue;
-    if (key === 'federation') {
-      // `bootstrap` is read once, at start-up: dropping it after the first deployment changes nothing to reload.
-      const { leakageBudget: _a, bootstrap: _c, ...left } = current.federation;
-      const { leakageBudget: _b, bootstrap: _d, ...right } = next.federation;
-      for (const field of Object.keys(left) as (keyof typeof left)[]) {
-        if (!isDeepStrictEqual(left[field], right[field])) changed.push(`federation.${field}`);
-      }
-      continue;
-    }
-    if (!isDeepStrictEqual(current[key], next[key])) changed.push(key);
-  }
-  return changed;
-}
-
 export interface PolicyReloaderOptions {
   configPath: string;
-  engine: ResilientEngine;
-  /** Builds the inner (Redis) engine for a config. */
-  buildInner: (config: Config) => DecisionEngine;
-  /** Others that hold the rules (the federation's gossip worker, the dashboard). */
-  onReload?: (config: Config) => void;
+  /** The policy in force; its listeners (engine, federation) take the new rules. */
+  policy: PolicyHolder;
   logger: Logger;
   env?: NodeJS.ProcessEnv;
 }
@@ -60,7 +32,7 @@ export interface PolicyReloader {
 }
 
 export function createPolicyReloader(options: PolicyReloaderOptions): PolicyReloader {
-  const { engine, logger } = options;
+  const { policy, logger } = options;
   const log = logger.child({ module: 'policy' });
   let watcher: FSWatcher | undefined;
   let debounce: NodeJS.Timeout | undefined;
@@ -76,7 +48,7 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
       log.warn({ event: 'policy.rejected', error: (error as Error).message, fields }, 'policy reload rejected; keeping the current policy');
       return { ok: false, error: (error as Error).message, fields };
     }
-    const current = engine.config;
+    const current = policy.config;
     const restartOnly = restartOnlyChanges(current, next);
     if (restartOnly.length > 0) {
       const error = `these settings need a restart: ${restartOnly.join(', ')}`;
@@ -87,8 +59,7 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
     if (isDeepStrictEqual(current.rules, next.rules) && isDeepStrictEqual(current.federation, next.federation)) {
       return { ok: true, rules, changed: false };
     }
-    await engine.swap({ config: next, inner: options.buildInner(next) });
-    options.onReload?.(next);
+    await policy.apply(next);
     log.info({ event: 'policy.reloaded', rules }, 'policy reloaded');
     return { ok: true, rules, changed: true };
   };
@@ -114,7 +85,7 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
         const result = await reload();
         return c.json(result, result.ok ? 200 : 400);
       });
-      admin.get('/policy', (c) => c.json({ rules: engine.config.rules }));
+      admin.get('/policy', (c) => c.json({ rules: policy.config.rules }));
     },
     close() {
       clearTimeout(debounce);

@@ -18,7 +18,8 @@ import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './federation/admin-view.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
-import { registry } from './metrics.ts';
+import { registerDefaultMetrics, registry } from './metrics.ts';
+import { createPolicyHolder, type Policy } from './policy.ts';
 import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
 export type ShutdownHook = () => Promise<void> | void;
@@ -44,7 +45,10 @@ export interface RegionServiceOptions {
 }
 
 export interface RegionService {
+  /** The config the service started with (ports, Redis, peers: what only a restart changes). */
   readonly config: Config;
+  /** The policy in force: `policy.config.rules` follow every reload. */
+  readonly policy: Policy;
   readonly url: string;
   readonly adminUrl: string | undefined;
   /** host:port of Envoy's rate limit service (gRPC), when `grpc` is configured. */
@@ -141,25 +145,21 @@ export async function createRegionEngine(
 
 export async function startRegionService(config: Config, options: RegionServiceOptions = {}): Promise<RegionService> {
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
+  registerDefaultMetrics();
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
   const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger, newFederation: options.newFederation });
+  // One holder of the rules in force: the engine and the federation (gossip applies, sweeps and resyncs) take a
+  // reload here; the admin view and the dashboard read it at request time.
+  const policy = createPolicyHolder(config);
+  policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
+  if (federation) policy.onChange((next) => federation.updateRules(next));
   const adminRoutes = [...(options.adminRoutes ?? [])];
   if (federation) {
-    // Read at request time, so the admin view follows a policy reload.
-    adminRoutes.push(federationAdminRoutes({ get config() { return engine.config; }, redis, status: () => federation.status() }));
+    adminRoutes.push(federationAdminRoutes({ get config() { return policy.config; }, redis, status: () => federation.status() }));
   }
-  const reloader = options.configPath
-    ? createPolicyReloader({
-        configPath: options.configPath,
-        engine,
-        buildInner: (next) => innerEngine(options, next, redis),
-        // Gossip applies, sweeps and resyncs with the new rules too.
-        onReload: (next) => federation?.updateRules(next),
-        logger,
-      })
-    : undefined;
+  const reloader = options.configPath ? createPolicyReloader({ configPath: options.configPath, policy, logger }) : undefined;
   if (reloader) {
     adminRoutes.push(reloader.adminRoutes);
     if (options.watchConfig) reloader.watchFile();
@@ -170,6 +170,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
       ? undefined
       : createDashboardSource({
           config,
+          policy,
           registry,
           annotations,
           redis,
@@ -218,6 +219,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
 
   return {
     config,
+    policy,
     url,
     adminUrl,
     grpcAddress: rls?.address,

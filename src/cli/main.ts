@@ -26,20 +26,27 @@ ${Object.entries(ENV_OVERRIDES)
   .join('\n')}
 `;
 
+const COMMAND_LINE = {
+  allowPositionals: true,
+  strict: true,
+  options: {
+    config: { type: 'string', short: 'c' },
+    'watch-config': { type: 'boolean' },
+    'new-federation': { type: 'boolean' },
+    workers: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+} as const;
+
 export async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'launch') {
     // Loaded only when asked for (it starts redis-server processes and a demo upstream); parses its own flags.
     const { launch } = (await import('./launch.ts')) as { launch: (args: readonly string[]) => Promise<number> };
     return launch(argv.slice(1));
   }
-  let parsed;
+  let parsed: ReturnType<typeof parseArgs<typeof COMMAND_LINE>>;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: { config: { type: 'string', short: 'c' }, 'watch-config': { type: 'boolean' }, 'new-federation': { type: 'boolean' }, workers: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    });
+    parsed = parseArgs({ ...COMMAND_LINE, args: argv });
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
     return 2;

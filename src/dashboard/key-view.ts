@@ -1,6 +1,7 @@
 // Per-key views of the keys the dashboard watches. The federation's admin view (src/federation/admin-view.ts)
 // decodes a key's state; this module only picks the current window and the numbers the page draws.
 import type { Config } from '../config/schema.ts';
+import type { Policy } from '../policy.ts';
 import type { RegionRedis } from '../engine/redis-client.ts';
 import { federationKeyView, type KeyView as AdminKeyView } from '../federation/admin-view.ts';
 import { resolveBudget, windowBase } from '../federation/protocol.ts';
@@ -60,8 +61,10 @@ function emptyWindowAllowance(config: Config, ruleName: string): number | null {
   return Number.isFinite(base) ? base : null;
 }
 
-export function createKeyViewReader(config: Config, redis: RegionRedis) {
+/** Reads the watched keys under the rules in force (`policy.config` at each call, so a reload is followed). */
+export function createKeyViewReader(policy: Policy, redis: RegionRedis) {
   return async (watched: readonly WatchedKey[], nowMs: number): Promise<KeyView[]> => {
+    const { config } = policy;
     const views = await Promise.all(
       watched.map(async (watch) => {
         try {

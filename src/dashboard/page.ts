@@ -312,6 +312,19 @@ const SCRIPT = `
     });
   }
 
+  function drawRules(s) {
+    var body = byId('rules-body'); clear(body);
+    (s.rules || []).forEach(function (r) {
+      var tr = el('tr', { 'data-testid': 'rule-' + r.name }, null, body);
+      el('td', {}, r.name + (r.shadow ? ' (shadow)' : ''), tr);
+      el('td', { 'class': 'muted' }, r.algorithm, tr);
+      el('td', { 'class': 'num' }, num(r.limit) + ' / ' + (r.periodMs >= 1000 ? (r.periodMs / 1000) + ' s' : r.periodMs + ' ms'), tr);
+      el('td', {}, r.endpoints ? r.endpoints.join(' ') : 'all paths', tr);
+      el('td', { 'class': 'muted' }, r.by.join(', '), tr);
+      el('td', {}, r.failMode, tr);
+    });
+  }
+
   function drawEndpoints(s) {
     var body = byId('endpoints-body'); clear(body);
     if (s.endpoints.length === 0) { var tr0 = el('tr', {}, null, body); el('td', { colspan: 4, 'class': 'muted' }, 'no decisions yet', tr0); return; }
@@ -331,7 +344,7 @@ const SCRIPT = `
     history.push({ at: s.at, key: key ? { own: key.own, global: key.global, limit: key.limit, budget: key.budget, allowance: key.allowance } : null, rej: rej });
     while (history.length > MAX_POINTS || (history.length && history[0].at < s.at - WINDOW_MS)) history.shift();
     trackPartitions(s);
-    drawStatus(s); drawTopology(s); drawLinks(s); drawKeys(s); drawEndpoints(s); drawCharts(s);
+    drawStatus(s); drawTopology(s); drawLinks(s); drawKeys(s); drawRules(s); drawEndpoints(s); drawCharts(s);
     document.body.setAttribute('data-updated', String(s.at));
     document.body.setAttribute('data-regions', String(s.regions.length));
   }
@@ -382,6 +395,10 @@ const BODY = `
   <section class="wide">
     <h2>Per-key views (current window)</h2>
     <table><thead><tr id="keys-head"></tr></thead><tbody id="keys-body"></tbody></table>
+  </section>
+  <section class="wide">
+    <h2>Rules in force</h2>
+    <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th></tr></thead><tbody id="rules-body" data-testid="rules"></tbody></table>
   </section>
 </main>
 `;

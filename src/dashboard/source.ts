@@ -4,15 +4,19 @@
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../engine/redis-client.ts';
+import type { Policy } from '../policy.ts';
 import { topologyOf } from '../federation/topology.ts';
 import type { Annotations, AnnotationStore } from './annotations.ts';
 import { createKeyViewReader, type WatchedKey } from './key-view.ts';
 import { createLinkProbe, type FederationStatusLike } from './links.ts';
 import { createMetricsReader } from './metrics-reader.ts';
-import type { BreakerView, DashboardSnapshot, DashboardSource, KeyView } from './types.ts';
+import type { BreakerView, DashboardSnapshot, DashboardSource, KeyView, RuleView } from './types.ts';
 
 export interface DashboardSourceOptions {
+  /** The region's config (name, peers, sync interval: what only a restart changes). */
   config: Config;
+  /** The policy in force (rules, budgets), read at every snapshot; `config` when omitted. */
+  policy?: Policy;
   registry: Registry;
   annotations: AnnotationStore;
   /** The region's Redis: backlog depth and the watched keys' state. */
@@ -35,12 +39,26 @@ function withoutWatch({ watch: _watch, ...rest }: Annotations): Omit<Annotations
   return rest;
 }
 
+function ruleViews(config: Config): RuleView[] {
+  return config.rules.map((rule) => ({
+    name: rule.name,
+    algorithm: rule.algorithm,
+    limit: rule.limit,
+    periodMs: rule.period,
+    endpoints: rule.match.endpoints ?? null,
+    by: rule.by,
+    failMode: rule.failMode,
+    shadow: rule.shadow,
+  }));
+}
+
 export interface ClosableDashboardSource extends DashboardSource {
   close(): Promise<void>;
 }
 
 export function createDashboardSource(options: DashboardSourceOptions): ClosableDashboardSource {
   const { config } = options;
+  const policy: Policy = options.policy ?? { config };
   const now = options.now ?? Date.now;
   const topology = topologyOf(config);
   const metrics = createMetricsReader(options.registry, config.region, now);
@@ -52,7 +70,7 @@ export function createDashboardSource(options: DashboardSourceOptions): Closable
     probePeers: options.probePeers,
     now,
   });
-  const keyViews = options.keyViews ?? (options.redis ? createKeyViewReader(config, options.redis) : async () => []);
+  const keyViews = options.keyViews ?? (options.redis ? createKeyViewReader(policy, options.redis) : async () => []);
   const configured = options.watch ?? [];
   const minIntervalMs = options.minIntervalMs ?? 500;
   const federated = topology.regions.length > 1;
@@ -74,6 +92,7 @@ export function createDashboardSource(options: DashboardSourceOptions): Closable
       endpoints: reading.endpoints,
       breaker,
       keys,
+      rules: ruleViews(policy.config),
       annotations: annotations === null ? null : withoutWatch(annotations),
       syncIntervalMs: federated ? config.federation.syncIntervalMs : null,
     };

@@ -67,6 +67,19 @@ export interface KeyView {
   acknowledged: number | null;
 }
 
+/** A rule of the policy in force (it follows a reload). */
+export interface RuleView {
+  name: string;
+  algorithm: string;
+  limit: number;
+  periodMs: number;
+  /** Route patterns it is scoped to; null for every path. */
+  endpoints: string[] | null;
+  by: string[];
+  failMode: string;
+  shadow: boolean;
+}
+
 export interface DashboardSnapshot {
   /** Epoch ms when the snapshot was taken. */
   at: number;
@@ -76,6 +89,8 @@ export interface DashboardSnapshot {
   endpoints: EndpointRate[];
   breaker: BreakerView;
   keys: KeyView[];
+  /** The rules in force. */
+  rules: RuleView[];
   /** What the chaos lab posted, less the keys it asked to watch (they may hold API keys; `keys` has their labels). */
   annotations: Omit<Annotations, 'watch'> | null;
   syncIntervalMs: number | null;

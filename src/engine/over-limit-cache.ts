@@ -4,6 +4,7 @@
 // at worst a refund or an incoming share transfer could have admitted a retry slightly earlier. In a
 // federation, allowance moved here by peers arrives within about one sync interval, so federated denials are
 // held at most that long.
+import { LRUCache } from 'lru-cache';
 import type { MatchedRule } from './rules.ts';
 import type { RuleOutcome } from './types.ts';
 
@@ -26,8 +27,8 @@ export interface OverLimitCache {
 const MIN_CACHE_MS = 20;
 
 export function createOverLimitCache(maxEntries: number, now: () => number = Date.now): OverLimitCache {
-  // A Map keeps insertion order, so the first key is the oldest entry: evicting it bounds memory.
-  const entries = new Map<string, Entry>();
+  // Bounded: the least recently used denial goes first.
+  const entries = new LRUCache<string, Entry>({ max: maxEntries });
   return {
     lookup(matched, cost) {
       if (entries.size === 0) return undefined;
@@ -48,8 +49,6 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
     remember(key, outcome, cost, maxMs = Infinity) {
       const holdMs = Math.min(outcome.retryAfterMs, maxMs);
       if (holdMs < MIN_CACHE_MS) return;
-      entries.delete(key);
-      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!);
       entries.set(key, { untilMs: now() + holdMs, cost, outcome });
     },
     clear() {

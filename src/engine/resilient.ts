@@ -4,10 +4,10 @@
 // middleware) is observed the same way.
 import { performance } from 'node:perf_hooks';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
+import { DeadlineExceededError, withDeadline } from '../deadline.ts';
 import { scriptBudget, topologyOf } from '../federation/topology.ts';
 import type { Logger } from '../log.ts';
 import {
-  OTHER_ENDPOINT,
   decisionsTotal,
   degradedAdmissionsTotal,
   limiterOverheadSeconds,
@@ -16,6 +16,7 @@ import {
   redisErrorsTotal,
 } from '../metrics.ts';
 import { createBreaker, type Breaker } from './breaker.ts';
+import { endpointOf } from './endpoint.ts';
 import { StoreUnavailableError } from './errors.ts';
 import { createLocalFallback, type LocalFallback } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
@@ -56,30 +57,6 @@ export interface ResilientEngineOptions {
   now?: () => number;
 }
 
-class DeadlineExceededError extends Error {
-  constructor(ms: number) {
-    super(`decision took longer than ${ms} ms`);
-    this.name = 'DeadlineExceededError';
-  }
-}
-
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  // One promise and one timer per decision (a race plus finally would allocate three more promises).
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new DeadlineExceededError(ms)), ms);
-    work.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
-}
-
 /** An inner engine that decides rules matched by the caller (the Redis engine), so they are matched once. */
 interface MatchedDecider {
   readonly rules: readonly Rule[];
@@ -98,11 +75,6 @@ function isStoreFailure(error: unknown): boolean {
 function errorKind(error: unknown): 'timeout' | 'unavailable' {
   const text = error instanceof Error ? `${error.name} ${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
   return /timed? ?out|deadline/i.test(text) ? 'timeout' : 'unavailable';
-}
-
-/** The route pattern a request is counted under: the first endpoint-scoped rule that matched. */
-export function endpointOf(matched: readonly MatchedRule[]): string {
-  return matched.find((m) => m.endpoint !== undefined)?.endpoint ?? OTHER_ENDPOINT;
 }
 
 export function createResilientEngine(options: ResilientEngineOptions): ResilientEngine {
@@ -205,7 +177,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
           // The rules matched above are the inner engine's own when it was built from this config.
           const decider = matchedDecider(inner);
           const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
-          decision = await withDeadline(work, deadlineMs);
+          decision = await withDeadline(work, deadlineMs, 'decision');
           breaker.recordSuccess();
         } catch (error) {
           if (!isStoreFailure(error)) throw error;
@@ -228,7 +200,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       if (remote.length === 0 || breaker.state === 'open') return;
       const started = performance.now();
       try {
-        await withDeadline(inner.release(remote), deadlineMs);
+        await withDeadline(inner.release(remote), deadlineMs, 'lease release');
       } catch (error) {
         redisErrorsTotal.inc({ command: 'release', kind: errorKind(error) });
         log.debug({ event: 'release.failed', leases: remote.length, error: (error as Error).message }, 'lease release failed; leases expire by TTL');

@@ -1,6 +1,7 @@
 // Which rules apply to a request, and the state key each one uses.
 // Route patterns are matched with Hono's own TrieRouter, compiled once per config.
 import { TrieRouter } from 'hono/router/trie-router';
+import { LRUCache } from 'lru-cache';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
 import { matchDescriptor } from './descriptors.ts';
@@ -39,7 +40,7 @@ interface CompiledRules {
   /** Undefined when no rule names endpoints: nothing to route. */
   router: TrieRouter<{ index: number; pattern: string }> | undefined;
   rules: readonly CompiledRule[];
-  identities: Map<string, Identity>;
+  identities: LRUCache<string, Identity>;
 }
 
 const compiled = new WeakMap<readonly Rule[], CompiledRules>();
@@ -59,7 +60,7 @@ function compile(rules: readonly Rule[]): CompiledRules {
     const apiKeyAt = rule.by.indexOf('apiKey');
     return { rule, principalAt: apiKeyAt !== -1 ? apiKeyAt : rule.by.indexOf('ip') };
   });
-  result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new Map() };
+  result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new LRUCache({ max: IDENTITY_CACHE_MAX }) };
   compiled.set(rules, result);
   return result;
 }
@@ -107,10 +108,8 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
   const { key, shard } = stateKeyOf(rule.name, { principal, dimensions });
   const identity = { key, principal, shard };
   if (cacheable) {
-    const { identities } = compiledRules;
-    // A Map iterates in insertion order: dropping the first entry evicts the oldest.
-    if (identities.size >= IDENTITY_CACHE_MAX) identities.delete(identities.keys().next().value!);
-    identities.set(cacheKey, identity);
+    // Bounded: the least recently used identity goes first.
+    compiledRules.identities.set(cacheKey, identity);
   }
   return identity;
 }

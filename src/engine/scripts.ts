@@ -2,12 +2,10 @@
 // convention) and registers them with ioredis, which sends EVALSHA and falls back to EVAL on NOSCRIPT.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Cluster, type Redis } from 'ioredis';
+import { LUA_DIR } from '../paths.ts';
 import { errorMessage } from './errors.ts';
-
-const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'lua');
 
 export const SCRIPTS = {
   decide: 'decide',

@@ -4,6 +4,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
+import { orAfter } from '../deadline.ts';
 import { waitReady, type RegionRedis } from '../engine/redis-client.ts';
 import { SCRIPTS, withScripts, type ScriptedRedis } from '../engine/scripts.ts';
 import { silentLogger, type Logger } from '../log.ts';
@@ -52,13 +53,6 @@ export interface Federation {
 
 /** Bounds on background work, derived from the sync interval. */
 const COMMAND_TIMEOUT_MS = 5_000;
-
-function timeout<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
-}
 
 function duplicateClient(redis: RegionRedis): RegionRedis {
   const overrides = { commandTimeout: COMMAND_TIMEOUT_MS, enableAutoPipelining: true };
@@ -184,15 +178,15 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       if (stopped) return;
       stopped = true;
       clearTimeout(timer);
-      await timeout(exclusive(), Math.max(2_000, 2 * addTimeoutMs));
-      await timeout(lock.release().catch(() => undefined), 1_000);
+      await orAfter(exclusive(), Math.max(2_000, 2 * addTimeoutMs), undefined);
+      await orAfter(lock.release().catch(() => undefined), 1_000, undefined);
       if (worker) {
         // close() waits for the active job; with this region's Redis gone it may never finish, so force, bounded.
         const closing = worker.close().then(() => true, () => true);
-        if ((await timeout(closing, 2_000)) === undefined) await timeout(worker.close(true).catch(() => undefined), 2_000);
+        if ((await orAfter(closing, 2_000, undefined)) === undefined) await orAfter(worker.close(true).catch(() => undefined), 2_000, undefined);
       }
-      await Promise.all(links.map((link) => timeout(link.close(), 2_000)));
-      if ((await timeout(local.quit().then(() => true, () => false), 1_000)) !== true) local.disconnect();
+      await Promise.all(links.map((link) => orAfter(link.close(), 2_000, undefined)));
+      if ((await orAfter(local.quit().then(() => true, () => false), 1_000, undefined)) !== true) local.disconnect();
     },
     status: () => peers.list(),
   };

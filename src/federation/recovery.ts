@@ -15,6 +15,7 @@ import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
 import { randomUUID } from 'node:crypto';
+import { orAfter } from '../deadline.ts';
 import { KEY_PREFIX, KEY_SHARDS, META_KEY, PUBLISHER_LOCK_KEY, RECOVERY_LOCK_KEY, shardMarkerKey } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
 import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
@@ -49,17 +50,14 @@ async function redisNow(redis: Redis | Cluster): Promise<number> {
 export async function askPeer(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerAnswer> {
   const connection = probeConnection(typeof peer === 'string' ? { redisUrl: peer } : peer, timeoutMs);
   connection.on('error', () => undefined);
-  let timer: NodeJS.Timeout | undefined;
   // A cluster's connect walks the seeds one by one: bound the whole question, not each step.
-  const deadline = new Promise<PeerAnswer>((resolve) => (timer = setTimeout(() => resolve('unreachable'), 2 * timeoutMs)));
   const question = (async (): Promise<PeerAnswer> => {
     await connection.connect();
     return (await connection.hget(META_KEY, heardField(region))) === null ? 'never' : 'heard';
   })().catch((): PeerAnswer => 'unreachable');
   try {
-    return await Promise.race([question, deadline]);
+    return await orAfter(question, 2 * timeoutMs, 'unreachable' as const);
   } finally {
-    clearTimeout(timer);
     connection.disconnect();
   }
 }

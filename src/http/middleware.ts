@@ -7,8 +7,9 @@
 // RateLimit headers on whatever the handler returns. Concurrency leases are released when the response body
 // has been sent (or the client went away), not when the handler returns.
 import type { Context, MiddlewareHandler } from 'hono';
-import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
-import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
+import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
+import { endpointOf } from '../engine/endpoint.ts';
+import { rejectionsTotal } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
 import { applyHeaders, rateLimitHeaders, rateLimitedResponse } from './headers.ts';
 import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
@@ -21,10 +22,6 @@ export interface QuotafedOptions {
   /** Settings of the default identify (API key headers, client IP). */
   identity?: Partial<IdentitySettings>;
   now?: () => number;
-}
-
-function endpointOf(decision: Decision): string {
-  return (decision as Decision & { endpoint?: string }).endpoint ?? OTHER_ENDPOINT;
 }
 
 /** A body that calls `done` exactly once: when fully read, on error, or when the client cancels. */

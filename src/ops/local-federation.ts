@@ -3,12 +3,13 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { startDemoUpstream, type DemoUpstream } from '../demo/upstream.ts';
+import { CLI_ENTRY } from '../paths.ts';
 import { localRegions, type PortOverrides } from './local-regions.ts';
 import { portIsFree, redisServerAvailable, REDIS_MISSING_HINT, startRedis, type RedisProcess } from './redis-process.ts';
 import { startServiceProcess, type ServiceProcess } from './service-process.ts';
 
 export interface LocalFederationOptions extends PortOverrides {
-  /** Repository root: holds regions/, src/cli/main.ts and node_modules. */
+  /** Package root: holds regions/ (the services run from it). */
   root: string;
   /** Defaults to `<root>/regions`. */
   regionsDir?: string;
@@ -66,8 +67,7 @@ export async function startLocalFederation(options: LocalFederationOptions): Pro
   const taken: Array<{ port: number; what: string }> = [];
   for (const entry of wanted) if (!(await portIsFree(entry.port))) taken.push(entry);
   if (taken.length > 0) throw new PortsInUseError(taken);
-  const mainPath = join(options.root, 'src/cli/main.ts');
-  if (!existsSync(mainPath)) throw new Error(`${mainPath} is missing: the regional service is not in this checkout`);
+  if (!existsSync(CLI_ENTRY)) throw new Error(`${CLI_ENTRY} is missing: the regional service is not in this checkout`);
 
   const redisServers: RedisProcess[] = [];
   const services: ServiceProcess[] = [];

@@ -98,6 +98,7 @@ export function localRegions(dir: string, overrides: PortOverrides = {}): LocalR
     const upstreamPort = upstreamUrl === undefined ? undefined : (overrides.upstreamPort ?? loopbackPort(upstreamUrl, `${config.region} upstream.url`));
     if (outDir === undefined) return { name: config.region, configPath: file.path, servicePort, redisPort, upstreamPort, config };
 
+    // biome-ignore lint/suspicious/noExplicitAny: the file's raw YAML, edited in place and validated by parseConfig below
     const raw = structuredClone(file.raw) as Record<string, any>;
     raw.port = servicePort;
     raw.redis = { ...(raw.redis ?? {}), url: withPort(config.redis.url, redisPort) };

@@ -2,7 +2,7 @@
 // others running. Its output is prefixed with the region; pino's JSON lines are shortened to one readable line.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
-import { join } from 'node:path';
+import { cliCommand } from '../paths.ts';
 import { stopChild } from './stop-child.ts';
 
 export interface ServiceProcessOptions {
@@ -10,7 +10,7 @@ export interface ServiceProcessOptions {
   configPath: string;
   /** Where the regional service answers (waited for before `startServiceProcess` resolves). */
   port: number;
-  /** The repository root (holds src/cli/main.ts and node_modules/tsx). */
+  /** The working directory of the service (the package root). */
   root: string;
   /** Receives every output line, already prefixed. */
   write: (line: string) => void;
@@ -97,7 +97,7 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
 
   const env: NodeJS.ProcessEnv = { ...(options.env ?? process.env) };
   for (const name of LOCATION_ENV) delete env[name];
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', join(options.root, 'src/cli/main.ts'), 'serve', '--config', options.configPath, ...(options.args ?? [])], {
+  const child: ChildProcess = spawn(process.execPath, cliCommand('serve', '--config', options.configPath, ...(options.args ?? [])), {
     cwd: options.root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDashboardDemo, type DashboardDemo } from '../../src/dashboard/demo.ts';
+import { startDashboardDemo, type DashboardDemo } from '../../tools/dashboard-demo/demo.ts';
 import { redisServerAvailable } from '../../src/ops/redis-process.ts';
 
 const CHROMIUM = '/usr/bin/chromium';

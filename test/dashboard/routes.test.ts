@@ -10,6 +10,7 @@ import { registerDashboard, type DashboardHandle } from '../../src/dashboard/rou
 import { requireAdminToken } from '../../src/http/admin.ts';
 import type { QuotafedEnv } from '../../src/http/env.ts';
 import type { DashboardSnapshot, DashboardSource } from '../../src/dashboard/types.ts';
+import { eventually } from '../support/wait.ts';
 
 function fixedSource(region: string, annotations: ReturnType<typeof createAnnotationStore>): DashboardSource & { calls: number } {
   const source = {
@@ -24,6 +25,7 @@ function fixedSource(region: string, annotations: ReturnType<typeof createAnnota
         endpoints: [],
         breaker: { state: 'closed', transitions: 0 },
         keys: [],
+        rules: [],
         annotations: annotations.current(),
         syncIntervalMs: null,
       };
@@ -55,13 +57,6 @@ async function readEvents(response: Response, count: number): Promise<Array<{ ev
   return events;
 }
 
-async function until(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 const TOKEN = 'dashboard-test-admin-token';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -113,13 +108,13 @@ describe('dashboard routes', () => {
   });
 
   it('caps concurrent streams and frees a slot when a client goes away', async () => {
-    await until(() => handle.openStreams() === 0, 2_000);
+    await eventually(() => handle.openStreams() === 0, 2_000, 'no open streams');
     const first = new AbortController();
     const second = new AbortController();
     const a = await fetch(`${base}/dashboard/events`, { signal: first.signal });
     const b = await fetch(`${base}/dashboard/events`, { signal: second.signal });
     expect([a.status, b.status]).toEqual([200, 200]);
-    await until(() => handle.openStreams() === 2, 2_000);
+    await eventually(() => handle.openStreams() === 2, 2_000, 'two open streams');
 
     const third = await fetch(`${base}/dashboard/events`);
     expect(third.status).toBe(503);
@@ -128,7 +123,7 @@ describe('dashboard routes', () => {
 
     first.abort();
     second.abort();
-    await until(() => handle.openStreams() === 0, 3_000);
+    await eventually(() => handle.openStreams() === 0, 3_000, 'no open streams');
     const callsAfterClose = source.calls;
     await new Promise((resolve) => setTimeout(resolve, 200));
     // Nobody is listening: no more snapshots are taken.

@@ -1,7 +1,8 @@
 // The admin routes of the federation on the real admin app: the per-key view and the per-peer status.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { federationAdminRoutes } from '../../src/federation/admin-view.ts';
-import { startTestFederation, eventually, type TestFederation, type TestRegion } from '../../src/federation/testing/regions.ts';
+import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
+import { eventually } from '../support/wait.ts';
 import { createAdminApp } from '../../src/http/admin.ts';
 
 const TOKEN = 'admin-token-0123456789abcdef';

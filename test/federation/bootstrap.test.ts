@@ -12,7 +12,7 @@ import { parse, stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../../src/keys.ts';
-import { restartOnlyChanges } from '../../src/policy-reload.ts';
+import { restartOnlyChanges } from '../../src/policy.ts';
 import { recoverOnStart } from '../../src/federation/recovery.ts';
 import { topologyOf } from '../../src/federation/topology.ts';
 import { silentLogger } from '../../src/log.ts';

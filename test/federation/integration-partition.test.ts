@@ -4,7 +4,8 @@
 // after the heal, and every region converges to one global view.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
-import { startTestFederation, eventually, type TestFederation, type TestRegion } from '../../src/federation/testing/regions.ts';
+import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
+import { eventually } from '../support/wait.ts';
 
 const LIMIT = 300;
 const BUDGET = 15;

@@ -4,7 +4,8 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
-import { startTestFederation, eventually, type TestFederation, type TestRegion } from '../../src/federation/testing/regions.ts';
+import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
+import { eventually } from '../support/wait.ts';
 import { GOSSIP_QUEUE_PREFIX, ruleKey } from '../../src/keys.ts';
 
 let fed: TestFederation;

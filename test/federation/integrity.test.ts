@@ -7,7 +7,8 @@ import { slotLength } from '../../src/federation/gossip/cells.ts';
 import { MESSAGE_VERSION, sign, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { replayKey } from '../../src/federation/gossip/replay.ts';
 import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
-import { startTestFederation, eventually, type TestFederation, type TestRegion } from '../../src/federation/testing/regions.ts';
+import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
+import { eventually } from '../support/wait.ts';
 import { GOSSIP_QUEUE_PREFIX, ruleKey } from '../../src/keys.ts';
 
 const SECRET = 'integrity-secret-0123456789abcdef';

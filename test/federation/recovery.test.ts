@@ -3,7 +3,8 @@
 // its views from its peers), and a region restarted on an empty Redis (start-up recovery asks the peers).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
-import { startTestFederation, eventually, type TestFederation, type TestRegion } from '../../src/federation/testing/regions.ts';
+import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
+import { eventually } from '../support/wait.ts';
 import { KEY_SHARDS, shardMarkerKey } from '../../src/keys.ts';
 
 const PERIOD = 20_000;

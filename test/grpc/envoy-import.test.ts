@@ -75,7 +75,7 @@ descriptors:
 
 describe('policy reload with envoy imports', () => {
   it('takes changed inline envoyproxy/ratelimit documents and changed files without a restart', async () => {
-    const { restartOnlyChanges } = await import('../../src/policy-reload.ts');
+    const { restartOnlyChanges } = await import('../../src/policy.ts');
     write('reload-rl.yaml', 'domain: rl\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 5 } }\n');
     const path = write('region-reload.yaml', `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 1 } }] }]\n`);
     const before = loadConfigFile(path, {});

@@ -63,7 +63,7 @@ describe('docker-compose.yml', () => {
       ['ap-south', 'eu-west', 'redis-ap-south', 'redis-eu-west', 'redis-us-east', 'toxiproxy', 'upstream', 'us-east'],
     );
     expect(compose.services.toxiproxy!.image).toMatch(/^ghcr\.io\/shopify\/toxiproxy:/);
-    expect(compose.services.upstream!.entrypoint).toEqual(['node', '--import', 'tsx', 'src/demo/upstream.ts']);
+    expect(compose.services.upstream!.entrypoint).toEqual(['node', 'dist/demo/upstream.js']);
     // Host ports match `npm start`, on loopback only, and never collide.
     const published = Object.values(compose.services).flatMap((service) => service.ports ?? []);
     expect(published.every((port) => port.startsWith('127.0.0.1:'))).toBe(true);
@@ -143,11 +143,14 @@ describe('Dockerfile', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     const runtime = stages.at(-1)!;
     expect(runtime).toMatch(/npm ci --omit=dev/);
-    expect(runtime).toMatch(/COPY --from=check/);
-    // tsx runs the service, so it must be a runtime dependency, not a dev one.
-    const pkg = JSON.parse(read('package.json')) as { dependencies: Record<string, string> };
-    expect(pkg.dependencies).toHaveProperty('tsx');
-    expect(runtime).toMatch(/ENTRYPOINT \["node", "--import", "tsx", "src\/cli\/main\.ts"\]/);
+    // The runtime stage holds the unpacked `npm pack` output and runs the compiled CLI: no tsx, no src/.
+    expect(runtime).toMatch(/COPY --from=build \/pkg\/quotafed/);
+    expect(stages.at(-2)).toMatch(/npm pack/);
+    const pkg = JSON.parse(read('package.json')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+    expect(pkg.dependencies).not.toHaveProperty('tsx');
+    expect(pkg.devDependencies).toHaveProperty('tsx');
+    expect(runtime).toMatch(/ENTRYPOINT \["node", "dist\/cli\/main\.js"\]/);
+    expect(runtime).not.toMatch(/tsx|src\//);
   });
 
   it('runs as a non-root user', () => {

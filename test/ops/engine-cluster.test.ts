@@ -17,10 +17,10 @@ import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { startFederation, type Federation } from '../../src/federation/index.ts';
 import { askPeer } from '../../src/federation/recovery.ts';
 import { markAllPending } from '../../src/federation/resync.ts';
-import { eventually } from '../../src/federation/testing/regions.ts';
+import { eventually } from '../support/wait.ts';
 import { GOSSIP_QUEUE_PREFIX, KEY_SHARDS, META_KEY, ruleKey, shardOf } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
-import { startRedisCluster, type RedisCluster } from '../../src/ops/redis-cluster.ts';
+import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.ts';
 import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 
 /** The seed's worked policies, as the local federation ships them. */

@@ -5,7 +5,7 @@ import { Queue, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOSSIP_QUEUE_PREFIX, ruleKey, shardOf, shardTag } from '../../src/keys.ts';
-import { startRedisCluster, type RedisCluster } from '../../src/ops/redis-cluster.ts';
+import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.ts';
 
 let cluster: RedisCluster;
 const clients: Cluster[] = [];

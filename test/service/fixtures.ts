@@ -89,15 +89,8 @@ export async function startUpstream(): Promise<Upstream> {
   };
 }
 
-/** Poll until `check` holds; bounded in time. */
-export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
+/** Polling helpers live in test/support/wait.ts; re-exported for the service tests that import them here. */
+export { eventually, sleep } from '../support/wait.ts';
 
 export async function metricValue(metricsText: string, name: string, labels: Record<string, string> = {}): Promise<number> {
   let total = 0;

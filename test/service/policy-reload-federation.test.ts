@@ -7,6 +7,7 @@ import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
 const west = await useRedis();
@@ -34,15 +35,6 @@ function write(region: 'us-east' | 'eu-west', rules: unknown[]): string {
   return path;
 }
 
-async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
-
 describe('policy reload in a federation', () => {
   it('applies peers’ gossip for a rule the reload added', async () => {
     const paths = { east: write('us-east', [base]), west: write('eu-west', [base]) };
@@ -57,8 +49,7 @@ describe('policy reload in a federation', () => {
       const check = await fetch(`${services[0]!.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: 'k', method: 'GET', path: '/' }) });
       expect(((await check.json()) as { allowed: boolean }).allowed).toBe(true);
       // The new rule's state reaches eu-west's Redis: its gossip worker knows the rule after the reload.
-      const arrived = await waitFor(async () => (await westClient.keys('qf:*:added:*')).length > 0, 10_000);
-      expect(arrived).toBe(true);
+      await eventually(async () => (await westClient.keys('qf:*:added:*')).length > 0, 10_000, "the added rule's state in eu-west's Redis");
     } finally {
       await Promise.all(services.map((service) => service.close()));
     }

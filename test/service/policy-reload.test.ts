@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { registry } from '../../src/metrics.ts';
+import { RELOADABLE, restartOnlyChanges } from '../../src/policy.ts';
 import { startRegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
 
@@ -82,6 +83,72 @@ describe('policy reload', () => {
       while (Date.now() < deadline && service.engine.config.rules[0]!.limit !== 3) await new Promise((r) => setTimeout(r, 50));
       expect(service.engine.config.rules[0]!.limit).toBe(3);
       expect(await check(service.url, 'w')).toBe(200);
+    } finally {
+      await service.close();
+    }
+  });
+});
+
+/** The first snapshot the dashboard streams. */
+async function dashboardSnapshot(url: string): Promise<{ rules: Array<{ name: string; limit: number }>; keys: Array<{ label: string; rule: string; limit: number; own: number }> }> {
+  const response = await fetch(`${url}/dashboard/events`);
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error('the dashboard stream ended before a snapshot');
+      buffer += decoder.decode(value, { stream: true });
+      const block = buffer.split('\n\n').find((part) => part.includes('event: snapshot') && part.includes('\ndata: '));
+      if (block) return JSON.parse(block.split('\n').find((line) => line.startsWith('data: '))!.slice(6)) as never;
+    }
+  } finally {
+    await reader.cancel();
+  }
+}
+
+describe('the policy in force', () => {
+  it('the restart-only list is everything outside RELOADABLE', () => {
+    expect(RELOADABLE).toEqual(['rules', 'federation.leakageBudget']);
+    const path = join(dir, 'derive.yaml');
+    writeConfig(path, [fixed(2)]);
+    const base = loadConfigFile(path, {});
+    const reloadable = { ...base, rules: [], federation: { ...base.federation, leakageBudget: 42 } };
+    expect(restartOnlyChanges(base, reloadable as never)).toEqual([]);
+    expect(restartOnlyChanges(base, { ...base, port: 1, logLevel: 'debug' })).toEqual(['port', 'logLevel']);
+    expect(restartOnlyChanges(base, { ...base, federation: { ...base.federation, syncIntervalMs: 999 } })).toEqual(['federation.syncIntervalMs']);
+  });
+
+  it('after a reload the dashboard shows the new rules and reads watched keys under them', async () => {
+    const path = join(dir, 'dashboard.yaml');
+    writeConfig(path, [fixed(2)]);
+    const service = await startRegionService(loadConfigFile(path, {}), { configPath: path });
+    try {
+      const watch = await fetch(`${service.url}/dashboard/annotations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ watch: [{ rule: 'checkout', apiKey: 'd', path: '/x', label: 'd-checkout' }] }),
+      });
+      expect(watch.status).toBe(200);
+      const before = await dashboardSnapshot(service.url);
+      expect(before.rules.map((rule) => [rule.name, rule.limit])).toEqual([['per-key', 2]]);
+      // The watched key's rule does not exist yet: the page shows no view for it.
+      expect(before.keys).toEqual([]);
+
+      writeConfig(path, [fixed(7), { name: 'checkout', by: ['apiKey', 'endpoint'], algorithm: 'fixedWindow', limit: 3, period: '1h' }]);
+      expect((await reload(service.url)).body.ok).toBe(true);
+      expect(await check(service.url, 'd')).toBe(200);
+      expect(service.policy.config.rules.map((rule) => rule.name)).toEqual(['per-key', 'checkout']);
+
+      // The snapshot cache holds one for up to 500 ms: a fresh one shows the reloaded policy.
+      await new Promise((r) => setTimeout(r, 600));
+      const after = await dashboardSnapshot(service.url);
+      expect(after.rules.map((rule) => [rule.name, rule.limit])).toEqual([
+        ['per-key', 7],
+        ['checkout', 3],
+      ]);
+      expect(after.keys.map((key) => [key.label, key.rule, key.limit, key.own])).toEqual([['d-checkout', 'checkout', 3, 1]]);
     } finally {
       await service.close();
     }

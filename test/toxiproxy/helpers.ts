@@ -160,9 +160,7 @@ export function connectRefused(listen: string): Promise<boolean> {
   });
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+export { sleep } from '../support/wait.ts';
 
 /** A proxy on a free loopback port in front of `upstream`. */
 export function proxyTo(client: Toxiproxy, name: string, upstream: string): Promise<Proxy> {

@@ -4,7 +4,8 @@ import { performance } from 'node:perf_hooks';
 import type { Latency, Timeout } from 'toxiproxy-node-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
-import { portOf, proxyTo, sleep, useToxiproxy } from './helpers.ts';
+import { eventually } from '../support/wait.ts';
+import { portOf, proxyTo, useToxiproxy } from './helpers.ts';
 
 const tp = useToxiproxy();
 let redis: RedisProcess;
@@ -38,17 +39,15 @@ async function timed<T>(work: () => Promise<T>): Promise<number> {
 }
 
 /** Polls until `check` succeeds; bounded in time. */
-async function eventually(check: () => Promise<unknown>, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
+function succeeds(check: () => Promise<unknown>, ms = 5_000): Promise<true> {
+  return eventually(
+    async () => {
       await check();
-      return;
-    } catch (error) {
-      if (Date.now() > deadline) throw error;
-      await sleep(25);
-    }
-  }
+      return true as const;
+    },
+    ms,
+    'the call to succeed',
+  );
 }
 
 describe('redis-server behind the toxiproxy server', { timeout: 20_000 }, () => {
@@ -77,7 +76,7 @@ describe('redis-server behind the toxiproxy server', { timeout: 20_000 }, () => 
     expect(await direct.get('toxiproxy:k')).toBe('v1');
 
     await disabled.update({ enabled: true, listen: disabled.listen, upstream: disabled.upstream });
-    await eventually(() => viaProxy.set('toxiproxy:k', 'v3'));
+    await succeeds(() => viaProxy.set('toxiproxy:k', 'v3'));
     expect(await direct.get('toxiproxy:k')).toBe('v3');
   });
 
@@ -94,7 +93,7 @@ describe('redis-server behind the toxiproxy server', { timeout: 20_000 }, () => 
     });
     await expect(viaProxy.ping()).rejects.toThrow(/timed out/i);
     await cut.remove();
-    await eventually(() => viaProxy.ping());
+    await succeeds(() => viaProxy.ping());
     expect(await viaProxy.ping()).toBe('PONG');
   });
 });

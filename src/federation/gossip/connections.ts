@@ -2,9 +2,9 @@
 // from the URL, like the region's own client). A region or a peer whose Redis is a Redis Cluster is reached
 // through an ioredis Cluster built from its seed URLs; BullMQ takes that instance as its connection.
 import type { RedisOptions as BullRedisOptions } from 'bullmq';
-import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Config, Peer, RedisTls } from '../../config/schema.ts';
-import { connectionOptionsFromUrl } from '../../engine/redis-client.ts';
+import { clusterSeeds, connectionOptionsFromUrl } from '../../engine/redis-client.ts';
 
 /** Where a gossip connection goes: one Redis, or a cluster given by seed URLs (which then win over `redisUrl`). */
 export interface GossipTarget {
@@ -26,21 +26,14 @@ function isClusterTarget(target: GossipTarget): target is GossipTarget & { clust
   return target.clusterNodes !== undefined && target.clusterNodes.length > 0;
 }
 
-/**
- * A Cluster over the seed URLs. Credentials and TLS are taken from the first seed: every node of one cluster
- * shares them. A cluster has no databases other than 0, so a path in the URL is ignored.
- */
+/** A Cluster over the seed URLs (seeds parsed by the region client's `clusterSeeds`). */
 function clusterConnection(
   seeds: readonly string[],
   tls: RedisTls | undefined,
   nodeOptions: RedisOptions,
   clusterOptions: ClusterOptions = {},
 ): Cluster {
-  const { host: _host, port: _port, db: _db, ...shared } = connectionOptionsFromUrl(seeds[0]!, tls);
-  const nodes: ClusterNode[] = seeds.map((url) => {
-    const { host, port } = connectionOptionsFromUrl(url);
-    return { host: host!, port: port! };
-  });
+  const { nodes, shared } = clusterSeeds(seeds, tls);
   return new Cluster(nodes, { clusterRetryStrategy: reconnect, ...clusterOptions, redisOptions: { ...shared, ...nodeOptions } });
 }
 

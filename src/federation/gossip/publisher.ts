@@ -6,6 +6,7 @@
 // stays bounded by the number of keys because newer state supersedes older unsent state.
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
+import { withDeadline } from '../../deadline.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
 import { KEY_SHARDS, STATE_KEY_PATTERN, peerPendingKey, ruleNameOf, shardMarkerKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
@@ -98,14 +99,6 @@ export async function sweepWatched(redis: ScriptedRedis, config: Config, topolog
   return swept.reduce((a, b) => a + b, 0);
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 /** A job with its JSON size, measured once (the size check and the bytes metric both need it). */
 interface Outgoing {
   message: GossipMessage;
@@ -150,7 +143,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   const send = async (link: PeerLink, jobs: Outgoing[]): Promise<boolean> => {
     for (const { message, bytes } of jobs) {
       try {
-        await withTimeout(link.add(message), deps.addTimeoutMs, `gossip add to ${link.name}`);
+        await withDeadline(link.add(message), deps.addTimeoutMs, `gossip add to ${link.name}`);
       } catch (error) {
         peers.failed(link.name, error);
         return false;

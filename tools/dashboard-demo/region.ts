@@ -1,20 +1,20 @@
 // One region of the dashboard demo, as its own process (so each region has its own metrics registry, as in
-// production): the region service, its federation, and the dashboard on a second listener. Started by src/dashboard/demo.ts; prints one JSON line `{"ready":…}` when it serves.
+// production): the region service, its federation, and the dashboard on a second listener. Started by tools/dashboard-demo/demo.ts; prints one JSON line `{"ready":…}` when it serves.
 //
-//   node --import tsx src/dashboard/demo-region.ts '<json: { config, watch, dashboardPort }>'
+//   node --import tsx tools/dashboard-demo/region.ts '<json: { config, watch, dashboardPort }>'
 import { serve } from '@hono/node-server';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Hono } from 'hono';
-import { Config, type ConfigInput } from '../config/schema.ts';
-import { startFederation, type Federation } from '../federation/index.ts';
-import { createLogger } from '../log.ts';
-import { registry } from '../metrics.ts';
-import { startRegionService } from '../service.ts';
-import { createAnnotationStore } from './annotations.ts';
-import type { WatchedKey } from './key-view.ts';
-import { registerDashboard } from './routes.ts';
-import { createDashboardSource } from './source.ts';
+import { Config, type ConfigInput } from '../../src/config/schema.ts';
+import { startFederation, type Federation } from '../../src/federation/index.ts';
+import { createLogger } from '../../src/log.ts';
+import { registry } from '../../src/metrics.ts';
+import { startRegionService } from '../../src/service.ts';
+import { createAnnotationStore } from '../../src/dashboard/annotations.ts';
+import type { WatchedKey } from '../../src/dashboard/key-view.ts';
+import { registerDashboard } from '../../src/dashboard/routes.ts';
+import { createDashboardSource } from '../../src/dashboard/source.ts';
 
 export interface DemoRegionSpec {
   config: ConfigInput;

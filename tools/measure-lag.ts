@@ -1,10 +1,10 @@
 // Measures sync lag (admission in one region until visible in another) on three local regions:
-//   npx tsx src/federation/testing/measure-lag.ts [syncIntervalMs=100] [seconds=8]
+//   npx tsx tools/measure-lag.ts [syncIntervalMs=100] [seconds=8]
 // Two figures: (1) end to end, sequential probes: admit once in a random region, poll another region's hash
 // every 2 ms until it shows the admission; (2) the federation's own histogram
 // (quotafed_federation_sync_lag_seconds) under concurrent background traffic, quantiles interpolated in buckets.
-import { federationKeyView } from '../admin-view.ts';
-import { startTestFederation } from './regions.ts';
+import { federationKeyView } from '../src/federation/admin-view.ts';
+import { startTestFederation } from '../test/support/federation.ts';
 
 const interval = Number(process.argv[2] ?? 100);
 const seconds = Number(process.argv[3] ?? 8);

@@ -1,9 +1,10 @@
 // A real Redis Cluster on loopback: `redis-server` processes in cluster mode joined with
-// `redis-cli --cluster create`. Used by the cluster tests (and anyone who wants a regional cluster locally),
+// `redis-cli --cluster create`. Test tooling: used by the cluster tests (and anyone who wants a regional cluster locally),
 // so the engine, BullMQ and failover run against the same thing production runs.
 import { spawn, spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { startRedis, type RedisProcess } from './redis-process.ts';
+import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
+import { eventually } from './wait.ts';
 
 export interface RedisClusterOptions {
   /** Primaries (each owns a third of the 16384 slots with the default 3). */
@@ -55,7 +56,15 @@ export function redisCliAvailable(): boolean {
 
 /** Talk to one node over a short-lived connection; undefined when the node does not answer. */
 async function onNode<T>(port: number, use: (redis: Redis) => Promise<T>): Promise<T | undefined> {
-  const redis = new Redis({ host: '127.0.0.1', port, lazyConnect: true, connectTimeout: 1_000, commandTimeout: 2_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const redis = new Redis({
+    host: '127.0.0.1',
+    port,
+    lazyConnect: true,
+    connectTimeout: 1_000,
+    commandTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   redis.on('error', () => undefined);
   try {
     await redis.connect();
@@ -90,18 +99,6 @@ function parseNodes(text: string): ClusterNodeInfo[] {
     });
 }
 
-async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let attempts = 0;
-  while (Date.now() < deadline && attempts < 10_000) {
-    attempts += 1;
-    const result = await check();
-    if (result !== undefined) return result;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`redis cluster: timed out after ${timeoutMs} ms waiting for ${what}`);
-}
-
 function runRedisCli(args: string[], timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('redis-cli', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -131,7 +128,8 @@ async function healthy(ports: readonly number[]): Promise<boolean> {
 }
 
 export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
-  if (!redisCliAvailable()) throw new Error('redis-cli was not found on PATH; it ships with redis-server (Debian/Ubuntu: `apt-get install redis-tools`).');
+  if (!redisCliAvailable())
+    throw new Error('redis-cli was not found on PATH; it ships with redis-server (Debian/Ubuntu: `apt-get install redis-tools`).');
   const primaries = options.primaries ?? 3;
   const replicas = options.replicasPerPrimary ?? 1;
   const readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
@@ -144,7 +142,12 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       readyTimeoutMs,
     );
     const ports = nodes.map((node) => node.port);
-    await waitFor('cluster_state:ok on every node with replicas in sync', readyTimeoutMs, async () => ((await healthy(ports)) ? true : undefined));
+    await eventually(
+      async () => ((await healthy(ports)) ? true : undefined),
+      readyTimeoutMs,
+      'redis cluster: cluster_state:ok on every node with replicas in sync',
+      100,
+    );
   } catch (error) {
     await Promise.all(nodes.map((node) => node.stop()));
     throw error;
@@ -193,19 +196,32 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       const started = Date.now();
       await byPort(primaryPort).kill('SIGKILL');
       down.add(primaryPort);
-      const promotedPort = await waitFor(`a replica of ${primaryPort} to be promoted`, timeoutMs, async () => {
-        const now = await topology();
-        return now.find((node) => followers.includes(node.port) && node.role === 'primary' && !node.failed)?.port;
-      });
-      await waitFor('cluster_state:ok after the failover', Math.max(1_000, timeoutMs - (Date.now() - started)), async () =>
-        (await healthy(livePorts())) ? true : undefined,
+      const promotedPort = await eventually(
+        async () => {
+          const now = await topology();
+          return now.find((node) => followers.includes(node.port) && node.role === 'primary' && !node.failed)?.port;
+        },
+        timeoutMs,
+        `redis cluster: a replica of ${primaryPort} to be promoted`,
+        100,
+      );
+      await eventually(
+        async () => ((await healthy(livePorts())) ? true : undefined),
+        Math.max(1_000, timeoutMs - (Date.now() - started)),
+        'redis cluster: cluster_state:ok after the failover',
+        100,
       );
       return { promotedPort, elapsedMs: Date.now() - started };
     },
     async restartNode(port, timeoutMs = 20_000) {
       await byPort(port).restart();
       down.delete(port);
-      await waitFor(`node ${port} to rejoin`, timeoutMs, async () => ((await healthy(livePorts())) ? true : undefined));
+      await eventually(
+        async () => ((await healthy(livePorts())) ? true : undefined),
+        timeoutMs,
+        `redis cluster: node ${port} to rejoin`,
+        100,
+      );
     },
     async stop() {
       await Promise.all(nodes.map((node) => node.stop()));

@@ -1,16 +1,16 @@
 // A three-region federation on this machine for the dashboard: three real redis-servers, three region
-// processes (src/dashboard/demo-region.ts) each serving /dashboard in gateway mode in front of the demo
-// upstream, and a small steady load of real requests on one hot key so the page has something to show. The browser test and `tsx src/dashboard/demo-main.ts` use it.
+// processes (tools/dashboard-demo/region.ts) each serving /dashboard in gateway mode in front of the demo
+// upstream, and a small steady load of real requests on one hot key so the page has something to show. The browser test and `tsx tools/dashboard-demo/main.ts` use it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import type { ConfigInput } from '../config/schema.ts';
-import { startDemoUpstream, type DemoUpstream } from '../demo/upstream.ts';
-import { startRedis, type RedisProcess } from '../ops/redis-process.ts';
-import { lineSplitter } from '../ops/service-process.ts';
-import { stopChild } from '../ops/stop-child.ts';
-import type { AnnotationInput } from './annotations.ts';
-import type { DemoRegionSpec } from './demo-region.ts';
-import type { WatchedKey } from './key-view.ts';
+import type { ConfigInput } from '../../src/config/schema.ts';
+import { startDemoUpstream, type DemoUpstream } from '../../src/demo/upstream.ts';
+import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
+import { lineSplitter } from '../../src/ops/service-process.ts';
+import { stopChild } from '../../src/ops/stop-child.ts';
+import type { AnnotationInput } from '../../src/dashboard/annotations.ts';
+import type { DemoRegionSpec } from './region.ts';
+import type { WatchedKey } from '../../src/dashboard/key-view.ts';
 
 export const DEMO_REGIONS = ['ap-south', 'eu-west', 'us-east'] as const;
 export const DEMO_API_KEY = 'demo-hot-key';
@@ -92,7 +92,7 @@ export const DEMO_WATCH: WatchedKey[] = [
 ];
 
 function spawnRegion(root: string, spec: DemoRegionSpec, log: (line: string) => void): Child {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/dashboard/demo-region.ts'), JSON.stringify(spec)], {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'tools/dashboard-demo/region.ts'), JSON.stringify(spec)], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

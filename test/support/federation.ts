@@ -3,13 +3,13 @@
 // through cuttable proxies (link-proxy.ts) to stage partitions.
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { parseConfig } from '../../config/load.ts';
-import type { Config, ConfigInput } from '../../config/schema.ts';
-import { createRedisEngine } from '../../engine/redis-engine.ts';
-import type { DecisionEngine } from '../../engine/types.ts';
-import { silentLogger, type Logger } from '../../log.ts';
-import { startRedis, type RedisProcess } from '../../ops/redis-process.ts';
-import { startFederation, type Federation } from '../index.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import type { Config, ConfigInput } from '../../src/config/schema.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import type { DecisionEngine } from '../../src/engine/types.ts';
+import { silentLogger, type Logger } from '../../src/log.ts';
+import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
+import { startFederation, type Federation } from '../../src/federation/index.ts';
 import { startLinkProxy, type LinkProxy } from './link-proxy.ts';
 
 export interface TestRegion {
@@ -126,20 +126,4 @@ export async function startTestFederation(options: TestFederationOptions): Promi
       await Promise.all(servers.map((server) => server.stop()));
     },
   };
-}
-
-/** Polls `check` until it returns a value that is not undefined/false, or throws after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }

@@ -1,4 +1,4 @@
-// `npx tsx src/dashboard/demo-main.ts`: three regions with live dashboards on this machine until Ctrl-C.
+// `npx tsx tools/dashboard-demo/main.ts`: three regions with live dashboards on this machine until Ctrl-C.
 import { fileURLToPath } from 'node:url';
 import { startDashboardDemo } from './demo.ts';
 
