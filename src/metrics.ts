@@ -78,6 +78,12 @@ export const limiterOverheadSeconds = new Histogram({
   registers: [registry],
 });
 
+export const fallbackSettledTotal = new Counter({
+  name: 'quotafed_fallback_settled_total',
+  help: 'Local-fallback admissions written back to Redis (against the window they were admitted in) once it answered again.',
+  registers: [registry],
+});
+
 export const localFallbackKeys = new Gauge({
   name: 'quotafed_local_fallback_keys',
   help: 'Keys held by the in-memory fallback limiter (bounded by its capacity).',

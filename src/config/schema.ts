@@ -64,6 +64,11 @@ export const Rule = z.strictObject({
   /** Concurrency lease time: a slot not released within it is reclaimed (a crashed gateway cannot leak it). */
   leaseTtl: Duration.default(30_000),
   failMode: FailMode.default('open'),
+  /**
+   * While the breaker is open, decide this `failMode: open` rule in memory (this instance's share) instead of
+   * admitting everything; defaults to `breaker.localFallback`. A `failMode: closed` rule never uses it.
+   */
+  localFallback: z.boolean().optional(),
   leakageBudget: LeakageBudget.optional(),
   /** Decide and count, but never reject (safe rollout). */
   shadow: z.boolean().default(false),
@@ -110,13 +115,23 @@ export const RedisSettings = z.strictObject({
 });
 
 export const Breaker = z.strictObject({
-  /** Consecutive Redis failures that open the breaker. */
+  /**
+   * Fewest failed or timed-out Redis calls within `samplingWindowMs` that can open the breaker (so also the
+   * fewest calls the window must hold before the ratio counts).
+   */
   failureThreshold: z.number().int().positive().default(5),
+  /** The breaker opens when more than this share of the calls in the sampling window failed or timed out. */
+  failureRatio: z.number().gt(0).lt(1).default(0.5),
+  /** The sliding window Redis calls are sampled over. */
+  samplingWindowMs: z.number().int().min(1_000).max(600_000).default(10_000),
   /** How often an open breaker probes Redis with PING. */
   probeIntervalMs: z.number().int().positive().default(1_000),
   /** Consecutive successful probes needed to close it again. */
   successThreshold: z.number().int().positive().default(2),
-  /** While open, enforce this instance's share of each limit locally. */
+  /**
+   * While open, decide `failMode: open` rules in memory (this instance's share of each limit) instead of admitting
+   * them all; a rule may override it (`rules[].localFallback`). `failMode: closed` rules always reject while open.
+   */
   localFallback: z.boolean().default(true),
   /** How many gateway instances share a region; the local fallback enforces limit / instances. */
   instancesPerRegion: z.number().int().positive().default(1),
@@ -176,6 +191,9 @@ export const Config = z.strictObject({
   config.rules.forEach((rule, index) => {
     if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: ['rules', index, 'name'], message: `duplicate rule name "${rule.name}"` });
     seen.add(rule.name);
+    if (rule.failMode === 'closed' && rule.localFallback === true) {
+      ctx.addIssue({ code: 'custom', path: ['rules', index, 'localFallback'], message: 'a failMode "closed" rule is only ever decided by Redis; localFallback applies to failMode "open" rules' });
+    }
     if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
     }
