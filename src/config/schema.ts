@@ -106,7 +106,7 @@ export const RedisSettings = z.strictObject({
   /** Cluster seed nodes; when given, the region's Redis is a Redis Cluster and `url` is ignored. */
   clusterNodes: z.array(z.string().regex(/^rediss?:\/\//)).min(1).optional(),
   /** A decision never waits longer than this on Redis; then the fail mode decides. */
-  commandTimeoutMs: z.number().int().positive().max(10_000).default(50),
+  commandTimeoutMs: z.number().int().positive().max(10_000).default(500),
   connectTimeoutMs: z.number().int().positive().default(2_000),
   /** Batch concurrent decisions into one round trip. */
   autoPipelining: z.boolean().default(true),
