@@ -152,6 +152,14 @@ export const Federation = z.strictObject({
   maxBatchKeys: z.number().int().positive().default(1_000),
 });
 
+/** How request paths are canonicalised before rules match them (src/http/path.ts); the gateway forwards that form. */
+export const PathSettings = z.strictObject({
+  /** Match (and forward) paths as sent; by default they are folded to lower case, so /CHECKOUT is /checkout. */
+  caseSensitive: z.boolean().default(false),
+  /** "ignore": /checkout/ is /checkout (default); "strict": a trailing slash names another resource. */
+  trailingSlash: z.enum(['ignore', 'strict']).default('ignore'),
+});
+
 export const Config = z.strictObject({
   region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
   port: z.number().int().min(0).max(65_535).default(8080),
@@ -182,6 +190,7 @@ export const Config = z.strictObject({
       protectCheck: z.boolean().default(false),
     })
     .prefault({}),
+  paths: PathSettings.prefault({}),
   breaker: Breaker.prefault({}),
   federation: Federation.prefault({}),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
@@ -191,6 +200,10 @@ export const Config = z.strictObject({
   config.rules.forEach((rule, index) => {
     if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: ['rules', index, 'name'], message: `duplicate rule name "${rule.name}"` });
     seen.add(rule.name);
+    (rule.match.endpoints ?? []).forEach((pattern, at) => {
+      const problem = patternProblem(pattern, config.paths);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'endpoints', at], message: problem });
+    });
     if (rule.failMode === 'closed' && rule.localFallback === true) {
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'localFallback'], message: 'a failMode "closed" rule is only ever decided by Redis; localFallback applies to failMode "open" rules' });
     }
@@ -208,4 +221,24 @@ export const Config = z.strictObject({
   });
 });
 export type Config = z.infer<typeof Config>;
+
+/**
+ * Rules match canonical paths (src/http/path.ts), so a pattern must be canonical itself or it could never match:
+ * no "//", no "." or ".." segments, no ";", lower case static parts unless paths.caseSensitive, and no trailing
+ * slash unless paths.trailingSlash is "strict".
+ */
+function patternProblem(pattern: string, paths: z.infer<typeof PathSettings>): string | undefined {
+  if (pattern === '/' || pattern === '/*') return undefined;
+  const segments = pattern.slice(1).split('/');
+  if (segments.at(-1) === '' && paths.trailingSlash !== 'strict') return 'drop the trailing "/": paths are matched without it (paths.trailingSlash: ignore)';
+  for (const [i, segment] of segments.entries()) {
+    if (segment === '' && i < segments.length - 1) return 'empty path segment ("//"): paths are matched with repeated slashes collapsed';
+    if (segment === '.' || segment === '..') return '"." and ".." segments never appear in a canonical path';
+    if (segment.includes(';') || segment.includes('%') || segment.includes('\\')) return 'patterns are matched against decoded canonical paths: no ";", "%" or "\\"';
+    if (!paths.caseSensitive && !segment.startsWith(':') && segment !== segment.toLowerCase()) {
+      return 'paths are matched case-insensitively (folded to lower case): write the pattern in lower case or set paths.caseSensitive';
+    }
+  }
+  return undefined;
+}
 export type ConfigInput = z.input<typeof Config>;
