@@ -17,6 +17,7 @@ export const SCRIPTS = {
   releaseLeases: 'release_leases',
   refund: 'refund',
   settleFallback: 'settle_fallback',
+  screenGossip: 'screen_gossip',
   sweepWatch: 'sweep_watch',
   renewLock: 'renew_lock',
   releaseLock: 'release_lock',
@@ -59,6 +60,7 @@ export interface QuotafedCommands {
   releaseLeases(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   refund(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   settleFallback(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  screenGossip(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   sweepWatch(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   renewLock(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   releaseLock(numKeys: number, ...args: (string | number)[]): Promise<Reply>;

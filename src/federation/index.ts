@@ -131,7 +131,10 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     recovery = await recoverOnStart(recoveryDeps);
     if (recovery.fenced) publisher.requestResync();
     // Only now: applying gossip before the fence is decided would create markers that fence a fresh region.
-    worker = startGossipWorker(config.redis, apply, logger);
+    worker = startGossipWorker(config.redis, apply, logger, (reason, detail) => {
+      metrics.rejected.inc({ region: config.region, peer: 'unknown', reason });
+      logger.warn({ event: 'federation.gossip_rejected', reason, peer: 'unknown', detail }, `gossip job rejected: ${reason}`);
+    });
   };
 
   const round = async () => {
