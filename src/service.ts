@@ -181,6 +181,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     } catch (error) {
       reasons.push(`Redis unreachable: ${(error as Error).message}`);
     }
+    reasons.push(...(federation?.problems() ?? []));
     return reasons;
   };
 
