@@ -191,6 +191,17 @@ export const Config = z.strictObject({
     })
     .prefault({}),
   paths: PathSettings.prefault({}),
+  /** Bounds on slow clients (node:http server timeouts, checked every second). */
+  server: z
+    .strictObject({
+      /** A client must send its complete request headers within this (408 and close otherwise). */
+      headersTimeoutMs: z.number().int().positive().max(600_000).default(10_000),
+      /** ... and its whole request, body included, within this. */
+      requestTimeoutMs: z.number().int().positive().max(3_600_000).default(60_000),
+      /** An idle keep-alive connection is closed after this. */
+      keepAliveTimeoutMs: z.number().int().positive().max(600_000).default(5_000),
+    })
+    .prefault({}),
   breaker: Breaker.prefault({}),
   federation: Federation.prefault({}),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
@@ -211,6 +222,9 @@ export const Config = z.strictObject({
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
     }
   });
+  if (config.server.headersTimeoutMs > config.server.requestTimeoutMs) {
+    ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'headersTimeoutMs cannot exceed requestTimeoutMs' });
+  }
   if (config.admin.protectCheck && !config.admin.token) {
     ctx.addIssue({ code: 'custom', path: ['admin', 'protectCheck'], message: 'protectCheck needs admin.token (or QUOTAFED_ADMIN_TOKEN)' });
   }
