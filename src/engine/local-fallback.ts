@@ -51,6 +51,11 @@ export interface LocalFallback {
   unsettled(nowMs: number): Unsettled[];
   /** Redis has counted these admissions. */
   settled(items: readonly Unsettled[]): void;
+  /**
+   * Drops what can no longer matter at `nowMs` (windows that ended with nothing left to settle, full buckets, idle
+   * concurrency counters); counts of a window still running stay, so a flapping breaker does not re-issue them.
+   */
+  prune(nowMs: number): void;
   /** Release leases taken by `decide`; returns the leases that were not local (for Redis to release). */
   release(leases: readonly Lease[]): Lease[];
   clear(): void;
@@ -62,7 +67,7 @@ export const DEFAULT_LOCAL_CAPACITY = 100_000;
 
 type Entry =
   | { kind: 'window'; windowStart: number; count: number; unsettled: number; rule: Rule; shard: number }
-  | { kind: 'bucket'; tokens: number; last: number }
+  | { kind: 'bucket'; tokens: number; last: number; fillMs: number }
   | { kind: 'concurrency'; inFlight: number };
 
 interface Proposal {
@@ -135,7 +140,7 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
       const after = allowed ? tokens - cost : tokens;
       return {
         input,
-        next: { kind: 'bucket', tokens: after, last: now },
+        next: { kind: 'bucket', tokens: after, last: now, fillMs: Math.ceil((capacityTokens - after) / ratePerMs) },
         outcome: {
           ...base,
           allowed,
@@ -203,6 +208,23 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
         const entry = entries.get(item.key);
         if (entry?.kind === 'window' && entry.windowStart === item.windowStart) entry.unsettled = Math.max(0, entry.unsettled - item.count);
       }
+    },
+    prune(nowMs) {
+      for (const [key, entry] of entries) {
+        let done: boolean;
+        if (entry.kind === 'window') {
+          const ended = entry.windowStart + entry.rule.period <= nowMs;
+          const settleable = entry.unsettled > 0 && SETTLED_ALGORITHMS.has(entry.rule.algorithm) && entry.windowStart >= nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period;
+          done = ended && !settleable;
+        } else if (entry.kind === 'concurrency') {
+          done = entry.inFlight <= 0;
+        } else {
+          // A bucket that has refilled is the same as no entry.
+          done = nowMs - entry.last >= entry.fillMs;
+        }
+        if (done) entries.delete(key);
+      }
+      localFallbackKeys.set(entries.size);
     },
     clear() {
       entries.clear();

@@ -147,7 +147,10 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     if (settling) return settling;
     const items = local.unsettled(now());
     const decider = settler(inner);
-    if (items.length === 0 || !decider) return Promise.resolve();
+    if (items.length === 0 || !decider) {
+      local.prune(now());
+      return Promise.resolve();
+    }
     settling = withDeadline(decider.settle(items), deadlineMs)
       .then(() => {
         local.settled(items);
@@ -159,6 +162,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       })
       .finally(() => {
         settling = undefined;
+        local.prune(now());
       });
     return settling;
   };

@@ -101,6 +101,19 @@ describe('local fallback', () => {
     expect(local.release([{ key: 'qf:{s1}:x:y', id: 'abc', slots: 1 }])).toHaveLength(1);
   });
 
+  it('keeps window counts for Redis (unsettled) until settled, and prunes only what can no longer matter', () => {
+    const local = createLocalFallback({ instancesPerRegion: 1 });
+    for (let i = 0; i < 3; i++) local.decide([{ rule: window, key: 'w', shard: 7 }], 1, at);
+    local.decide([{ rule: bucket, key: 'b' }], 1, at);
+    expect(local.unsettled(at)).toEqual([{ rule: window, key: 'w', shard: 7, windowStart: at, count: 3 }]);
+    local.prune(at + 1_000); // window still running: kept (a breaker flap must not re-issue the share)
+    expect(local.decide([{ rule: window, key: 'w' }], 1, at + 1_000).outcomes[0]!.remaining).toBe(10 - 4);
+    local.settled(local.unsettled(at + 1_000));
+    expect(local.unsettled(at + 1_000)).toEqual([]);
+    local.prune(at + 60_000); // the window ended and nothing is left to settle; the bucket refilled long ago
+    expect(local.size).toBe(0);
+  });
+
   it('keeps at most `capacity` keys, evicting the least recently used', () => {
     const local = createLocalFallback({ instancesPerRegion: 1, capacity: 100 });
     for (let i = 0; i < 10_000; i++) local.decide([{ rule: window, key: `k${i}` }], 1, at);
