@@ -63,6 +63,8 @@ describe('random-key load on a healthy Redis', async () => {
     };
     await Promise.all([...Array.from({ length: CONCURRENCY }, worker), hot()]);
 
+    const opened = log.lines().filter((line) => line.event === 'breaker.open').length;
+    console.info(JSON.stringify({ probe: 'random-key-load', decisions, breakerOpened: opened, worstWindow: Math.max(...admittedByWindow.values()), limit: LIMIT }));
     expect(decisions).toBeGreaterThan(1_000); // it was load
     expect(admittedByWindow.size).toBeGreaterThan(1);
     expect(Math.max(...admittedByWindow.values()), JSON.stringify([...admittedByWindow])).toBeLessThanOrEqual(LIMIT);
