@@ -10,7 +10,7 @@ import type { QuotafedEnv } from './env.ts';
 import { applyHeaders, rateLimitHeaders, retryAfterSeconds } from './headers.ts';
 import { checkApiKey, clientIp, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
-import { DEFAULT_PATH_SETTINGS, canonicalPath, type PathSettings } from './path.ts';
+import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } from './path.ts';
 
 export const CHECK_BODY_LIMIT_BYTES = 16 * 1024;
 
@@ -31,7 +31,7 @@ export function checkBodySchema(identity: IdentitySettings, paths: PathSettings 
       .max(4096)
       // The canonical form the gateway matches and forwards (src/http/path.ts); no spelling skips a rule.
       .transform((path, ctx) => {
-        const canonical = canonicalPath(path, paths);
+        const canonical = canonicalPath(pathBytes(path), paths);
         if (canonical.ok) return canonical.path;
         ctx.addIssue({ code: 'custom', message: canonical.reason });
         return z.NEVER;

@@ -23,6 +23,8 @@ export type CanonicalPath = { ok: true; path: string } | { ok: false; reason: st
 
 const HEX = /^[0-9A-Fa-f]{2}$/;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+/** RFC 3986 pchar without "%" (escapes are handled apart) and without ";" (params are cut off before). */
+const PCHAR = /^[A-Za-z0-9\-._~!$&'()*+,=:@]$/;
 const EDGE_SPACE = /^(%20)|(%20)$/;
 
 const refuse = (reason: string): CanonicalPath => ({ ok: false, reason });
@@ -38,7 +40,10 @@ function segmentOf(raw: string, caseSensitive: boolean): string {
     if (code < 0x20 || code === 0x7f) return '!control character in the path';
     if (char === '\\') return '!backslash in the path';
     if (char !== '%') {
-      out += caseSensitive ? char : char.toLowerCase();
+      if (PCHAR.test(char)) out += caseSensitive ? char : char.toLowerCase();
+      // Anything else (a quote, a brace, a byte of UTF-8) travels percent-encoded, so the form is plain ASCII.
+      else if (code <= 0xff) out += `%${code.toString(16).toUpperCase().padStart(2, '0')}`;
+      else return '!path characters must be bytes (UTF-8 percent-encoded)';
       continue;
     }
     const hex = text.slice(i + 1, i + 3);
@@ -55,7 +60,10 @@ function segmentOf(raw: string, caseSensitive: boolean): string {
   return out;
 }
 
-/** The canonical form of `raw` (a request path; anything from "?" or "#" on is ignored). */
+/**
+ * The canonical form of `raw` (a request path as bytes, one character per byte, as Node hands over a request
+ * target; anything from "?" or "#" on is ignored). A path that is a Unicode string goes through `pathBytes` first.
+ */
 export function canonicalPath(raw: string, settings: PathSettings = DEFAULT_PATH_SETTINGS): CanonicalPath {
   const end = raw.search(/[?#]/);
   const path = end === -1 ? raw : raw.slice(0, end);
@@ -76,6 +84,12 @@ export function canonicalPath(raw: string, settings: PathSettings = DEFAULT_PATH
   const last = parts.at(-1)!;
   const trailing = settings.trailingSlash === 'strict' && segments.length > 0 && (last === '' || last === '.' || last === '..');
   return { ok: true, path: `/${segments.join('/')}${trailing ? '/' : ''}` };
+}
+
+/** A Unicode path (a /v1/check body) as the bytes a client would send: its UTF-8, one character per byte. */
+export function pathBytes(path: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is for anything outside ASCII
+  return /^[\x00-\x7f]*$/.test(path) ? path : Buffer.from(path, 'utf8').toString('latin1');
 }
 
 /** The request target exactly as the client sent it (Node), else the parsed URL's path (other runtimes, tests). */

@@ -5,7 +5,7 @@ import { Hono } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRegionEngine } from '../../src/service.ts';
-import { canonicalPath } from '../../src/http/path.ts';
+import { canonicalPath, pathBytes } from '../../src/http/path.ts';
 import { quotafed } from '../../src/http/middleware.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
@@ -27,6 +27,11 @@ describe('canonicalPath', () => {
     expect(ok('/a/..;/checkout')).toEqual({ ok: true, path: '/checkout' });
     expect(ok('/a/%2e%2e/checkout?x=1')).toEqual({ ok: true, path: '/checkout' });
     expect(ok('/files/my%20doc%3b')).toEqual({ ok: true, path: '/files/my%20doc%3B' });
+    // Bytes outside pchar travel percent-encoded: a raw UTF-8 é (as Node hands it over) and an encoded one agree.
+    expect(ok('/caf\u00c3\u00a9')).toEqual({ ok: true, path: '/caf%C3%A9' });
+    expect(ok('/caf%c3%a9')).toEqual({ ok: true, path: '/caf%C3%A9' });
+    expect(ok(pathBytes('/café'))).toEqual({ ok: true, path: '/caf%C3%A9' });
+    expect(ok('/a"b{c}')).toEqual({ ok: true, path: '/a%22b%7Bc%7D' });
     expect(canonicalPath('/Checkout/', { caseSensitive: true, trailingSlash: 'strict' })).toEqual({ ok: true, path: '/Checkout/' });
     for (const bad of ['/checkout%2f', '/checkout%2F', '/checkout%5c', '/checkout%20', '/%20checkout', '/checkout%00', '/checkout%zz', '/checkout%4', '/..', '/a/../../checkout', 'checkout']) {
       expect(canonicalPath(bad).ok, bad).toBe(false);
