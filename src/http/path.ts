@@ -29,6 +29,10 @@ const EDGE_SPACE = /^(%20)|(%20)$/;
 
 const refuse = (reason: string): CanonicalPath => ({ ok: false, reason });
 
+/** Already canonical (the common case): pchar segments, no dot segments, no escapes, no trailing slash. */
+const CANONICAL_LOWER = /^(?:\/(?!\.\.?(?:\/|$))[a-z0-9\-._~!$&'()*+,=:@]+)+$/;
+const CANONICAL_ANY_CASE = /^(?:\/(?!\.\.?(?:\/|$))[A-Za-z0-9\-._~!$&'()*+,=:@]+)+$/;
+
 /** One segment with its escapes resolved; a string starting with "!" is the reason it was refused. */
 function segmentOf(raw: string, caseSensitive: boolean): string {
   const params = raw.indexOf(';');
@@ -67,6 +71,7 @@ function segmentOf(raw: string, caseSensitive: boolean): string {
 export function canonicalPath(raw: string, settings: PathSettings = DEFAULT_PATH_SETTINGS): CanonicalPath {
   const end = raw.search(/[?#]/);
   const path = end === -1 ? raw : raw.slice(0, end);
+  if (path === '/' || (settings.caseSensitive ? CANONICAL_ANY_CASE : CANONICAL_LOWER).test(path)) return { ok: true, path };
   if (!path.startsWith('/')) return refuse('the path must start with "/"');
   const parts = path.split('/');
   const segments: string[] = [];
