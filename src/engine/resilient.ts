@@ -143,7 +143,10 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
    * unsettled for the next close.
    */
   let settling: Promise<void> | undefined;
+  /** A settlement failed: retried after the next successful Redis decision (or the next close). */
+  let settleAgain = false;
   const settleFallback = () => {
+    settleAgain = false;
     if (settling) return settling;
     const items = local.unsettled(now());
     const decider = settler(inner);
@@ -158,7 +161,8 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
         log.info({ event: 'fallback.settled', keys: items.length, admissions: items.reduce((sum, item) => sum + item.count, 0) }, 'local fallback admissions written to Redis');
       })
       .catch((error: unknown) => {
-        log.warn({ event: 'fallback.settle_failed', keys: items.length, error: errorMessage(error) }, 'could not write local fallback admissions to Redis; retried on the next close');
+        settleAgain = true;
+        log.warn({ event: 'fallback.settle_failed', keys: items.length, error: errorMessage(error) }, 'could not write local fallback admissions to Redis; retried after the next successful decision');
       })
       .finally(() => {
         settling = undefined;
@@ -267,6 +271,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
           const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
           decision = await withDeadline(work, deadlineMs);
           breaker.recordSuccess();
+          if (settleAgain) void settleFallback();
         } catch (error) {
           if (!isStoreFailure(error)) throw error;
           redisErrorsTotal.inc({ command: 'decide', kind: errorKind(error) });
