@@ -12,6 +12,7 @@ import type { DecisionEngine } from './engine/types.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
 import type { Readiness } from './http/ops.ts';
+import { guardServer, serverTimeouts } from './http/server-guards.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
@@ -70,13 +71,12 @@ function urlOf(server: Server, host: string): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-function listen(fetch: (request: Request, env: never) => Response | Promise<Response>, port: number, hostname: string): Promise<Server> {
+function listen(fetch: (request: Request, env: never) => Response | Promise<Response>, port: number, hostname: string, settings: Config['server']): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch: fetch as never, port, hostname }, () => resolve(server as Server)) as Server;
+    // Slow-loris guard (server timeouts); Node's own header limit (16 KB) answers oversized headers with 431.
+    const server = serve({ fetch: fetch as never, port, hostname, serverOptions: serverTimeouts(settings) }, () => resolve(server as Server)) as Server;
     server.once('error', reject);
-    // Slow-loris guard; Node's own header limit (16 KB) answers oversized headers with 431.
-    server.headersTimeout = 10_000;
-    server.requestTimeout = 60_000;
+    guardServer(server);
   });
 }
 
@@ -187,6 +187,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     } catch (error) {
       reasons.push(`Redis unreachable: ${(error as Error).message}`);
     }
+    reasons.push(...(federation?.problems() ?? []));
     return reasons;
   };
 
@@ -202,8 +203,8 @@ export async function startRegionService(config: Config, options: RegionServiceO
     adminRoutes,
     ...(dashboardSource ? { dashboard: { source: dashboardSource, annotations } } : {}),
   };
-  const publicServer = await listen(createPublicApp(deps).fetch, config.port, config.host);
-  const adminServer = config.admin.port === undefined ? undefined : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host);
+  const publicServer = await listen(createPublicApp(deps).fetch, config.port, config.host, config.server);
+  const adminServer = config.admin.port === undefined ? undefined : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host, config.server);
   const rls = config.grpc ? await startRlsServer({ engine, grpc: config.grpc, host: config.host, logger }) : undefined;
   const url = urlOf(publicServer, config.host);
   const adminUrl = adminServer ? urlOf(adminServer, config.host) : undefined;

@@ -84,6 +84,11 @@ export const Rule = z.strictObject({
   /** Concurrency lease time: a slot not released within it is reclaimed (a crashed gateway cannot leak it). */
   leaseTtl: Duration.default(30_000),
   failMode: FailMode.default('open'),
+  /**
+   * While the breaker is open, decide this `failMode: open` rule in memory (this instance's share) instead of
+   * admitting everything; defaults to `breaker.localFallback`. A `failMode: closed` rule never uses it.
+   */
+  localFallback: z.boolean().optional(),
   leakageBudget: LeakageBudget.optional(),
   /** Decide and count, but never reject (safe rollout). */
   shadow: z.boolean().default(false),
@@ -121,7 +126,7 @@ export const RedisSettings = z.strictObject({
   /** Cluster seed nodes; when given, the region's Redis is a Redis Cluster and `url` is ignored. */
   clusterNodes: z.array(z.string().regex(/^rediss?:\/\//)).min(1).optional(),
   /** A decision never waits longer than this on Redis; then the fail mode decides. */
-  commandTimeoutMs: z.number().int().positive().max(10_000).default(50),
+  commandTimeoutMs: z.number().int().positive().max(10_000).default(500),
   connectTimeoutMs: z.number().int().positive().default(2_000),
   /** Batch concurrent decisions into one round trip. */
   autoPipelining: z.boolean().default(true),
@@ -130,13 +135,23 @@ export const RedisSettings = z.strictObject({
 });
 
 export const Breaker = z.strictObject({
-  /** Consecutive Redis failures that open the breaker. */
+  /**
+   * Fewest failed or timed-out Redis calls within `samplingWindowMs` that can open the breaker (so also the
+   * fewest calls the window must hold before the ratio counts).
+   */
   failureThreshold: z.number().int().positive().default(5),
+  /** The breaker opens when more than this share of the calls in the sampling window failed or timed out. */
+  failureRatio: z.number().gt(0).lt(1).default(0.5),
+  /** The sliding window Redis calls are sampled over. */
+  samplingWindowMs: z.number().int().min(1_000).max(600_000).default(10_000),
   /** How often an open breaker probes Redis with PING. */
   probeIntervalMs: z.number().int().positive().default(1_000),
   /** Consecutive successful probes needed to close it again. */
   successThreshold: z.number().int().positive().default(2),
-  /** While open, enforce this instance's share of each limit locally. */
+  /**
+   * While open, decide `failMode: open` rules in memory (this instance's share of each limit) instead of admitting
+   * them all; a rule may override it (`rules[].localFallback`). `failMode: closed` rules always reject while open.
+   */
   localFallback: z.boolean().default(true),
   /** How many gateway instances share a region; the local fallback enforces limit / instances. */
   instancesPerRegion: z.number().int().positive().default(1),
@@ -223,6 +238,14 @@ export const EnvoyImport = z.strictObject({
 });
 export type EnvoyImport = z.infer<typeof EnvoyImport>;
 
+/** How request paths are canonicalised before rules match them (src/http/path.ts); the gateway forwards that form. */
+export const PathSettings = z.strictObject({
+  /** Match (and forward) paths as sent; by default they are folded to lower case, so /CHECKOUT is /checkout. */
+  caseSensitive: z.boolean().default(false),
+  /** "ignore": /checkout/ is /checkout (default); "strict": a trailing slash names another resource. */
+  trailingSlash: z.enum(['ignore', 'strict']).default('ignore'),
+});
+
 export const Config = z.strictObject({
   region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
   port: z.number().int().min(0).max(65_535).default(8080),
@@ -253,6 +276,18 @@ export const Config = z.strictObject({
       protectCheck: z.boolean().default(false),
     })
     .prefault({}),
+  paths: PathSettings.prefault({}),
+  /** Bounds on slow clients (node:http server timeouts, checked every second). */
+  server: z
+    .strictObject({
+      /** A client must send its complete request headers within this (408 and close otherwise). */
+      headersTimeoutMs: z.number().int().positive().max(600_000).default(10_000),
+      /** ... and its whole request, body included, within this. */
+      requestTimeoutMs: z.number().int().positive().max(3_600_000).default(60_000),
+      /** An idle keep-alive connection is closed after this. */
+      keepAliveTimeoutMs: z.number().int().positive().max(600_000).default(5_000),
+    })
+    .prefault({}),
   breaker: Breaker.prefault({}),
   federation: Federation.prefault({}),
   logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
@@ -269,10 +304,20 @@ export const Config = z.strictObject({
     if (rule.match.envoy && (rule.match.endpoints || rule.match.methods || rule.match.identity !== 'any')) {
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'envoy'], message: 'an Envoy rule matches descriptors only: drop identity, endpoints and methods' });
     }
+    (rule.match.endpoints ?? []).forEach((pattern, at) => {
+      const problem = patternProblem(pattern, config.paths);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'endpoints', at], message: problem });
+    });
+    if (rule.failMode === 'closed' && rule.localFallback === true) {
+      ctx.addIssue({ code: 'custom', path: ['rules', index, 'localFallback'], message: 'a failMode "closed" rule is only ever decided by Redis; localFallback applies to failMode "open" rules' });
+    }
     if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
       ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
     }
   });
+  if (config.server.headersTimeoutMs > config.server.requestTimeoutMs) {
+    ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'headersTimeoutMs cannot exceed requestTimeoutMs' });
+  }
   if (config.admin.protectCheck && !config.admin.token) {
     ctx.addIssue({ code: 'custom', path: ['admin', 'protectCheck'], message: 'protectCheck needs admin.token (or QUOTAFED_ADMIN_TOKEN)' });
   }
@@ -283,4 +328,24 @@ export const Config = z.strictObject({
   });
 });
 export type Config = z.infer<typeof Config>;
+
+/**
+ * Rules match canonical paths (src/http/path.ts), so a pattern must be canonical itself or it could never match:
+ * no "//", no "." or ".." segments, no ";", lower case static parts unless paths.caseSensitive, and no trailing
+ * slash unless paths.trailingSlash is "strict".
+ */
+function patternProblem(pattern: string, paths: z.infer<typeof PathSettings>): string | undefined {
+  if (pattern === '/' || pattern === '/*') return undefined;
+  const segments = pattern.slice(1).split('/');
+  if (segments.at(-1) === '' && paths.trailingSlash !== 'strict') return 'drop the trailing "/": paths are matched without it (paths.trailingSlash: ignore)';
+  for (const [i, segment] of segments.entries()) {
+    if (segment === '' && i < segments.length - 1) return 'empty path segment ("//"): paths are matched with repeated slashes collapsed';
+    if (segment === '.' || segment === '..') return '"." and ".." segments never appear in a canonical path';
+    if (segment.includes(';') || segment.includes('%') || segment.includes('\\')) return 'patterns are matched against decoded canonical paths: no ";", "%" or "\\"';
+    if (!paths.caseSensitive && !segment.startsWith(':') && segment !== segment.toLowerCase()) {
+      return 'paths are matched case-insensitively (folded to lower case): write the pattern in lower case or set paths.caseSensitive';
+    }
+  }
+  return undefined;
+}
 export type ConfigInput = z.input<typeof Config>;

@@ -1,14 +1,20 @@
-// In-memory limiter used while the breaker is open. It enforces this instance's share of each limit
+// In-memory limiter used while the breaker is open, for `failMode: open` rules that opt into it (fail-closed
+// rules are never decided here: resilient.ts rejects them). It enforces this instance's share of each limit
 // (limit / breaker.instancesPerRegion), so N gateways together stay near the regional limit without Redis.
-// In a federation the regional limit of a federated rule is the region's share (weight) of limit + budget,
-// so a region cut off from its own Redis cannot spend the other regions' shares.
-// Exactness is not the goal here; bounded over-admission and bounded memory are.
+// In a federation the regional limit of a federated rule is the region's share of limit + budget
+// (protocol.ts portion, the same floor(X·u/S) the Lua scripts use), so a region cut off from its own Redis
+// cannot spend the other regions' shares.
+//
+// Window counts are kept per window and are NOT reset when the breaker closes: a flapping breaker hands out
+// one share per window, not one per trip. What a window admitted locally is written to Redis against the same
+// window once Redis answers again (`unsettled` / `settled`, see resilient.ts), so Redis and the peers count it.
 //
 // Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
 // evicted first.
 import { randomUUID } from 'node:crypto';
 import type { Rule } from '../config/schema.ts';
+import { portion } from '../federation/protocol.ts';
 import { localFallbackKeys } from '../metrics.ts';
 import { advertisedLimit } from './rules.ts';
 import type { Lease, RuleOutcome } from './types.ts';
@@ -18,6 +24,18 @@ export interface LocalRuleInput {
   rule: Rule;
   /** The rule's state key for this caller; the same key Redis would use. */
   key: string;
+  /** The shard of `key` (settlement runs per shard); a MatchedRule always has it, unit tests may omit it (0). */
+  shard?: number;
+}
+
+/** Admissions of one window decided locally and not yet written to Redis. */
+export interface Unsettled {
+  rule: Rule;
+  key: string;
+  shard: number;
+  /** Start of the window (epoch ms). */
+  windowStart: number;
+  count: number;
 }
 
 export interface LocalDecision {
@@ -27,7 +45,17 @@ export interface LocalDecision {
 }
 
 export interface LocalFallback {
-  decide(matched: readonly LocalRuleInput[], cost: number, nowMs: number): LocalDecision;
+  /** Decide; with `commit` false (another rule denies the request anyway) nothing is consumed. */
+  decide(matched: readonly LocalRuleInput[], cost: number, nowMs: number, commit?: boolean): LocalDecision;
+  /** Window admissions not yet written to Redis (windows still in Redis's kept range at `nowMs`). */
+  unsettled(nowMs: number): Unsettled[];
+  /** Redis has counted these admissions. */
+  settled(items: readonly Unsettled[]): void;
+  /**
+   * Drops what can no longer matter at `nowMs` (windows that ended with nothing left to settle, full buckets, idle
+   * concurrency counters); counts of a window still running stay, so a flapping breaker does not re-issue them.
+   */
+  prune(nowMs: number): void;
   /** Release leases taken by `decide`; returns the leases that were not local (for Redis to release). */
   release(leases: readonly Lease[]): Lease[];
   clear(): void;
@@ -38,8 +66,8 @@ export const LOCAL_LEASE_PREFIX = 'local:';
 export const DEFAULT_LOCAL_CAPACITY = 100_000;
 
 type Entry =
-  | { kind: 'window'; windowStart: number; count: number }
-  | { kind: 'bucket'; tokens: number; last: number }
+  | { kind: 'window'; windowStart: number; count: number; unsettled: number; rule: Rule; shard: number }
+  | { kind: 'bucket'; tokens: number; last: number; fillMs: number }
   | { kind: 'concurrency'; inFlight: number };
 
 interface Proposal {
@@ -55,12 +83,25 @@ function share(total: number, instances: number): number {
 export interface LocalFallbackOptions {
   instancesPerRegion: number;
   capacity?: number;
-  /** This region's part of a rule's limit (and budget) while federated; the whole limit otherwise. */
-  regionalLimit?: (rule: LocalRuleInput['rule'], amount: number) => number;
+  /**
+   * While federated: this region's share units (protocol.ts shareUnits) and each rule's script budget; a
+   * federated rule's regional limit is then portion(amount, units) + portion(budget, units). Alone: the limit.
+   */
+  federation?: { units: number; budget: (rule: Rule) => number; federated: (rule: Rule) => boolean };
 }
 
+/** Algorithms whose local admissions are written back to Redis (settle_fallback.lua): the window counters. */
+export const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
+
+/** Windows Redis still holds (KEPT_WINDOWS = 3: the current one and the two before). */
+const SETTLE_WINDOWS = 2;
+
 export function createLocalFallback(options: LocalFallbackOptions): LocalFallback {
-  const regional = options.regionalLimit ?? ((_rule: LocalRuleInput['rule'], amount: number) => amount);
+  const { federation } = options;
+  const regional = (rule: Rule, amount: number): number => {
+    if (!federation || !federation.federated(rule)) return amount;
+    return portion(amount, federation.units) + portion(Math.max(0, federation.budget(rule)), federation.units);
+  };
   const capacity = options.capacity ?? DEFAULT_LOCAL_CAPACITY;
   const entries = new Map<string, Entry>();
 
@@ -99,7 +140,7 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
       const after = allowed ? tokens - cost : tokens;
       return {
         input,
-        next: { kind: 'bucket', tokens: after, last: now },
+        next: { kind: 'bucket', tokens: after, last: now, fillMs: Math.ceil((capacityTokens - after) / ratePerMs) },
         outcome: {
           ...base,
           allowed,
@@ -112,24 +153,26 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
 
     const allowedCount = share(regional(rule, rule.limit), options.instancesPerRegion);
     const windowStart = now - (now % rule.period);
-    const count = current?.kind === 'window' && current.windowStart === windowStart ? current.count : 0;
+    const same = current?.kind === 'window' && current.windowStart === windowStart;
+    const count = same ? current.count : 0;
+    const unsettled = same ? current.unsettled : 0;
     const allowed = count + cost <= allowedCount;
     const after = allowed ? count + cost : count;
     const resetAtMs = windowStart + rule.period;
     return {
       input,
-      next: { kind: 'window', windowStart, count: after },
+      next: { kind: 'window', windowStart, count: after, unsettled: allowed ? unsettled + cost : unsettled, rule, shard: input.shard ?? 0 },
       outcome: { ...base, allowed, remaining: Math.max(0, allowedCount - after), resetAtMs, retryAfterMs: allowed ? 0 : resetAtMs - now },
     };
   };
 
   return {
-    decide(matched, cost, nowMs) {
+    decide(matched, cost, nowMs, commit = true) {
       const proposals = matched.map((input) => propose(input, cost, nowMs));
       const allowed = proposals.every((p) => p.outcome.allowed || p.outcome.shadow);
       const leases: Lease[] = [];
       // A denial consumes nothing: state changes only when the whole request is admitted.
-      if (allowed) {
+      if (allowed && commit) {
         for (const proposal of proposals) {
           if (!proposal.outcome.allowed) continue;
           touch(proposal.input.key, proposal.next);
@@ -150,6 +193,38 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
         if (entry?.kind === 'concurrency') entry.inFlight = Math.max(0, entry.inFlight - lease.slots);
       }
       return remote;
+    },
+    unsettled(nowMs) {
+      const out: Unsettled[] = [];
+      for (const [key, entry] of entries) {
+        if (entry.kind !== 'window' || entry.unsettled <= 0 || !SETTLED_ALGORITHMS.has(entry.rule.algorithm)) continue;
+        if (entry.windowStart < nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period) continue;
+        out.push({ rule: entry.rule, key, shard: entry.shard, windowStart: entry.windowStart, count: entry.unsettled });
+      }
+      return out;
+    },
+    settled(items) {
+      for (const item of items) {
+        const entry = entries.get(item.key);
+        if (entry?.kind === 'window' && entry.windowStart === item.windowStart) entry.unsettled = Math.max(0, entry.unsettled - item.count);
+      }
+    },
+    prune(nowMs) {
+      for (const [key, entry] of entries) {
+        let done: boolean;
+        if (entry.kind === 'window') {
+          const ended = entry.windowStart + entry.rule.period <= nowMs;
+          const settleable = entry.unsettled > 0 && SETTLED_ALGORITHMS.has(entry.rule.algorithm) && entry.windowStart >= nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period;
+          done = ended && !settleable;
+        } else if (entry.kind === 'concurrency') {
+          done = entry.inFlight <= 0;
+        } else {
+          // A bucket that has refilled is the same as no entry.
+          done = nowMs - entry.last >= entry.fillMs;
+        }
+        if (done) entries.delete(key);
+      }
+      localFallbackKeys.set(entries.size);
     },
     clear() {
       entries.clear();

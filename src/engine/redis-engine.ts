@@ -6,6 +6,7 @@ import { FEDERATED_ALGORITHMS, type Algorithm, type Config, type Rule } from '..
 import { scriptBudget, topologyOf, type Topology } from '../federation/topology.ts';
 import { KEY_SHARDS, peerPendingKey, shardMarkerKey } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
+import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
@@ -43,6 +44,8 @@ export interface RedisDecisionEngine extends DecisionEngine {
   readonly rules: readonly Rule[];
   /** Decide rules already matched against `request` with `matchRules(config, request)` of this engine's config. */
   decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
+  /** Write local-fallback admissions into their windows (settle_fallback.lua, one call per shard). */
+  settle(items: readonly Unsettled[]): Promise<void>;
 }
 
 function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
@@ -196,10 +199,32 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     return { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
   };
 
+  const settle = async (items: readonly Unsettled[]): Promise<void> => {
+    const byShard = new Map<number, Unsettled[]>();
+    for (const item of items) {
+      const list = byShard.get(item.shard) ?? [];
+      list.push(item);
+      byShard.set(item.shard, list);
+    }
+    try {
+      await Promise.all(
+        [...byShard].map(([shard, list]) => {
+          const pending = federated ? topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)) : [];
+          const args: (string | number)[] = [topology.selfIndex, regions, topology.unitsCsv, topology.maxClockSkewMs, list.length];
+          for (const item of list) args.push(item.rule.period, item.windowStart, item.count);
+          return redis.settleFallback(pending.length + list.length, ...pending, ...list.map((item) => item.key), ...args);
+        }),
+      );
+    } catch (error) {
+      throw storeError(error);
+    }
+  };
+
   return {
     topology,
     rules: config.rules,
     decideMatched,
+    settle,
     async decide(request: RequestContext): Promise<Decision> {
       return decideMatched(matchRules(config, request), request);
     },

@@ -10,6 +10,7 @@ import type { Logger } from '../log.ts';
 import {
   decisionsTotal,
   degradedAdmissionsTotal,
+  fallbackSettledTotal,
   limiterOverheadSeconds,
   nearLimitTotal,
   redisCommandSeconds,
@@ -17,8 +18,8 @@ import {
 } from '../metrics.ts';
 import { createBreaker, type Breaker } from './breaker.ts';
 import { endpointOf } from './endpoint.ts';
-import { StoreUnavailableError } from './errors.ts';
-import { createLocalFallback, type LocalFallback } from './local-fallback.ts';
+import { StoreUnavailableError, errorMessage } from './errors.ts';
+import { createLocalFallback, type LocalFallback, type Unsettled } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
@@ -63,6 +64,16 @@ interface MatchedDecider {
   decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
 }
 
+/** An inner engine that can write local-fallback admissions into Redis (the Redis engine). */
+interface Settler {
+  settle(items: readonly Unsettled[]): Promise<void>;
+}
+
+function settler(engine: DecisionEngine): Settler | undefined {
+  const candidate = engine as Partial<Settler>;
+  return typeof candidate.settle === 'function' ? (candidate as Settler) : undefined;
+}
+
 function matchedDecider(engine: DecisionEngine): MatchedDecider | undefined {
   const candidate = engine as Partial<MatchedDecider>;
   return typeof candidate.decideMatched === 'function' && candidate.rules !== undefined ? (candidate as MatchedDecider) : undefined;
@@ -85,17 +96,52 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   const log = logger.child({ module: 'resilient-engine' });
   const topology = topologyOf(config);
   const federated = topology.regions.length > 1;
-  const regionWeight = topology.weights[topology.selfIndex] ?? 1;
   const local: LocalFallback = createLocalFallback({
     instancesPerRegion: config.breaker.instancesPerRegion,
     capacity: options.localCapacity,
-    // The region's demarcation share of limit + budget; never another region's part of the quota.
-    regionalLimit: (rule, amount) => {
-      if (!federated || !FEDERATED_ALGORITHMS.has(rule.algorithm)) return amount;
-      const budget = Math.max(0, scriptBudget(rule, config.federation.leakageBudget, topology.regions.length));
-      return Math.floor((amount + budget) * regionWeight);
-    },
+    // The region's demarcation share of limit + budget (protocol.ts portion); never another region's part.
+    federation: federated
+      ? {
+          units: topology.units[topology.selfIndex] ?? 0,
+          budget: (rule) => scriptBudget(rule, config.federation.leakageBudget, topology.regions.length),
+          federated: (rule) => FEDERATED_ALGORITHMS.has(rule.algorithm),
+        }
+      : undefined,
   });
+
+  /**
+   * Writes what the local fallback admitted into Redis, against the windows it was admitted in (so this region's
+   * later decisions and, through gossip, the peers count it). Runs when the breaker closes; what fails stays
+   * unsettled for the next close.
+   */
+  let settling: Promise<void> | undefined;
+  /** A settlement failed: retried after the next successful Redis decision (or the next close). */
+  let settleAgain = false;
+  const settleFallback = () => {
+    settleAgain = false;
+    if (settling) return settling;
+    const items = local.unsettled(now());
+    const decider = settler(inner);
+    if (items.length === 0 || !decider) {
+      local.prune(now());
+      return Promise.resolve();
+    }
+    settling = withDeadline(decider.settle(items), deadlineMs)
+      .then(() => {
+        local.settled(items);
+        fallbackSettledTotal.inc(items.reduce((sum, item) => sum + item.count, 0));
+        log.info({ event: 'fallback.settled', keys: items.length, admissions: items.reduce((sum, item) => sum + item.count, 0) }, 'local fallback admissions written to Redis');
+      })
+      .catch((error: unknown) => {
+        settleAgain = true;
+        log.warn({ event: 'fallback.settle_failed', keys: items.length, error: errorMessage(error) }, 'could not write local fallback admissions to Redis; retried after the next successful decision');
+      })
+      .finally(() => {
+        settling = undefined;
+        local.prune(now());
+      });
+    return settling;
+  };
 
   const timedProbe = async () => {
     const started = performance.now();
@@ -114,29 +160,47 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     probe: timedProbe,
     logger: log,
     region: config.region,
-    // Local counts from one outage must not leak into the next one.
+    // Local counts are per window and survive the close (a flapping breaker must not hand out a fresh share per
+    // trip); what they admitted is written to Redis now that it answers again.
     onTransition: (state) => {
-      if (state === 'closed') local.clear();
+      if (state === 'closed') void settleFallback();
     },
   });
 
-  /** While closed, a failed call is decided by fail modes; the local limiter only runs while open. */
+  /** A `failMode: open` rule decided by the local fallback while the breaker is open (never a closed rule). */
+  const usesFallback = (rule: Rule) => rule.failMode === 'open' && (rule.localFallback ?? config.breaker.localFallback);
+
+  /**
+   * Redis did not decide. A `failMode: closed` rule is rejected, always: only Redis can prove a request is within
+   * quota. A `failMode: open` rule is admitted, or, while the breaker is open and the rule uses the local
+   * fallback, decided in memory against this instance's share.
+   */
   const degraded = (matched: readonly MatchedRule[], request: RequestContext): Decision => {
     const cost = request.cost ?? 1;
     const at = now();
-    if (breaker.state === 'open' && config.breaker.localFallback) {
-      const result = local.decide(matched, cost, at);
-      return { allowed: result.allowed, outcomes: result.outcomes, binding: bindingOutcome(result.outcomes), leases: result.leases };
-    }
     const waitMs = Math.max(1_000, config.breaker.probeIntervalMs * config.breaker.successThreshold);
-    const outcomes: RuleOutcome[] = matched.map(({ rule }) => {
+    const fallbackInputs = breaker.state === 'open' ? matched.filter((entry) => usesFallback(entry.rule)) : [];
+    const fixed: (RuleOutcome | undefined)[] = matched.map(({ rule }) => {
+      if (fallbackInputs.length > 0 && usesFallback(rule)) return undefined;
       const base = { rule: rule.name, algorithm: rule.algorithm, limit: advertisedLimit(rule), periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode };
       return rule.failMode === 'open'
         ? { ...base, allowed: true, remaining: base.limit, resetAtMs: at + rule.period, retryAfterMs: 0, source: 'fail-open' as const }
         : { ...base, allowed: false, remaining: 0, resetAtMs: at + waitMs, retryAfterMs: waitMs, source: 'fail-closed' as const };
     });
+    let leases: Lease[] = [];
+    let outcomes: RuleOutcome[];
+    if (fallbackInputs.length === 0) {
+      outcomes = fixed as RuleOutcome[];
+    } else {
+      // A request a closed rule rejects anyway consumes nothing locally.
+      const rejected = fixed.some((o) => o !== undefined && !o.allowed && !o.shadow);
+      const result = local.decide(fallbackInputs, cost, at, !rejected);
+      leases = rejected ? [] : result.leases;
+      let next = 0;
+      outcomes = fixed.map((o) => o ?? result.outcomes[next++]!);
+    }
     const allowed = outcomes.every((o) => o.allowed || o.shadow);
-    return { allowed, outcomes, binding: bindingOutcome(outcomes), leases: [] };
+    return { allowed, outcomes, binding: bindingOutcome(outcomes), leases: allowed ? leases : [] };
   };
 
   const record = (decision: Decision, endpoint: string) => {
@@ -179,6 +243,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
           const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
           decision = await withDeadline(work, deadlineMs, 'decision');
           breaker.recordSuccess();
+          if (settleAgain) void settleFallback();
         } catch (error) {
           if (!isStoreFailure(error)) throw error;
           redisErrorsTotal.inc({ command: 'decide', kind: errorKind(error) });

@@ -14,6 +14,8 @@ export const SCRIPTS = {
   ackPending: 'ack_pending',
   releaseLeases: 'release_leases',
   refund: 'refund',
+  settleFallback: 'settle_fallback',
+  screenGossip: 'screen_gossip',
   sweepWatch: 'sweep_watch',
   renewLock: 'renew_lock',
   releaseLock: 'release_lock',
@@ -55,6 +57,8 @@ export interface QuotafedCommands {
   ackPending(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   releaseLeases(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   refund(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  settleFallback(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  screenGossip(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   sweepWatch(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   renewLock(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   releaseLock(numKeys: number, ...args: (string | number)[]): Promise<Reply>;

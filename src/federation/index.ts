@@ -11,6 +11,7 @@ import { silentLogger, type Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
 import { createApplier } from './gossip/apply.ts';
 import { peerTargets } from './gossip/connections.ts';
+import { createFingerprintWatch } from './fingerprints.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { createPublisher } from './gossip/publisher.ts';
@@ -49,7 +50,12 @@ export interface Federation {
   /** Stops the loop, flushes once (bounded), closes the worker, the peer queues and the federation's client. */
   close(): Promise<void>;
   status(): PeerStatus[];
+  /** Why the federation is not ready (a peer with another topology fingerprint); empty when it is. */
+  problems(): string[];
 }
+
+/** How often peers' published topology fingerprints are read (and once at start-up). */
+const FINGERPRINT_CHECK_MS = 5_000;
 
 /** Bounds on background work, derived from the sync interval. */
 const COMMAND_TIMEOUT_MS = 5_000;
@@ -67,7 +73,7 @@ function duplicateClient(redis: RegionRedis): RegionRedis {
 }
 
 function idleFederation(topology: Topology): Federation {
-  return { topology, recovery: undefined, flush: async () => undefined, updateRules: () => undefined, close: async () => undefined, status: () => [] };
+  return { topology, recovery: undefined, flush: async () => undefined, updateRules: () => undefined, close: async () => undefined, status: () => [], problems: () => [] };
 }
 
 export async function startFederation(options: FederationOptions): Promise<Federation> {
@@ -105,6 +111,12 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     addTimeoutMs,
     heartbeatMs: Math.max(interval, 1_000),
   });
+  const fingerprints = createFingerprintWatch(topology.fingerprint, logger);
+  let fingerprintsCheckedAt = 0;
+  const checkFingerprints = async () => {
+    fingerprintsCheckedAt = Date.now();
+    await Promise.all(links.map(async (link) => fingerprints.observe(link.name, await link.fingerprint())));
+  };
   const lock = createPublisherLock(local, Math.max(5 * interval, 2_000));
   const applierFor = (rules: Config) =>
     createApplier({
@@ -115,6 +127,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       peers,
       logger,
       resync: (requester) => markAllPending(local, current, requester),
+      fingerprints,
     });
   let applier = applierFor(config);
   const apply: typeof applier = (data, bytes) => applier(data, bytes);
@@ -127,7 +140,10 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     recovery = await recoverOnStart(recoveryDeps);
     if (recovery.fenced) publisher.requestResync();
     // Only now: applying gossip before the fence is decided would create markers that fence a fresh region.
-    worker = startGossipWorker(config.redis, apply, logger);
+    worker = startGossipWorker(config.redis, apply, logger, (reason, detail) => {
+      metrics.rejected.inc({ region: config.region, peer: 'unknown', reason });
+      logger.warn({ event: 'federation.gossip_rejected', reason, peer: 'unknown', detail }, `gossip job rejected: ${reason}`);
+    });
   };
 
   const round = async () => {
@@ -139,6 +155,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       }
       if (await lock.hold()) await publisher.round();
       else await publisher.sampleBacklog();
+      if (Date.now() - fingerprintsCheckedAt >= FINGERPRINT_CHECK_MS) await checkFingerprints();
     } catch (error) {
       logger.warn({ event: 'federation.round_failed', error: (error as Error).message }, 'federation round failed; retrying next interval');
     }
@@ -189,5 +206,6 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       if ((await orAfter(local.quit().then(() => true, () => false), 1_000, undefined)) !== true) local.disconnect();
     },
     status: () => peers.list(),
+    problems: () => fingerprints.problems(),
   };
 }

@@ -13,7 +13,7 @@ import { AUTH_REQUEST_PATH, registerAuthRequestRoute } from './auth-request.ts';
 import { CHECK_BODY_LIMIT_BYTES, registerCheckRoutes } from './check.ts';
 import type { QuotafedEnv } from './env.ts';
 import { errorHandler, notFound } from './errors.ts';
-import { gatewayHandler, refuseUnforwardable } from './gateway.ts';
+import { canonicalizePath, gatewayHandler, refuseUnforwardable } from './gateway.ts';
 import { jsonError } from './json-error.ts';
 import { quotafed } from './middleware.ts';
 import { registerHealthRoutes, registerMetricsRoute, type Readiness } from './ops.ts';
@@ -63,9 +63,9 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
     app.use('/v1/check', requireAdminToken(config.admin.token));
     app.use('/v1/release', requireAdminToken(config.admin.token));
   }
-  registerCheckRoutes(app, { engine, identity: config.identity });
+  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths });
   reserve(app, '/v1/check', '/v1/release');
-  registerAuthRequestRoute(app, { engine, identity: config.identity, requireToken: config.admin.protectCheck ? config.admin.token : undefined });
+  registerAuthRequestRoute(app, { engine, identity: config.identity, requireToken: config.admin.protectCheck ? config.admin.token : undefined, paths: config.paths });
   reserve(app, AUTH_REQUEST_PATH);
 
   if (config.admin.port === undefined) {
@@ -84,11 +84,20 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
     app.all(
       '*',
       refuseUnforwardable,
-      quotafed({ engine, identity: config.identity }),
+      canonicalizePath(config.paths, ownedPath),
+      quotafed({ engine, identity: config.identity, paths: config.paths }),
       gatewayHandler({ upstreamUrl: upstream, timeoutMs: config.upstream.timeoutMs, identity: config.identity, logger }),
     );
   }
   return app;
+}
+
+/** Paths the service answers itself (compared in canonical, lower-case form); they are never forwarded. */
+const OWNED_PATHS = ['/healthz', '/readyz', '/metrics', '/v1/check', '/v1/release', AUTH_REQUEST_PATH];
+const OWNED_PREFIXES = [ADMIN_PREFIX, DASHBOARD_PATH];
+function ownedPath(path: string): boolean {
+  const lower = path.toLowerCase().replace(/\/$/, '');
+  return OWNED_PATHS.includes(lower) || OWNED_PREFIXES.some((prefix) => lower === prefix || lower.startsWith(`${prefix}/`));
 }
 
 /** The live dashboard, when the service runs one; annotations need the admin token. */

@@ -8,6 +8,7 @@
 //   401  no usable API key (identity.anonymous: reject, or an oversized key)
 //   400  not an auth_request subrequest (missing or invalid X-Original-URI / X-Original-Method)
 // The identity is read by the gateway's own functions (identity.ts) and the rules by the same engine.
+import { canonicalPath, invalidPath, type PathSettings } from './path.ts';
 import type { Hono } from 'hono';
 import { isIP } from 'node:net';
 import type { DecisionEngine, RequestContext } from '../engine/types.ts';
@@ -29,6 +30,8 @@ export interface AuthRequestOptions {
   identity: IdentitySettings;
   /** admin.token when admin.protectCheck is set: the subrequest must carry it in X-Quotafed-Token. */
   requireToken?: string | undefined;
+  /** Rules match the canonical form of X-Original-URI's path, as for the gateway (src/http/path.ts). */
+  paths?: PathSettings;
   now?: () => number;
 }
 
@@ -44,6 +47,10 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
     if (uri === undefined || !uri.startsWith('/') || uri.length > 4096) return jsonError(400, 'X-Original-URI must carry the original request URI (proxy_set_header X-Original-URI $request_uri)');
     if (method === undefined || !METHOD.test(method)) return jsonError(400, 'X-Original-Method must carry the original method (proxy_set_header X-Original-Method $request_method)');
 
+    // No spelling skips a rule: match on the canonical path. A path without one gets 400, which nginx turns into
+    // a 500 for the client (auth_request passes only 2xx, 401 and 403); docs/nginx.md says so.
+    const canonical = canonicalPath(uri.split(/[?#]/, 1)[0]!, options.paths);
+    if (!canonical.ok) return invalidPath(canonical.reason);
     const key = apiKeyFromHeaders(c.req.header('authorization'), c.req.header('x-api-key'), options.identity);
     if (!key.ok) return jsonError(401, key.reason);
     const realIp = c.req.header('x-real-ip')?.trim();
@@ -51,7 +58,7 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
       apiKey: key.apiKey,
       ip: realIp && isIP(realIp) ? realIp : clientIp(c, options.identity),
       method: method.toUpperCase(),
-      path: uri.split(/[?#]/, 1)[0]!,
+      path: canonical.path,
     };
     const decision = await options.engine.decide(request);
     // nginx sends no completion for the original request: concurrency leases go back at once.

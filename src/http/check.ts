@@ -10,10 +10,11 @@ import type { QuotafedEnv } from './env.ts';
 import { applyHeaders, rateLimitHeaders, retryAfterSeconds } from './headers.ts';
 import { checkApiKey, clientIp, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
+import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } from './path.ts';
 
 export const CHECK_BODY_LIMIT_BYTES = 16 * 1024;
 
-export function checkBodySchema(identity: IdentitySettings) {
+export function checkBodySchema(identity: IdentitySettings, paths: PathSettings = DEFAULT_PATH_SETTINGS) {
   return z.strictObject({
     apiKey: z
       .string()
@@ -28,7 +29,13 @@ export function checkBodySchema(identity: IdentitySettings) {
       .string()
       .startsWith('/', { error: 'expected a path starting with "/"' })
       .max(4096)
-      .transform((path) => path.split(/[?#]/, 1)[0]!),
+      // The canonical form the gateway matches and forwards (src/http/path.ts); no spelling skips a rule.
+      .transform((path, ctx) => {
+        const canonical = canonicalPath(pathBytes(path), paths);
+        if (canonical.ok) return canonical.path;
+        ctx.addIssue({ code: 'custom', message: canonical.reason });
+        return z.NEVER;
+      }),
     cost: z.number().int().positive().max(1_000_000).optional(),
   });
 }
@@ -61,11 +68,12 @@ async function readJson(c: Context): Promise<{ ok: true; value: unknown } | { ok
 export interface CheckRouteOptions {
   engine: DecisionEngine;
   identity: IdentitySettings;
+  paths?: PathSettings;
   now?: () => number;
 }
 
 export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteOptions): void {
-  const schema = checkBodySchema(options.identity);
+  const schema = checkBodySchema(options.identity, options.paths);
   const now = options.now ?? Date.now;
 
   app.post('/v1/check', async (c) => {

@@ -6,6 +6,8 @@ import type { Decision } from '../engine/types.ts';
 export type QuotafedVariables = {
   /** The decision for this request, set by the quotafed middleware. */
   quotafed: Decision;
+  /** The canonical request path (src/http/path.ts), set by the gateway before the limiter. */
+  canonicalPath: string;
 };
 
 export type QuotafedEnv = {

@@ -6,6 +6,7 @@ import type { Logger } from '../log.ts';
 import type { QuotafedEnv } from './env.ts';
 import { clientIp, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
+import { canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
 
 export interface GatewayOptions {
   upstreamUrl: string;
@@ -22,6 +23,21 @@ export const refuseUnforwardable: MiddlewareHandler<QuotafedEnv> = async (c, nex
   if (UNFORWARDABLE_METHODS.has(c.req.method.toUpperCase())) return jsonError(405, 'Method not allowed');
   await next();
 };
+
+/**
+ * Canonicalises the path before the limiter (rules match it) and the forward (the upstream gets exactly it);
+ * a path without a canonical form is refused with 400. A canonical path the service itself owns (/HEALTHZ,
+ * //v1/check…) is never forwarded: 404.
+ */
+export function canonicalizePath(settings: PathSettings, owned: (path: string) => boolean): MiddlewareHandler<QuotafedEnv> {
+  return async (c, next) => {
+    const path = canonicalRequestPath(c, settings);
+    if (!path.ok) return invalidPath(path.reason);
+    if (owned(path.path)) return jsonError(404, 'Not found');
+    c.set('canonicalPath', path.path);
+    await next();
+  };
+}
 
 /**
  * Hop-by-hop headers (RFC 9110 §7.6.1) describe the client's connection to us, not ours to the upstream. fetch()
@@ -44,7 +60,8 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
   return async (c) => {
     const incoming = new URL(c.req.url);
     const target = new URL(base);
-    target.pathname = `${basePath}${incoming.pathname}`;
+    // The canonical path the rules matched (canonicalizePath), never the client's spelling of it.
+    target.pathname = `${basePath}${c.get('canonicalPath') ?? incoming.pathname}`;
     target.search = incoming.search;
 
     const headers = new Headers(c.req.raw.headers);

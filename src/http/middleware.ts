@@ -14,6 +14,7 @@ import type { QuotafedEnv } from './env.ts';
 import { applyHeaders, rateLimitHeaders, rateLimitedResponse } from './headers.ts';
 import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
+import { DEFAULT_PATH_SETTINGS, canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
 
 export interface QuotafedOptions {
   engine: DecisionEngine;
@@ -21,6 +22,8 @@ export interface QuotafedOptions {
   identify?: (c: Context) => RequestContext | Response | Promise<RequestContext | Response>;
   /** Settings of the default identify (API key headers, client IP). */
   identity?: Partial<IdentitySettings>;
+  /** How the default identify canonicalises the path rules match (src/http/path.ts); lower case, no trailing slash. */
+  paths?: PathSettings;
   now?: () => number;
 }
 
@@ -58,11 +61,15 @@ export function releaseWhenDone(body: ReadableStream<Uint8Array>, done: () => vo
 export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEnv> {
   const settings: IdentitySettings = { ...DEFAULT_IDENTITY, ...options.identity };
   const now = options.now ?? Date.now;
+  const paths = options.paths ?? DEFAULT_PATH_SETTINGS;
   const identify =
     options.identify ??
     ((c: Context) => {
       const identity = identifyRequest(c, settings);
-      return identity.ok ? identity.request : jsonError(identity.status, identity.reason);
+      if (!identity.ok) return jsonError(identity.status, identity.reason);
+      // Rules match the canonical path, so no spelling of a path skips them.
+      const path = canonicalRequestPath(c, paths);
+      return path.ok ? { ...identity.request, path: path.path } : invalidPath(path.reason);
     });
 
   return async (c, next) => {

@@ -134,7 +134,7 @@ describe('caps in Redis and on a running service', async () => {
     }, 5_000, 'a stream slot to free up');
   });
 
-  it('the local fallback filled during an outage is emptied when Redis returns', async () => {
+  it('the local fallback filled during an outage stays bounded and keeps only windows still running when Redis returns', async () => {
     const metrics = async () => (await fetch(`${service.url}/metrics`)).text();
     const check = (apiKey: string) =>
       fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey, method: 'GET', path: '/search' }) }).then((r) => r.json() as Promise<{ allowed: boolean }>);
@@ -150,6 +150,10 @@ describe('caps in Redis and on a running service', async () => {
       await redis.restart();
     }
     await eventually(() => service.engine.breaker.state === 'closed', 10_000, 'the breaker to close');
-    expect(await metricValue(await metrics(), 'quotafed_local_fallback_keys')).toBe(0);
+    // The /search rule's window (1 minute) is still running: its counts stay (a flapping breaker must not hand
+    // the share out again), bounded by the capacity; what ended is pruned on close.
+    const kept = await metricValue(await metrics(), 'quotafed_local_fallback_keys');
+    expect(kept).toBeGreaterThanOrEqual(300);
+    expect(kept).toBeLessThanOrEqual(DEFAULT_LOCAL_CAPACITY);
   });
 });

@@ -9,12 +9,12 @@ import { silentLogger } from '../../src/log.ts';
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('breaker', () => {
-  it('opens after consecutive failures only, and closes after enough consecutive successful probes', async () => {
+  it('opens on a failure ratio over the sampling window (with a minimum), and closes after enough consecutive successful probes', async () => {
     let healthy = false;
     let probes = 0;
     const transitions: string[] = [];
     const breaker = createBreaker({
-      settings: { failureThreshold: 3, probeIntervalMs: 10, successThreshold: 2 },
+      settings: { failureThreshold: 3, failureRatio: 0.5, samplingWindowMs: 10_000, probeIntervalMs: 10, successThreshold: 2 },
       probe: async () => {
         probes += 1;
         if (!healthy) throw new Error('down');
@@ -24,13 +24,11 @@ describe('breaker', () => {
       onTransition: (state) => transitions.push(state),
     });
     try {
-      breaker.recordFailure(new Error('a'));
-      breaker.recordFailure(new Error('b'));
-      breaker.recordSuccess(); // resets the streak
-      breaker.recordFailure(new Error('c'));
-      breaker.recordFailure(new Error('d'));
+      // A busy but healthy Redis: some calls time out, most succeed. 20 successes, 20 failures: 50 %, not above.
+      for (let i = 0; i < 20; i++) breaker.recordSuccess();
+      for (let i = 0; i < 20; i++) breaker.recordFailure(new Error(`slow ${i}`));
       expect(breaker.state).toBe('closed');
-      breaker.recordFailure(new Error('e'));
+      breaker.recordFailure(new Error('e')); // 21 of 41: above half
       expect(breaker.state).toBe('open');
       expect(breaker.reason).toBe('e');
 
@@ -45,6 +43,13 @@ describe('breaker', () => {
       const after = probes;
       await wait(50);
       expect(probes).toBe(after); // a closed breaker does not probe
+
+      // Closing started a fresh sample: a failure ratio needs failureThreshold failures again.
+      breaker.recordFailure(new Error('x'));
+      breaker.recordFailure(new Error('y'));
+      expect(breaker.state).toBe('closed');
+      breaker.recordFailure(new Error('z'));
+      expect(breaker.state).toBe('open');
     } finally {
       breaker.stop();
     }
@@ -94,6 +99,19 @@ describe('local fallback', () => {
     expect(local.decide([{ rule: slots, key: 's' }], 1, at).allowed).toBe(true);
     // Leases that are not local are handed back for Redis.
     expect(local.release([{ key: 'qf:{s1}:x:y', id: 'abc', slots: 1 }])).toHaveLength(1);
+  });
+
+  it('keeps window counts for Redis (unsettled) until settled, and prunes only what can no longer matter', () => {
+    const local = createLocalFallback({ instancesPerRegion: 1 });
+    for (let i = 0; i < 3; i++) local.decide([{ rule: window, key: 'w', shard: 7 }], 1, at);
+    local.decide([{ rule: bucket, key: 'b' }], 1, at);
+    expect(local.unsettled(at)).toEqual([{ rule: window, key: 'w', shard: 7, windowStart: at, count: 3 }]);
+    local.prune(at + 1_000); // window still running: kept (a breaker flap must not re-issue the share)
+    expect(local.decide([{ rule: window, key: 'w' }], 1, at + 1_000).outcomes[0]!.remaining).toBe(10 - 4);
+    local.settled(local.unsettled(at + 1_000));
+    expect(local.unsettled(at + 1_000)).toEqual([]);
+    local.prune(at + 60_000); // the window ended and nothing is left to settle; the bucket refilled long ago
+    expect(local.size).toBe(0);
   });
 
   it('keeps at most `capacity` keys, evicting the least recently used', () => {

@@ -14,7 +14,7 @@ const HANG_BOUND_MS = COMMAND_TIMEOUT_MS + 1_500;
 const rules = [
   { name: 'open-rule', match: { endpoints: ['/open'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 1000, period: '1m', failMode: 'open' },
   { name: 'closed-rule', match: { endpoints: ['/closed'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 1000, period: '1m', failMode: 'closed' },
-  { name: 'shared', match: { endpoints: ['/shared'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 10, period: '1h', failMode: 'closed' },
+  { name: 'shared', match: { endpoints: ['/shared'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 10, period: '1h', failMode: 'open' },
 ];
 
 describe('Redis outage', async () => {
@@ -97,7 +97,7 @@ describe('Redis outage', async () => {
     expect(((await notReady.json()) as { reasons: string[] }).reasons.join(' ')).toMatch(/circuit breaker open/);
     const opened = log.lines().filter((line) => line.event === 'breaker.open' && line.region === 'fail-modes');
     expect(opened).toHaveLength(1);
-    expect(opened[0]).toMatchObject({ level: 40, consecutiveFailures: 3 });
+    expect(opened[0]).toMatchObject({ level: 40, failures: 3 });
 
     await redis.restart();
     await eventually(async () => (await fetch(`${failModes.url}/readyz`)).status === 200, 20_000, 'the breaker to close');
@@ -110,12 +110,14 @@ describe('Redis outage', async () => {
     expect(reply.outcomes[0]!.source).toBe('redis');
   });
 
-  it('enforces limit / instancesPerRegion in memory while the breaker is open', async () => {
+  it('enforces limit / instancesPerRegion in memory for a fail-open rule while open, and writes it to Redis after', async () => {
     await eventually(async () => (await fetch(`${fallback.url}/readyz`)).status === 200, 20_000, 'the fallback instance to be ready');
     await redis.kill('SIGKILL');
-    // The first failures (below the threshold) follow the fail mode: closed.
-    for (let i = 0; i < 3; i++) expect((await timed(`${fallback.url}/shared`)).res.status).toBe(429);
+    // The first failures (below the threshold) follow the fail mode: open (admitted, not counted anywhere).
+    for (let i = 0; i < 3; i++) expect((await timed(`${fallback.url}/shared`)).res.status).toBe(200);
     expect(fallback.engine.breaker.state).toBe('open');
+    // A fail-closed rule is never decided locally: rejected for the whole outage.
+    for (let i = 0; i < 3; i++) expect((await timed(`${fallback.url}/closed`)).res.status).toBe(429);
 
     // Open: this instance's share of 10 across 2 instances is 5.
     const statuses: number[] = [];
@@ -131,9 +133,11 @@ describe('Redis outage', async () => {
 
     await redis.restart();
     await eventually(async () => (await fetch(`${fallback.url}/readyz`)).status === 200, 20_000, 'the breaker to close');
-    // Redis decides again (its data was lost with the SIGKILL: a fresh window).
+    await eventually(async () => (await metricValue(await metrics(fallback), 'quotafed_fallback_settled_total')) === 5, 5_000, 'the fallback admissions to be settled');
+    // Redis decides again; its data was lost with the SIGKILL, but the 5 local admissions were written into the
+    // same window: 10 - 5 - 1 left.
     const after = await timed(`${fallback.url}/shared`);
     expect(after.res.status).toBe(200);
-    expect(after.res.headers.get('x-ratelimit-remaining')).toBe('9');
+    expect(after.res.headers.get('x-ratelimit-remaining')).toBe('4');
   });
 });

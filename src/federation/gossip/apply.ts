@@ -6,6 +6,7 @@ import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schem
 import { ALGORITHM_CODES } from '../../engine/redis-engine.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
 import { META_KEY, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
+import type { FingerprintWatch } from '../fingerprints.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import { REBALANCE, type RebalancePolicy } from '../protocol.ts';
@@ -75,6 +76,8 @@ export interface ApplierDeps {
   logger: Logger;
   /** Marks every live state key pending for the requester (resync.ts). */
   resync(requesterIndex: number): Promise<number>;
+  /** Told about a sender's fingerprint when its gossip is rejected for it (logged there once per peer). */
+  fingerprints?: FingerprintWatch;
 }
 
 export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
@@ -96,7 +99,13 @@ export function createApplier(deps: ApplierDeps): Applier {
   const reject = (reason: RejectReason, from: string | undefined, detail: string): ApplyOutcome => {
     metrics.rejected.inc({ region, peer: from ?? 'unknown', reason });
     peers.rejected(from);
-    logger.warn({ event: 'federation.gossip_rejected', reason, peer: from ?? 'unknown', detail }, `gossip job rejected: ${reason}`);
+    if (reason === 'fingerprint' && from !== undefined && deps.fingerprints) {
+      // A topology mismatch rejects every job of that peer: said once per peer (fingerprints.ts), counted per job.
+      deps.fingerprints.observe(from, detail);
+      logger.debug({ event: 'federation.gossip_rejected', reason, peer: from, detail }, `gossip job rejected: ${reason}`);
+    } else {
+      logger.warn({ event: 'federation.gossip_rejected', reason, peer: from ?? 'unknown', detail }, `gossip job rejected: ${reason}`);
+    }
     return { status: 'rejected', reason, detail };
   };
 

@@ -3,7 +3,7 @@
 // is built once the client is ready and rebuilt if its initialisation failed.
 import { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import { GOSSIP_QUEUE_PREFIX } from '../../keys.ts';
+import { GOSSIP_QUEUE_PREFIX, META_KEY } from '../../keys.ts';
 import { producerConnection, type GossipTarget } from './connections.ts';
 import type { GossipMessage } from './message.ts';
 
@@ -14,6 +14,8 @@ export interface PeerLink {
   readonly index: number;
   /** Adds the job to the peer's queue; rejects at once when the peer is unreachable. */
   add(message: GossipMessage): Promise<void>;
+  /** The topology fingerprint the peer published in its qf:meta; null when unknown or unreachable. */
+  fingerprint(): Promise<string | null>;
   close(): Promise<void>;
 }
 
@@ -49,6 +51,10 @@ export function createPeerLink(peer: GossipTarget & { name: string; index: numbe
     index: peer.index,
     async add(message) {
       await (await ready()).add(message.kind, message);
+    },
+    async fingerprint() {
+      if (client.status !== 'ready') return null;
+      return client.hget(META_KEY, 'fingerprint').catch(() => null);
     },
     async close() {
       await queue?.close().catch(() => undefined);

@@ -2,14 +2,88 @@
 // jobs there (their only cross-region traffic); the worker applies them (apply.ts). A rejected job is failed
 // without retries, so it stays in the failed set (bounded) for forensics and never touches a counter.
 // On a Redis Cluster the queue's keys share the {qf} hash tag, so BullMQ's scripts stay in one slot.
-import { UnrecoverableError, Worker } from 'bullmq';
+//
+// Hostile or broken jobs cost the region little, and never its decisions (which use another connection):
+//   - before each job is taken, screen_gossip.lua measures the next jobs' data with HSTRLEN and fails those above
+//     LIMITS.maxBytes unread (their data dropped in Redis too), so a 30 MB job is never read or parsed;
+//   - the worker never takes the next job in the same script that finishes one (that would skip the screen);
+//   - a job whose data is not JSON (or that slipped past the screen oversized) is turned into a refusal before
+//     BullMQ parses it, then failed without retries: counted under its reason and logged once, never cycled.
+import { UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
+import { luaSource } from '../../engine/scripts.ts';
 import { GOSSIP_QUEUE_PREFIX } from '../../keys.ts';
 import type { Applier } from './apply.ts';
 import { workerClusterConnection, workerOptions } from './connections.ts';
+import { LIMITS, type RejectReason } from './message.ts';
 import { GOSSIP_QUEUE } from './peer-link.ts';
+
+/** Field of the stand-in data of a job refused before parsing. */
+const REFUSED = '__quotafedRefused';
+/** Jobs at the tail of the wait list screened before each take (the worker takes 2 at a time). */
+const SCREEN_DEPTH = 8;
+
+interface Refusal {
+  reason: RejectReason;
+  detail: string;
+}
+
+/** Reports a job refused before it reached the applier (count it, log it once). */
+export type RefusalReporter = (reason: RejectReason, detail: string) => void;
+
+type ScreenClient = { screenGossip(numKeys: number, ...args: (string | number)[]): Promise<unknown> };
+
+class GossipQueueWorker extends Worker {
+  /** The JSON size of each job's data as read (so it is not serialised again to be measured). */
+  readonly sizes = new WeakMap<Job, number>();
+  onScreened: (id: string, size: number) => void = () => undefined;
+
+  protected override createJob(data: JobJson, jobId: string): Job {
+    const raw = (data as { data?: unknown }).data;
+    const size = typeof raw === 'string' ? raw.length : 0;
+    const refuse = (refusal: Refusal) => super.createJob({ ...data, data: JSON.stringify({ [REFUSED]: refusal }) }, jobId);
+    let job: Job;
+    if (size > LIMITS.maxBytes) {
+      job = refuse({ reason: 'oversized', detail: `${size} bytes (not parsed)` });
+    } else {
+      try {
+        job = super.createJob(data, jobId);
+      } catch (error) {
+        if (!(error instanceof SyntaxError)) throw error;
+        job = refuse({ reason: 'invalid', detail: `job data is not JSON: ${error.message.slice(0, 100)}` });
+      }
+    }
+    this.sizes.set(job, size);
+    return job;
+  }
+
+  protected override async moveToActive(token: string, name?: string): Promise<Job> {
+    await this.screen();
+    return super.moveToActive(token, name);
+  }
+
+  override processJob(job: Job, token: string): ReturnType<Worker['processJob']> {
+    // Never fetch the next job in the finishing script: every take goes through moveToActive and its screen.
+    return super.processJob(job, token, () => false);
+  }
+
+  private scriptReady = false;
+  private async screen(): Promise<void> {
+    try {
+      const client = (await this.backend.client) as unknown as ScreenClient & { defineCommand(name: string, spec: { lua: string }): void };
+      if (!this.scriptReady) {
+        client.defineCommand('screenGossip', { lua: luaSource('screenGossip') });
+        this.scriptReady = true;
+      }
+      const refused = (await client.screenGossip(2, this.keys.wait!, this.keys.failed!, this.toKey(''), LIMITS.maxBytes, SCREEN_DEPTH, Date.now())) as (string | number)[];
+      for (let i = 0; i < refused.length; i += 2) this.onScreened(String(refused[i]), Number(refused[i + 1]));
+    } catch {
+      // The screen is a guard, not a gate: the size check in createJob still refuses an oversized job.
+    }
+  }
+}
 
 export { GOSSIP_QUEUE };
 
@@ -19,14 +93,19 @@ export interface GossipWorker {
   close(force?: boolean): Promise<void>;
 }
 
-export function startGossipWorker(redis: Config['redis'], apply: Applier, logger: Logger): GossipWorker {
+export function startGossipWorker(redis: Config['redis'], apply: Applier, logger: Logger, refused: RefusalReporter = () => undefined): GossipWorker {
   // BullMQ builds (and closes) a plain connection from options, but takes a Cluster only as an instance.
   const cluster: Cluster | undefined = redis.clusterNodes ? workerClusterConnection(redis.clusterNodes, redis.tls) : undefined;
   cluster?.on('error', (error: Error) => logger.debug({ event: 'federation.worker_redis_error', error: error.message }, 'gossip worker Redis error'));
-  const worker = new Worker(
+  const worker: GossipQueueWorker = new GossipQueueWorker(
     GOSSIP_QUEUE,
     async (job) => {
-      const bytes = Buffer.byteLength(JSON.stringify(job.data ?? null), 'utf8');
+      const refusal = (job.data as Record<string, unknown> | null)?.[REFUSED] as Refusal | undefined;
+      if (refusal !== undefined) {
+        refused(refusal.reason, `job ${job.id}: ${refusal.detail}`);
+        throw new UnrecoverableError(`rejected: ${refusal.reason}`);
+      }
+      const bytes = worker.sizes.get(job) ?? Buffer.byteLength(JSON.stringify(job.data ?? null), 'utf8');
       const outcome = await apply(job.data, bytes);
       if (outcome.status === 'rejected') throw new UnrecoverableError(`rejected: ${outcome.reason}`);
       return outcome;
@@ -42,6 +121,7 @@ export function startGossipWorker(redis: Config['redis'], apply: Applier, logger
       drainDelay: 1,
     },
   );
+  worker.onScreened = (id, size) => refused('oversized', `job ${id}: ${size} bytes, refused unread`);
   worker.on('error', (error) => logger.debug({ event: 'federation.worker_error', error: error.message }, 'gossip worker error'));
   worker.on('failed', (job, error) => {
     if (!(error instanceof UnrecoverableError) && !error.message.startsWith('rejected:')) {

@@ -1,0 +1,28 @@
+--[[
+  Refuse oversized gossip jobs before the worker reads them: looks at the next jobs of the BullMQ wait list
+  (the worker takes them from the tail, RPOPLPUSH) and measures each job's `data` field with HSTRLEN, without
+  reading it. A job above the limit is taken off the wait list, its data dropped (the memory is freed in Redis
+  too) and it is put in the failed set with a reason, as BullMQ would record a failed job.
+
+  KEYS[1]  the queue's wait list ({qf}:gossip:wait)
+  KEYS[2]  the queue's failed set ({qf}:gossip:failed)
+  ARGV[1]  job key prefix ({qf}:gossip:)    ARGV[2] most bytes of `data`
+  ARGV[3]  how many jobs at the tail to look at    ARGV[4] now (ms)
+
+  Returns { id, size, id, size, ... } of the jobs refused.
+]]
+local ids = redis.call('LRANGE', KEYS[1], -tonumber(ARGV[3]), -1)
+local limit = tonumber(ARGV[2])
+local refused = {}
+for _, id in ipairs(ids) do
+  local key = ARGV[1] .. id
+  local size = redis.call('HSTRLEN', key, 'data')
+  if size > limit then
+    redis.call('LREM', KEYS[1], -1, id)
+    redis.call('HSET', key, 'data', '{}', 'failedReason', 'rejected: oversized', 'finishedOn', ARGV[4])
+    redis.call('ZADD', KEYS[2], tonumber(ARGV[4]), id)
+    refused[#refused + 1] = id
+    refused[#refused + 1] = size
+  end
+end
+return refused
