@@ -91,14 +91,15 @@ local function window_rule(rule, ctx, now, sliding)
   end
   decision.commit = function()
     if tonumber(held[1]) ~= id then
-      -- The slot held an older window (or nothing): drop its cells, then count from zero.
-      redis.call('HDEL', rule.key, 'c' .. k .. '.0', 'x' .. k .. '.0.0', 't' .. k .. '.0')
+      -- The slot held an older window: drop its cells, then count from zero. (No w<k>, no cells of slot k.)
+      if held[1] then redis.call('HDEL', rule.key, 'c' .. k .. '.0', 'x' .. k .. '.0.0', 't' .. k .. '.0') end
       redis.call('HSET', rule.key, 'w' .. k, fmt(id), 'c' .. k .. '.0', fmt(cost))
+      -- federation.lua window_ttl. Set when a window opens: from then on the key outlives the next window,
+      -- which is all a sliding window reads; decide.lua also renews it on every admission.
+      redis.call('PEXPIRE', rule.key, 2 * P + ctx.skew + 1000)
     else
       redis.call('HSET', rule.key, 'c' .. k .. '.0', fmt(count + cost))
     end
-    -- federation.lua window_ttl with no clock skew between regions of one.
-    redis.call('PEXPIRE', rule.key, 2 * P + ctx.skew + 1000)
   end
   return decision
 end

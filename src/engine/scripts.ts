@@ -118,13 +118,15 @@ export function decideLibrary(name: DecideScript = 'decide'): { source: string; 
 /**
  * Several decide calls in one: KEYS are the calls' keys one after the other; ARGV[1] is the number of calls,
  * then per call its key count, its argument count and its arguments. Each call runs through `decide` in
- * order, so the batch answers exactly what the calls would one by one. A call that raises an error answers
- * that error in its place; the others still decide.
+ * order, so the batch answers exactly what the calls would one by one. Calls without a pinned clock (ARGV[6]
+ * '') are decided at one Redis TIME read once per batch: they are decided in the same instant anyway. A call
+ * that raises an error answers that error in its place; the others still decide.
  */
 const DECIDE_BATCH_LUA = `
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local replies = {}
+  local batch_now
   local k, a = 0, 1
   for i = 1, count do
     local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
@@ -132,6 +134,13 @@ local function decide_batch(keys, args)
     local call_keys, call_args = {}, {}
     for j = 1, nk do call_keys[j] = keys[k + j] end
     for j = 1, na do call_args[j] = args[a + j] end
+    if call_args[6] == '' then
+      if batch_now == nil then
+        local t = redis.call('TIME')
+        batch_now = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+      end
+      call_args[6] = batch_now
+    end
     k, a = k + nk, a + na
     local ok, reply = pcall(decide, call_keys, call_args)
     if ok then
