@@ -1,8 +1,10 @@
 // 2. HTTP: req/s and p50/p99 with autocannon in its own process against servers in their own processes.
 // Each comparison measures its baseline right before it (the machine is shared and noisy), and ratios are
 // taken within a pair.
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import type { ConfigInput } from '../../src/config/schema.ts';
-import { HIGH_LIMIT, type Section } from '../lib/context.ts';
+import type { Section } from '../lib/context.ts';
 import { runLoad, startServer, type ServerProcess } from '../lib/processes.ts';
 import { progress } from '../lib/progress.ts';
 import { median, round } from '../lib/stats.ts';
@@ -13,6 +15,15 @@ const perKey = (limit: number): Omit<ConfigInput, 'redis'> => ({
   region: 'us-east',
   rules: [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit, period: '1m' }],
 });
+
+/** us-east's rules (the seed's policies, regions/us-east.yaml) in one region: no federation section. */
+function seedRegion(): Omit<ConfigInput, 'redis'> {
+  const file = parseYaml(readFileSync(new URL('../../regions/us-east.yaml', import.meta.url), 'utf8')) as ConfigInput;
+  return { region: 'us-east', rules: file.rules };
+}
+
+/** "Fresh API key per request": more keys than any run sends. */
+const FRESH_KEYS = 10_000_000;
 
 const FIXED_RATE_CONNECTIONS = 8;
 
@@ -48,21 +59,23 @@ export const httpSection: Section = async (ctx) => {
   try {
     const upstream = await started('upstream');
     const withUpstream = (limit: number) => ({ ...perKey(limit), upstream: { url: upstream.url } });
+    const seed = { ...seedRegion(), upstream: { url: upstream.url } };
     // Started together (start-up is mostly TypeScript loading); they idle while others are measured.
     // allSettled: when one fails, the others have still started and the finally below stops them.
     const startedAll = await Promise.allSettled([
       started('bare'),
-      started('service', { redisUrl, config: withUpstream(HIGH_LIMIT) }),
+      started('service', { redisUrl, config: seed }),
       started('rlf', { redisUrl }),
       started('middleware', { redisUrl }),
       started('bare-proxy', { upstreamUrl: upstream.url }),
       started('service', { redisUrl, config: withUpstream(10) }),
       started('service', { redisUrl, noCache: true, config: withUpstream(10) }),
-      started('service', { redisUrl, workers: 2, config: withUpstream(HIGH_LIMIT) }),
+      started('service', { redisUrl, workers: 2, config: seed }),
+      started('rlf-check', { redisUrl, limit: 1000 }),
     ]);
     const failed = startedAll.find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failed) throw failed.reason;
-    const [bare, service, rlf, middleware, bareProxy, abusive, abusiveNoCache, clustered] = startedAll.map((result) => (result as PromiseFulfilledResult<ServerProcess>).value) as [ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess];
+    const [bare, service, rlf, middleware, bareProxy, abusive, abusiveNoCache, clustered, rlfCheck] = startedAll.map((result) => (result as PromiseFulfilledResult<ServerProcess>).value) as ServerProcess[] as [ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess];
 
     for (let r = 0; r < rounds; r++) {
       progress(`http: round ${r + 1}/${rounds}`);
@@ -71,23 +84,27 @@ export const httpSection: Section = async (ctx) => {
       await load('rlf', 'Hono + rate-limiter-flexible middleware', rlf.url, 'GET');
       await load('middleware', 'Hono + quotafed middleware (Redis engine)', middleware.url, 'GET');
 
-      await load('bare-post', 'bare Hono (parses JSON, answers JSON)', bare.url, 'POST');
-      const check = await load('check', 'quotafed /v1/check', service.url, 'POST');
-      await load('check-cluster', 'quotafed /v1/check, node:cluster 2 workers', clustered.url, 'POST');
+      // The issue's comparison: the same route and body, a fresh API key per request, then one hot key.
+      const fresh = { apiKeys: FRESH_KEYS };
+      const hot = { apiKey: 'hot-key', apiKeys: 1 };
+      await load('bare-post', 'bare Hono (parses JSON, answers JSON)', bare.url, 'POST', fresh);
+      await load('rlf-check', 'Hono + rate-limiter-flexible, fresh keys', rlfCheck.url, 'POST', fresh);
+      const check = await load('check', 'quotafed /v1/check, fresh keys', service.url, 'POST', fresh);
+      await load('rlf-check-hot', 'Hono + rate-limiter-flexible, one hot key', rlfCheck.url, 'POST', hot);
+      await load('check-hot', 'quotafed /v1/check, one hot key', service.url, 'POST', hot);
+      await load('check-cluster', 'quotafed /v1/check, node:cluster 2 workers, fresh keys', clustered.url, 'POST', fresh);
 
-      await load('bare-proxy', 'bare Hono proxy to the upstream', bareProxy.url, 'GET');
-      await load('gateway', 'quotafed gateway to the upstream', service.url, 'GET');
+      await load('bare-proxy', 'bare Hono proxy to the upstream', bareProxy.url, 'GET', fresh);
+      await load('gateway', 'quotafed gateway to the upstream, fresh keys', service.url, 'GET', fresh);
 
       await load('bare-get-2', 'bare Hono', bare.url, 'GET');
       await load('abusive', 'quotafed gateway, one abusive key over its limit (cache on)', abusive.url, 'GET', { apiKey: 'abuser', apiKeys: 1 });
       await load('abusive-nocache', 'quotafed gateway, one abusive key, over-limit cache off', abusiveNoCache.url, 'GET', { apiKey: 'abuser', apiKeys: 1 });
-      await load('bare-auth-hono', 'bare Hono reading Authorization via c.req.header()', bare.url, 'GET', { path: '/auth-hono/v1/items' });
-      await load('bare-auth-node', 'bare Hono reading Authorization from c.env.incoming', bare.url, 'GET', { path: '/auth-node/v1/items' });
 
       // Limiter overhead at half of saturation: the same fixed rate against the bare handler and /v1/check.
       const rate = Math.max(100, Math.round(check.rps / 2 / 100) * 100);
-      await load('bare-post-half', 'bare Hono (parses JSON, answers JSON)', bare.url, 'POST', { overallRate: rate });
-      await load('check-half', 'quotafed /v1/check', service.url, 'POST', { overallRate: rate });
+      await load('bare-post-half', 'bare Hono (parses JSON, answers JSON)', bare.url, 'POST', { overallRate: rate, ...fresh });
+      await load('check-half', 'quotafed /v1/check, fresh keys', service.url, 'POST', { overallRate: rate, ...fresh });
     }
   } finally {
     await Promise.all(servers.map((server) => server.stop()));
@@ -111,23 +128,25 @@ export const httpSection: Section = async (ctx) => {
     };
   });
   const ratios: Row[] = [
-    { comparison: 'quotafed /v1/check / bare Hono POST', ratio: ratio('check', 'bare-post') },
-    { comparison: '/v1/check with node:cluster (2 workers) / one process', ratio: ratio('check-cluster', 'check') },
+    { comparison: 'quotafed /v1/check / Hono + rate-limiter-flexible, fresh keys', ratio: ratio('check', 'rlf-check') },
+    { comparison: 'quotafed /v1/check / Hono + rate-limiter-flexible, one hot key', ratio: ratio('check-hot', 'rlf-check-hot') },
+    { comparison: 'quotafed /v1/check / bare Hono POST (stretch 0.85)', ratio: ratio('check', 'bare-post') },
+    { comparison: 'Hono + rate-limiter-flexible / bare Hono POST', ratio: ratio('rlf-check', 'bare-post') },
     { comparison: 'quotafed gateway / bare Hono proxy', ratio: ratio('gateway', 'bare-proxy') },
+    { comparison: '/v1/check with node:cluster (2 workers) / one process', ratio: ratio('check-cluster', 'check') },
     { comparison: 'Hono + quotafed middleware / Hono + rate-limiter-flexible', ratio: ratio('middleware', 'rlf') },
     { comparison: 'Hono + rate-limiter-flexible / bare Hono GET', ratio: ratio('rlf', 'bare-get') },
     { comparison: 'abusive key from the over-limit cache / bare Hono GET', ratio: ratio('abusive', 'bare-get-2') },
     { comparison: 'abusive key, cache off / bare Hono GET', ratio: ratio('abusive-nocache', 'bare-get-2') },
-    { comparison: 'bare Hono reading Authorization via c.req.header() / bare Hono GET', ratio: ratio('bare-auth-hono', 'bare-get-2') },
-    { comparison: 'bare Hono reading Authorization from c.env.incoming / bare Hono GET', ratio: ratio('bare-auth-node', 'bare-get-2') },
     { comparison: 'p99 of /v1/check minus p99 of bare Hono, same fixed rate = half of /v1/check saturation (ms)', ratio: p99Gap() },
   ];
+  ctx.figures['http.checkOverRlf'] = ratio('check', 'rlf-check');
+  ctx.figures['http.checkHotOverRlf'] = ratio('check-hot', 'rlf-check-hot');
   ctx.figures['http.checkOverBare'] = ratio('check', 'bare-post');
+  ctx.figures['http.gatewayOverProxy'] = ratio('gateway', 'bare-proxy');
   ctx.figures['http.abusiveOverBare'] = ratio('abusive', 'bare-get-2');
   ctx.figures['http.clusterOverSingle'] = ratio('check-cluster', 'check');
   ctx.figures['http.middlewareOverRlf'] = ratio('middleware', 'rlf');
-  ctx.figures['http.authHonoOverBare'] = ratio('bare-auth-hono', 'bare-get-2');
-  ctx.figures['http.authNodeOverBare'] = ratio('bare-auth-node', 'bare-get-2');
   ctx.figures['http.p99OverheadHalf'] = p99Gap();
   return [
     {
