@@ -117,7 +117,9 @@ export function decideLibrary(name: DecideScript = 'decide'): { source: string; 
 
 /**
  * Several decide calls in one: KEYS are the calls' keys one after the other; ARGV[1] is the number of calls,
- * then per call its key count, its argument count and its arguments. Each call runs through `decide` in
+ * then per call its key count, its argument count and its arguments, or -1 and no arguments when they are
+ * the previous call's (the common case: same rules, cost and clock; only the keys differ). Each call runs
+ * through `decide` in
  * order, so the batch answers exactly what the calls would one by one. Calls without a pinned clock (ARGV[6]
  * '') are decided at one Redis TIME read once per batch: they are decided in the same instant anyway. A call
  * that raises an error answers that error in its place; the others still decide.
@@ -126,14 +128,19 @@ const DECIDE_BATCH_LUA = `
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local replies = {}
-  local batch_now
+  local batch_now, call_args
   local k, a = 0, 1
   for i = 1, count do
     local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
     a = a + 2
-    local call_keys, call_args = {}, {}
+    local call_keys = {}
     for j = 1, nk do call_keys[j] = keys[k + j] end
-    for j = 1, na do call_args[j] = args[a + j] end
+    if na < 0 then
+      na = 0
+    else
+      call_args = {}
+      for j = 1, na do call_args[j] = args[a + j] end
+    end
     if call_args[6] == '' then
       if batch_now == nil then
         local t = redis.call('TIME')
@@ -154,6 +161,15 @@ local function decide_batch(keys, args)
   return replies
 end`;
 
+/** Whether two decide calls take the same arguments (ARGV), whatever their keys. */
+function sameArguments(a: readonly (string | number)[], b: readonly (string | number)[]): boolean {
+  const aKeys = a[0] as number;
+  const bKeys = b[0] as number;
+  if (a.length - aKeys !== b.length - bKeys) return false;
+  for (let i = 1 + aKeys, j = 1 + bKeys; i < a.length; i++, j++) if (a[i] !== b[j]) return false;
+  return true;
+}
+
 /** FCALL arguments of a batch (after the function name): numkeys, every call's keys, then the batch ARGV. */
 export function decideBatchArgs(calls: readonly (readonly (string | number)[])[]): (string | number)[] {
   let numKeys = 0;
@@ -164,10 +180,16 @@ export function decideBatchArgs(calls: readonly (readonly (string | number)[])[]
     for (let i = 1; i <= keys; i++) out.push(call[i]!);
   }
   out.push(calls.length);
+  let previous: readonly (string | number)[] | undefined;
   for (const call of calls) {
     const keys = call[0] as number;
-    out.push(keys, call.length - 1 - keys);
-    for (let i = 1 + keys; i < call.length; i++) out.push(call[i]!);
+    if (previous !== undefined && sameArguments(previous, call)) {
+      out.push(keys, -1);
+    } else {
+      out.push(keys, call.length - 1 - keys);
+      for (let i = 1 + keys; i < call.length; i++) out.push(call[i]!);
+    }
+    previous = call;
   }
   return out;
 }
