@@ -1,4 +1,4 @@
-// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway] [seconds]`.
+// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway] [seconds] [hot]`.
 // Starts its own redis-server (and upstream for the gateway), runs the server under `node --cpu-prof` with the
 // one-region seed rule (1,000 per minute per API key, token bucket), loads it with autocannon (fresh API key per
 // request), and prints the top self-time entries plus the busy time under a few named frames.
@@ -25,6 +25,8 @@ interface Profile {
 const SERVER = fileURLToPath(new URL('./http/server.ts', import.meta.url));
 const target = (process.argv[2] ?? 'check') as 'check' | 'gateway';
 const seconds = Number(process.argv[3] ?? 5);
+/** `hot`: one API key for every request (the seed rule then denies most of them) instead of a fresh key each. */
+const hot = process.argv[4] === 'hot';
 
 function label(node: ProfileNode): string {
   const { functionName, url, lineNumber } = node.callFrame;
@@ -92,14 +94,14 @@ async function main(): Promise<void> {
       if (match) resolve(match[1]!);
     });
   });
-  const figures = await runLoad({ url, method: target === 'check' ? 'POST' : 'GET', path: target === 'check' ? '/v1/check' : '/items', connections: 32, durationS: seconds, warmupS: 1, apiKeys: 1_000_000 });
+  const figures = await runLoad({ url, method: target === 'check' ? 'POST' : 'GET', path: target === 'check' ? '/v1/check' : '/items', connections: 32, durationS: seconds, warmupS: 1, apiKeys: 1_000_000, ...(hot ? { apiKey: 'hot-key' } : {}) });
   await stopChild(child, 15_000);
   upstream && (await upstream.stop());
   await redis.stop();
   const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'));
   if (!file) throw new Error('no profile written');
   const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile;
-  const under = [/bodyLimit/, /^(readBody|readJson)/, /decide /, /decideMatched/, /newRequest|getRequestCache|Request /, /\(garbage collector\)/, /writeFromReadableStream|responseViaResponseObject|responseViaCache/, /rateLimitHeaders|applyHeaders/, /safeParse|parseCheckBody/, /observe|inc /, /proxy /];
+  const under = [/bodyLimit/, /^(readBody|readJson)/, /decide /, /decideMatched/, /newRequest|getRequestCache|Request /, /\(garbage collector\)/, /writeFromReadableStream|responseViaResponseObject|responseViaCache/, /rateLimitHeaders|applyHeaders/, /safeParse|acceptCheckBody/, /observe|inc /, /proxy /, /matchRules/, /withDeadline|setTimeout/, /stringify/];
   const summary = summarise(profile, under, (seconds - 0.2) * 1000);
   const busy = summary.total - summary.idle;
   const pct = (count: number) => `${((100 * count) / busy).toFixed(1)}%`;

@@ -19,13 +19,13 @@
 --- @include "includes/sliding_log"
 --- @include "includes/concurrency"
 
+local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
+
 local n = tonumber(ARGV[2])
 if n ~= 1 then error('decide_lean decides for one region, got ' .. tostring(n)) end
 local rule_count = tonumber(ARGV[5])
 local now = now_ms(ARGV[6])
 local ctx = { n = 1, self = 0, skew = tonumber(ARGV[4]), fence = 0 }
-
-local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
 local decisions = {}
 local all_allowed = 1
 for i = 1, rule_count do

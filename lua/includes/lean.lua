@@ -61,11 +61,18 @@ end
 local function window_rule(rule, ctx, now, sliding)
   local P, L, cost = rule.period, rule.limit, rule.cost
   local id = math.floor(now / P)
-  local k, kp = tostring(id % 3), tostring((id - 1) % 3)
-  local held = redis.call('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0')
+  local k = tostring(id % 3)
+  local held
+  -- A fixed window reads only its own slot; the sliding window also the previous one.
+  if sliding then
+    local kp = tostring((id - 1) % 3)
+    held = redis.call('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0')
+  else
+    held = redis.call('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0')
+  end
   local count, previous = 0, 0
   if tonumber(held[1]) == id then count = tonumber(held[2]) or 0 end
-  if tonumber(held[3]) == id - 1 then previous = tonumber(held[4]) or 0 end
+  if sliding and tonumber(held[3]) == id - 1 then previous = tonumber(held[4]) or 0 end
   local remaining = math.max(0, L - count)
   if sliding then
     local elapsed = now - id * P
