@@ -1,6 +1,7 @@
 // Which rules apply to a request, and the state key each one uses.
 // Route patterns are matched with Hono's own TrieRouter, compiled once per config.
 import { TrieRouter } from 'hono/router/trie-router';
+import { LRUCache } from 'lru-cache';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
 import type { RequestContext } from './types.ts';
@@ -38,7 +39,11 @@ interface CompiledRules {
   /** Undefined when no rule names endpoints: nothing to route. */
   router: TrieRouter<{ index: number; pattern: string }> | undefined;
   rules: readonly CompiledRule[];
-  identities: Map<string, Identity>;
+  /**
+   * Bounded, O(1) eviction. (A Map that dropped its first entry on every insert once full slowed down as deleted
+   * entries piled up at its head: 16% of the engine's CPU with 100,000 rotating callers.)
+   */
+  identities: LRUCache<string, Identity>;
 }
 
 const compiled = new WeakMap<readonly Rule[], CompiledRules>();
@@ -58,7 +63,7 @@ function compile(rules: readonly Rule[]): CompiledRules {
     const apiKeyAt = rule.by.indexOf('apiKey');
     return { rule, principalAt: apiKeyAt !== -1 ? apiKeyAt : rule.by.indexOf('ip') };
   });
-  result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new Map() };
+  result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new LRUCache<string, Identity>({ max: IDENTITY_CACHE_MAX }) };
   compiled.set(rules, result);
   return result;
 }
@@ -106,10 +111,7 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
   const { key, shard } = stateKeyOf(rule.name, { principal, dimensions });
   const identity = { key, principal, shard };
   if (cacheable) {
-    const { identities } = compiledRules;
-    // A Map iterates in insertion order: dropping the first entry evicts the oldest.
-    if (identities.size >= IDENTITY_CACHE_MAX) identities.delete(identities.keys().next().value!);
-    identities.set(cacheKey, identity);
+    compiledRules.identities.set(cacheKey, identity);
   }
   return identity;
 }
