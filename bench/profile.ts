@@ -1,4 +1,4 @@
-// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway] [seconds] [hot]`.
+// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway|rlf-check] [seconds] [hot]`.
 // Starts its own redis-server (and upstream for the gateway), runs the server under `node --cpu-prof` with the
 // one-region seed rule (1,000 per minute per API key, token bucket), loads it with autocannon (fresh API key per
 // request), and prints the top self-time entries plus the busy time under a few named frames.
@@ -23,7 +23,7 @@ interface Profile {
 }
 
 const SERVER = fileURLToPath(new URL('./http/server.ts', import.meta.url));
-const target = (process.argv[2] ?? 'check') as 'check' | 'gateway';
+const target = (process.argv[2] ?? 'check') as 'check' | 'gateway' | 'rlf-check';
 const seconds = Number(process.argv[3] ?? 5);
 /** `hot`: one API key for every request (the seed rule then denies most of them) instead of a fresh key each. */
 const hot = process.argv[4] === 'hot';
@@ -85,7 +85,9 @@ async function main(): Promise<void> {
     rules: [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: '1m' }],
     ...(upstream ? { upstream: { url: upstream.url } } : {}),
   };
-  const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', SERVER, 'service', JSON.stringify({ redisUrl: redis.url, config })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  // rlf-check: Hono + rate-limiter-flexible on the same route and body, for comparison.
+  const [mode, options] = target === 'rlf-check' ? ['rlf-check', { redisUrl: redis.url, limit: 1000 }] : ['service', { redisUrl: redis.url, config }];
+  const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', SERVER, mode, JSON.stringify(options)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const url = await new Promise<string>((resolve) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -94,7 +96,7 @@ async function main(): Promise<void> {
       if (match) resolve(match[1]!);
     });
   });
-  const figures = await runLoad({ url, method: target === 'check' ? 'POST' : 'GET', path: target === 'check' ? '/v1/check' : '/items', connections: 32, durationS: seconds, warmupS: 1, apiKeys: 1_000_000, ...(hot ? { apiKey: 'hot-key' } : {}) });
+  const figures = await runLoad({ url, method: target === 'gateway' ? 'GET' : 'POST', path: target === 'gateway' ? '/items' : '/v1/check', connections: 32, durationS: seconds, warmupS: 1, apiKeys: 1_000_000, ...(hot ? { apiKey: 'hot-key' } : {}) });
   await stopChild(child, 15_000);
   upstream && (await upstream.stop());
   await redis.stop();

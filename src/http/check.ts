@@ -4,7 +4,7 @@
 import type { Context, Hono } from 'hono';
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
+import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { STATE_KEY_PATTERN } from '../keys.ts';
 import type { QuotafedEnv } from './env.ts';
 import { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
@@ -104,6 +104,38 @@ async function readJson(c: Context): Promise<{ ok: true; value: unknown } | { ok
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
+/** A JSON number as JSON.stringify writes it (null for NaN and infinities). */
+const num = (value: number): string => (Number.isFinite(value) ? String(value) : 'null');
+const str = JSON.stringify as (value: string) => string;
+
+/**
+ * The /v1/check answer, written from a template: the same text as JSON.stringify of the documented object
+ * (allowed, status, limit, remaining, reset, retryAfter, rule, headers, leases, outcomes; in that order),
+ * without building the object first (test/http/check-body.test.ts compares the two).
+ */
+export function checkResponseJson(decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>, headers: Record<string, string>, at: number): string {
+  const binding = decision.binding;
+  const reset = headers['X-RateLimit-Reset'];
+  let out = `{"allowed":${decision.allowed},"status":${decision.allowed ? 200 : 429}`;
+  out += `,"limit":${binding ? num(binding.limit) : 'null'}`;
+  out += `,"remaining":${binding ? num(Math.max(0, Math.floor(binding.remaining))) : 'null'}`;
+  out += `,"reset":${reset === undefined ? 'null' : num(Number(reset))}`;
+  out += `,"retryAfter":${!decision.allowed && binding ? num(retryAfterSeconds(binding, at)) : 'null'}`;
+  out += `,"rule":${binding ? str(binding.rule) : 'null'},"headers":{`;
+  let first = true;
+  for (const name in headers) {
+    out += `${first ? '' : ','}${str(name)}:${str(headers[name]!)}`;
+    first = false;
+  }
+  out += `},"leases":${decision.leases.length === 0 ? '[]' : JSON.stringify(decision.leases)},"outcomes":[`;
+  decision.outcomes.forEach((o, i) => {
+    out += `${i === 0 ? '' : ','}{"rule":${str(o.rule)},"algorithm":${str(o.algorithm)},"allowed":${o.allowed},"limit":${num(o.limit)}`;
+    out += `,"remaining":${num(Math.max(0, Math.floor(o.remaining)))},"resetAtMs":${num(o.resetAtMs)},"retryAfterMs":${num(o.retryAfterMs)}`;
+    out += `,"periodMs":${num(o.periodMs)},"shadow":${o.shadow},"source":${str(o.source)}}`;
+  });
+  return `${out}]}`;
+}
+
 export interface CheckRouteOptions {
   engine: DecisionEngine;
   identity: IdentitySettings;
@@ -138,31 +170,8 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     const decision = await options.engine.decide(request);
     const at = now();
     const headers = rateLimitHeaders(decision, at);
-    const binding = decision.binding;
     // A plain header object on a fresh Response: @hono/node-server writes it as is (no Headers object).
-    const response = JSON.stringify({
-      allowed: decision.allowed,
-      status: decision.allowed ? 200 : 429,
-      limit: binding?.limit ?? null,
-      remaining: binding ? Math.max(0, Math.floor(binding.remaining)) : null,
-      reset: headers['X-RateLimit-Reset'] === undefined ? null : Number(headers['X-RateLimit-Reset']),
-      retryAfter: !decision.allowed && binding ? retryAfterSeconds(binding, at) : null,
-      rule: binding?.rule ?? null,
-      headers,
-      leases: decision.leases,
-      outcomes: decision.outcomes.map((o) => ({
-        rule: o.rule,
-        algorithm: o.algorithm,
-        allowed: o.allowed,
-        limit: o.limit,
-        remaining: Math.max(0, Math.floor(o.remaining)),
-        resetAtMs: o.resetAtMs,
-        retryAfterMs: o.retryAfterMs,
-        periodMs: o.periodMs,
-        shadow: o.shadow,
-        source: o.source,
-      })),
-    });
+    const response = checkResponseJson(decision, headers, at);
     return new Response(response, { status: 200, headers: { ...headers, ...JSON_HEADERS } });
   });
 

@@ -3,7 +3,10 @@
 import fc from 'fast-check';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acceptCheckBody, checkBodySchema } from '../../src/http/check.ts';
+import { bindingOutcome } from '../../src/engine/redis-engine.ts';
+import type { Decision, RuleOutcome } from '../../src/engine/types.ts';
+import { acceptCheckBody, checkBodySchema, checkResponseJson } from '../../src/http/check.ts';
+import { rateLimitHeaders, retryAfterSeconds } from '../../src/http/headers.ts';
 import { DEFAULT_IDENTITY } from '../../src/http/identity.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
@@ -84,5 +87,53 @@ describe('POST /v1/check body size', async () => {
     expect(json.allowed).toBe(true);
     for (const [name, value] of Object.entries(json.headers)) expect(res.headers.get(name)).toBe(value);
     expect(res.headers.get('x-ratelimit-limit')).not.toBeNull();
+  });
+});
+
+describe('checkResponseJson', () => {
+  // The answer as the handler built it before the template: JSON.stringify of the documented object.
+  const reference = (decision: Decision, headers: Record<string, string>, at: number) => {
+    const binding = decision.binding;
+    return JSON.stringify({
+      allowed: decision.allowed,
+      status: decision.allowed ? 200 : 429,
+      limit: binding?.limit ?? null,
+      remaining: binding ? Math.max(0, Math.floor(binding.remaining)) : null,
+      reset: headers['X-RateLimit-Reset'] === undefined ? null : Number(headers['X-RateLimit-Reset']),
+      retryAfter: !decision.allowed && binding ? retryAfterSeconds(binding, at) : null,
+      rule: binding?.rule ?? null,
+      headers,
+      leases: decision.leases,
+      outcomes: decision.outcomes.map((o) => ({ rule: o.rule, algorithm: o.algorithm, allowed: o.allowed, limit: o.limit, remaining: Math.max(0, Math.floor(o.remaining)), resetAtMs: o.resetAtMs, retryAfterMs: o.retryAfterMs, periodMs: o.periodMs, shadow: o.shadow, source: o.source })),
+    });
+  };
+  const number = fc.oneof(fc.integer({ min: -5, max: 2_000_000_000_000 }), fc.double({ noNaN: false }), fc.constantFrom(0, -0, 1e21, Number.NaN, Infinity));
+  const outcome: fc.Arbitrary<RuleOutcome> = fc.record({
+    rule: fc.string({ maxLength: 8 }),
+    algorithm: fc.constantFrom('tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency'),
+    allowed: fc.boolean(),
+    limit: number,
+    remaining: number,
+    resetAtMs: number,
+    retryAfterMs: number,
+    periodMs: number,
+    shadow: fc.boolean(),
+    failMode: fc.constantFrom('open', 'closed'),
+    source: fc.constantFrom('redis', 'cache', 'fail-open', 'fail-closed', 'local-fallback'),
+  }) as fc.Arbitrary<RuleOutcome>;
+  const decision: fc.Arbitrary<Decision> = fc.record({
+    allowed: fc.boolean(),
+    outcomes: fc.array(outcome, { maxLength: 3 }),
+    leases: fc.array(fc.record({ key: fc.string({ maxLength: 6 }), id: fc.uuid(), slots: fc.integer({ min: 1, max: 5 }) }), { maxLength: 2 }),
+  }).map((d) => ({ ...d, binding: bindingOutcome(d.outcomes) }));
+
+  it('writes exactly what JSON.stringify of the documented object writes', () => {
+    fc.assert(
+      fc.property(decision, fc.integer({ min: 0, max: 2_000_000_000_000 }), (d, at) => {
+        const headers = rateLimitHeaders(d, at);
+        expect(checkResponseJson(d, headers, at)).toBe(reference(d, headers, at));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });
