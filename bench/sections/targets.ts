@@ -122,7 +122,10 @@ export function targetsTable(figures: Record<string, number>): Table {
     if (value === undefined || Number.isNaN(value)) return { target: t.target, measured: 'not measured', result: '–' };
     return { target: t.target, measured: t.show(value, figures), result: t.pass(value) ? 'PASS' : 'MISS' };
   });
-  return { id: 'targets', title: '7. Targets (ratios from this run)', columns: ['target', 'measured', 'result'], rows };
+  const notes = [
+    'Issue 12\'s five targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- --only commands,engine,http,memory` (the sections these targets come from). Where a target is missed, docs/performance.md says where the time goes, with profiles (`npx tsx bench/profile.ts check 5`), and what the next step is.',
+  ];
+  return { id: 'targets', title: '7. Targets (ratios from this run)', columns: ['target', 'measured', 'result'], rows, notes };
 }
 
 /** 8. What each knob buys, from figures measured in this run; "keep" when it helps. */
