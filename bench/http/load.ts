@@ -27,6 +27,8 @@ export interface LoadFigures {
   statuses: Record<string, number>;
   errors: number;
   timeouts: number;
+  /** Requests answered in the warm-up and the measured run together (for CPU per request). */
+  allRequests: number;
 }
 
 const options = JSON.parse(process.argv[2]!) as LoadOptions;
@@ -66,7 +68,7 @@ interface AutocannonResult {
 }
 
 // autocannon has no warm-up phase of its own: a short run first, thrown away (JIT, connections, caches).
-if (options.warmupS > 0) await run(options.warmupS);
+const warm = options.warmupS > 0 ? await run(options.warmupS) : undefined;
 const result = await run(options.durationS);
 const statuses: Record<string, number> = {};
 for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = stat.count;
@@ -77,6 +79,7 @@ const figures: LoadFigures = {
   statuses,
   errors: result.errors,
   timeouts: result.timeouts,
+  allRequests: result.requests.total + (warm?.requests.total ?? 0),
 };
 process.stdout.write(`${JSON.stringify(figures)}\n`);
 process.exit(0);

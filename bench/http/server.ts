@@ -17,7 +17,7 @@ import { silentLogger } from '../../src/log.ts';
 import { serveClustered } from '../../src/ops/cluster-mode.ts';
 import { startRegionService } from '../../src/service.ts';
 
-export type ServerMode = 'upstream' | 'bare' | 'bare-proxy' | 'rlf' | 'middleware' | 'service';
+export type ServerMode = 'upstream' | 'bare' | 'bare-proxy' | 'rlf' | 'rlf-check' | 'middleware' | 'service';
 
 export interface ServerOptions {
   redisUrl?: string;
@@ -95,6 +95,34 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
         await next();
       });
       app.get('*', (c) => c.body(BODY, 200, { 'content-type': 'application/json' }));
+      const server = await listen(app);
+      return { url: urlOf(server), close: async () => { await new Promise((resolve) => server.close(() => resolve(undefined))); await redis.quit(); } };
+    }
+    case 'rlf-check': {
+      // What a Node user would write today for POST /v1/check: Hono, the JSON body, rate-limiter-flexible's
+      // RateLimiterRedis on ioredis (defaults) keyed by the body's API key, and the same JSON answer shape and
+      // X-RateLimit-* headers as quotafed's /v1/check (HTTP 200; `status` says what to answer the client).
+      const limit = options.limit ?? 1000;
+      const redis = new Redis(options.redisUrl!, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+      await new Promise((resolve) => redis.once('ready', resolve));
+      const limiter = new RateLimiterRedis({ storeClient: redis, points: limit, duration: 60, keyPrefix: 'rlf' });
+      const app = new Hono();
+      app.post('/v1/check', async (c) => {
+        const body = (await c.req.json()) as { apiKey?: string; ip?: string };
+        let result: RateLimiterRes;
+        let allowed = true;
+        try {
+          result = await limiter.consume(body.apiKey ?? body.ip ?? 'anonymous');
+        } catch (rejection) {
+          if (!(rejection instanceof RateLimiterRes)) throw rejection;
+          result = rejection;
+          allowed = false;
+        }
+        const reset = Math.ceil(result.msBeforeNext / 1000);
+        const headers: Record<string, string> = { 'X-RateLimit-Limit': String(limit), 'X-RateLimit-Remaining': String(result.remainingPoints), 'X-RateLimit-Reset': String(reset) };
+        if (!allowed) headers['Retry-After'] = String(Math.max(1, reset));
+        return c.json({ allowed, status: allowed ? 200 : 429, limit, remaining: result.remainingPoints, reset, retryAfter: allowed ? null : Math.max(1, reset), rule: 'per-key', headers }, 200, headers);
+      });
       const server = await listen(app);
       return { url: urlOf(server), close: async () => { await new Promise((resolve) => server.close(() => resolve(undefined))); await redis.quit(); } };
     }

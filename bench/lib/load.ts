@@ -108,6 +108,7 @@ export async function openLoop(
 }
 
 /** Runs `count` calls with at most `concurrency` in flight; reports progress every ~2 s. */
+/** Runs `call` for indexes 0..count-1 with `concurrency` callers; returns how many failed. */
 export async function runCount(call: Call, count: number, concurrency: number, onProgress?: (done: number) => void): Promise<number> {
   let next = 0;
   let done = 0;
@@ -130,4 +131,20 @@ export async function runCount(call: Call, count: number, concurrency: number, o
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
   return errors;
+}
+
+/** runCount for setup work that must not fail: the first error, with how many calls failed, is thrown. */
+export async function runCountOrThrow(what: string, call: Call, count: number, concurrency: number, onProgress?: (done: number) => void): Promise<void> {
+  let first: unknown;
+  const errors = await runCount(
+    (index) =>
+      call(index).catch((error: unknown) => {
+        first ??= error;
+        throw error;
+      }),
+    count,
+    concurrency,
+    onProgress,
+  );
+  if (errors > 0) throw new Error(`${what}: ${errors} of ${count} calls failed; first: ${(first as Error)?.message ?? String(first)}`, { cause: first });
 }

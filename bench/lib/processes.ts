@@ -1,6 +1,7 @@
 // Child processes for the HTTP benches: servers under test and the autocannon load generator, each its own
 // Node process so the server and the load generator do not share an event loop (or, ideally, a core).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { stopChild } from '../../src/ops/stop-child.ts';
 import type { LoadFigures, LoadOptions } from '../http/load.ts';
@@ -16,7 +17,23 @@ function tsxProcess(file: string, args: string[]): ChildProcess {
 
 export interface ServerProcess {
   url: string;
+  /** CPU time (user + system, µs) the server process has used so far; undefined where /proc is missing. */
+  cpuMicros(): number | undefined;
   stop(): Promise<void>;
+}
+
+/** utime + stime of a process from /proc/<pid>/stat (Linux), in µs. */
+export function processCpuMicros(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start at ") ".
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1_000_000) / 100;
+  } catch {
+    return undefined;
+  }
 }
 
 export async function startServer(mode: ServerMode, options: ServerOptions = {}): Promise<ServerProcess> {
@@ -47,6 +64,7 @@ export async function startServer(mode: ServerMode, options: ServerOptions = {})
   child.removeAllListeners('exit');
   return {
     url,
+    cpuMicros: () => processCpuMicros(child.pid),
     stop: () => stopChild(child, 15_000),
   };
 }

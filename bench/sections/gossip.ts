@@ -16,7 +16,7 @@ import { KEY_SHARDS, peerPendingKey } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startRedis } from '../../src/ops/redis-process.ts';
 import { apiKeyRequest, benchConfig, newClient, type Section } from '../lib/context.ts';
-import { runCount } from '../lib/load.ts';
+import { runCountOrThrow } from '../lib/load.ts';
 import { progress } from '../lib/progress.ts';
 import { callsDelta, commandCalls, netBytes, totalCalls } from '../lib/redis-stats.ts';
 import { round } from '../lib/stats.ts';
@@ -63,7 +63,7 @@ export const gossipSection: Section = async (ctx) => {
       const engine = createRedisEngine({ config, redis, overLimitCache: false });
       const decisions = keys * perKey;
       progress(`gossip: ${keys.toLocaleString('en-US')} active keys x ${perKey} request(s): ${decisions.toLocaleString('en-US')} decisions`);
-      await runCount((i) => engine.decide(apiKeyRequest(`g-${i % keys}`)), decisions, 256, (done) => progress(`gossip: ${done.toLocaleString('en-US')} / ${decisions.toLocaleString('en-US')} decisions`));
+      await runCountOrThrow('gossip: decisions', (i) => engine.decide(apiKeyRequest(`g-${i % keys}`)), decisions, 256, (done) => progress(`gossip: ${done.toLocaleString('en-US')} / ${decisions.toLocaleString('en-US')} decisions`));
       await engine.close();
 
       const metrics = federationMetrics(new Registry());

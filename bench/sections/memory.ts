@@ -7,9 +7,10 @@ import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
 import { withScripts } from '../../src/engine/scripts.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
-import { peerPendingKey, shardMarkerKey, shardOfKey } from '../../src/keys.ts';
+import { applyGossipCall } from '../../src/federation/gossip/apply.ts';
+import { flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { apiKeyRequest, benchConfig, type BenchContext, type RuleInput, type Section } from '../lib/context.ts';
-import { runCount } from '../lib/load.ts';
+import { runCountOrThrow } from '../lib/load.ts';
 import { progress } from '../lib/progress.ts';
 import { usedMemory } from '../lib/redis-stats.ts';
 import { round } from '../lib/stats.ts';
@@ -68,36 +69,43 @@ async function populate(ctx: BenchContext, config: Config, count: number, label:
     await markShardsIntact(ctx.admin);
   }
   const engine = createRedisEngine({ config, redis, overLimitCache: false });
-  await runCount((i) => engine.decide(apiKeyRequest(`mem-${i}`)), count, 256, (done) => progress(`memory: ${label}: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} keys`));
+  await runCountOrThrow(`memory: ${label}`, (i) => engine.decide(apiKeyRequest(`mem-${i}`)), count, 256, (done) => progress(`memory: ${label}: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} keys`));
   await engine.close();
   await redis.quit();
 }
 
-/** Applies one window's cells from a peer to every key, as the federation's gossip consumer would. */
-async function applyPeerCells(ctx: BenchContext, config: Config, rule: RuleInput, keys: readonly string[], sender: number): Promise<void> {
+/**
+ * Applies one window's cells from a peer to every key, as the federation's gossip consumer would: the call is
+ * built by the same builder the service uses (src/federation/gossip/apply.ts applyGossipCall), from a gossip
+ * entry built with cells.ts, and a script error fails the section.
+ */
+async function applyPeerCells(config: Config, rule: RuleInput, keys: readonly string[], sender: number): Promise<void> {
   const topology = topologyOf(config);
   const redis = withScripts(createRegionRedis(config));
   await waitReady(redis);
   const n = topology.regions.length;
-  const period = rule.period === '1d' ? 86_400_000 : 60_000;
-  const id = Math.floor(Date.now() / period);
-  const code = rule.algorithm === 'tokenBucket' ? 'tb' : rule.algorithm === 'fixedWindow' ? 'fw' : 'sw';
-  const budget = Math.floor(rule.limit * 0.05);
-  const counts = Array.from({ length: n }, (_, o) => (o === sender ? 1 : 0));
-  const zeros = Array.from({ length: n * n }, () => 0);
-  await runCount(
-    (i) => {
-      const key = keys[i]!;
-      const shard = shardOfKey(key);
-      const keyList = [key, shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
-      const args = [topology.selfIndex, n, topology.weightsCsv, topology.maxClockSkewMs, code, rule.limit, period, rule.limit, budget, 0.5, 0.1, 0.5, sender, '', Date.now(), 1, id, ...counts, ...zeros, ...zeros];
-      return redis.applyGossip(keyList.length, ...keyList, ...args);
-    },
-    keys.length,
-    256,
-    (done) => progress(`memory: gossip from region ${sender}: ${done.toLocaleString('en-US')} / ${keys.length.toLocaleString('en-US')}`),
-  );
-  await redis.quit();
+  const configured = config.rules.find((r) => r.name === rule.name);
+  if (!configured) throw new Error(`rule ${rule.name} is not in the config`);
+  const id = Math.floor(Date.now() / configured.period);
+  const slot = { id, c: Array.from({ length: n }, (_, o) => (o === sender ? 1 : 0)), x: new Array<number>(n * n).fill(0), a: new Array<number>(n * n).fill(0), t: Array.from({ length: n }, (_, o) => (o === sender ? Date.now() : 0)) };
+  let changed = 0;
+  try {
+    await runCountOrThrow(
+      `memory: apply_gossip from region ${sender}`,
+      async (i) => {
+        const call = applyGossipCall(topology, configured, config.federation.leakageBudget, sender, { k: keys[i]!, t: Date.now(), s: [flattenSlot(slot)] });
+        const reply = (await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number | string, number | string];
+        changed += Number(reply[0]);
+      },
+      keys.length,
+      256,
+      (done) => progress(`memory: gossip from region ${sender}: ${done.toLocaleString('en-US')} / ${keys.length.toLocaleString('en-US')}`),
+    );
+  } finally {
+    await redis.quit();
+  }
+  // Every key gained a cell it did not have: a run that changed nothing measured nothing.
+  if (changed !== keys.length) throw new Error(`apply_gossip changed ${changed} of ${keys.length} keys from region ${sender}`);
 }
 
 /** The token-bucket layouts we could store instead, written directly (one key per API key, with a TTL). */
@@ -181,7 +189,7 @@ export const memorySection: Section = async (ctx) => {
     if (keys.length === 0) throw new Error(`no ${algorithm} keys were written in the three-region run`);
     const own = await usedMemory(admin);
     const topology = topologyOf(config);
-    for (const sender of topology.peerIndexes) await applyPeerCells(ctx, config, rule, keys, sender);
+    for (const sender of topology.peerIndexes) await applyPeerCells(config, rule, keys, sender);
     const withPeers = await usedMemory(admin);
     const pendingKeys = await stateKeys(admin, 'qf:*:p:*');
     const stateUsage = await sampledUsage(admin, keys, 500);

@@ -10,6 +10,8 @@ import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
+import { Cluster } from 'ioredis';
+import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
 import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
@@ -28,6 +30,16 @@ export interface RedisEngineOptions {
   overLimitCache?: boolean | { maxEntries: number };
   /** Decide through a Redis Functions library (default) or EVALSHA of decide.lua (same answers; a comparison knob). */
   redisFunctions?: boolean;
+  /**
+   * Decisions that arrive while a decide call is in flight go together in the next call, decided in order
+   * (default on; decide-batcher.ts). `false` sends every decision as its own call (a comparison knob).
+   */
+  batch?: boolean | DecideBatcherOptions;
+  /**
+   * A config that does not federate (one region) decides through decide_lean.lua, which has no federation
+   * cells or rebalancing (default on; same answers and state). `false` uses decide.lua (a comparison knob).
+   */
+  leanScript?: boolean;
   /** Pin the clock (tests only); Redis TIME otherwise. */
   nowMs?: () => number;
 }
@@ -94,9 +106,14 @@ function storeError(error: unknown): StoreUnavailableError {
 export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEngine {
   const { config } = options;
   const redis: ScriptedRedis = withScripts(options.redis);
-  const callDecide = decideCaller(redis, { functions: options.redisFunctions });
   const topology = topologyOf(config);
   const federated = topology.regions.length > 1;
+  const caller = decideCaller(redis, { functions: options.redisFunctions, script: federated || options.leanScript === false ? 'decide' : 'decideLean' });
+  const batchOption = options.batch ?? true;
+  const batcher = batchOption === false ? undefined : createDecideBatcher(caller, batchOption === true ? {} : batchOption);
+  // On a cluster the keys of one call must share a slot: one queue per shard. One queue otherwise.
+  const laneOf = redis instanceof Cluster ? (shard: number) => shard : () => 0;
+  const callDecide = (call: (string | number)[], shard: number) => (batcher ? batcher.submit(call, laneOf(shard)) : caller(call));
   const cacheOption = options.overLimitCache ?? true;
   const cache: OverLimitCache | undefined =
     cacheOption === false ? undefined : createOverLimitCache(cacheOption === true ? 100_000 : cacheOption.maxEntries);
@@ -130,7 +147,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
       const { head, budget, leaseTtl, shadow } = argsOf(group.rules[i]!.rule);
       call.push(head[0], head[1], head[2], head[3], cost, budget, leaseTtl, leaseId, shadow);
     }
-    const reply = (await callDecide(call)) as unknown[];
+    const reply = (await callDecide(call, group.shard)) as unknown[];
     return { group, allAllowed: toNumber(reply[0]) === 1, now: toNumber(reply[1]), reply };
   };
 

@@ -9,6 +9,7 @@ import { errorMessage } from './errors.ts';
 
 export const SCRIPTS = {
   decide: 'decide',
+  decideLean: 'decide_lean',
   applyGossip: 'apply_gossip',
   takePending: 'take_pending',
   ackPending: 'ack_pending',
@@ -52,6 +53,7 @@ type Reply = unknown;
 /** The commands this module adds to a client. Keys come first; the count is passed explicitly. */
 export interface QuotafedCommands {
   decide(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
+  decideLean(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   applyGossip(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   takePending(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
   ackPending(numKeys: number, ...args: (string | number)[]): Promise<Reply>;
@@ -77,22 +79,29 @@ export function withScripts(redis: Redis | Cluster): ScriptedRedis {
   return scripted;
 }
 
+/** The decide scripts: decide.lua (every rule shape, federated or not) and decide_lean.lua (one region). */
+export type DecideScript = 'decide' | 'decideLean';
+
 /**
- * decide.lua as a Redis Functions library: the includes' functions are created once at FUNCTION LOAD instead
- * of on every EVALSHA, and the script body becomes the registered function. The names carry a hash of the
- * source, so two quotafed versions sharing a Redis each call their own code.
+ * A decide script as a Redis Functions library: the includes' functions are created once at FUNCTION LOAD
+ * instead of on every EVALSHA, and the script body becomes the registered function `fn`. The library also
+ * registers `batchFn`, which decides several calls in order in one FCALL (each exactly as `fn` would, one
+ * after the other; see decideBatchArgs). The names carry a hash of the source, so two quotafed versions
+ * sharing a Redis each call their own code.
  */
-export function decideLibrary(): { source: string; library: string; fn: string } {
-  const script = luaSource('decide');
+export function decideLibrary(name: DecideScript = 'decide'): { source: string; library: string; fn: string; batchFn: string } {
+  const script = luaSource(name);
   const hash = createHash('sha1').update(script).digest('hex').slice(0, 12);
   const bodyAt = script.indexOf(DECIDE_BODY_MARK);
-  if (bodyAt === -1) throw new Error(`lua/decide.lua lost its "${DECIDE_BODY_MARK}" line`);
-  const library = `quotafed_${hash}`;
-  const fn = `qf_decide_${hash}`;
+  if (bodyAt === -1) throw new Error(`lua/${SCRIPTS[name]}.lua lost its "${DECIDE_BODY_MARK}" line`);
+  const tag = name === 'decide' ? '' : 'lean_';
+  const library = `quotafed_${tag}${hash}`;
+  const fn = `qf_decide_${tag}${hash}`;
+  const batchFn = `qf_decide_batch_${tag}${hash}`;
   // An EVAL starts every call with fresh top-level tables (memos such as federation.lua's zero slots); the
   // library keeps its upvalues between calls, so the function renews each one first: results stay identical.
   const prelude = script.slice(0, bodyAt);
-  const renew = [...prelude.matchAll(/^local ([A-Za-z_][A-Za-z0-9_]*) = \{\}\s*$/gm)].map(([, name]) => `  ${name} = {}`);
+  const renew = [...prelude.matchAll(/^local ([A-Za-z_][A-Za-z0-9_]*) = \{\}\s*$/gm)].map(([, local]) => `  ${local} = {}`);
   const source = [
     `#!lua name=${library}`,
     prelude,
@@ -100,17 +109,104 @@ export function decideLibrary(): { source: string; library: string; fn: string }
     ...renew,
     script.slice(bodyAt),
     'end',
+    DECIDE_BATCH_LUA,
     `redis.register_function('${fn}', decide)`,
+    `redis.register_function('${batchFn}', decide_batch)`,
     '',
   ].join('\n');
-  return { source, library, fn };
+  return { source, library, fn, batchFn };
 }
 
-/** Where the per-call part of decide.lua starts (everything above it only defines functions). */
+/**
+ * Several decide calls in one: KEYS are the calls' keys one after the other; ARGV[1] is the number of calls,
+ * then per call its key count, its argument count and its arguments, or -1 and no arguments when they are
+ * the previous call's (the common case: same rules, cost and clock; only the keys differ). Each call runs
+ * through `decide` in
+ * order, so the batch answers exactly what the calls would one by one. Calls without a pinned clock (ARGV[6]
+ * '') are decided at one Redis TIME read once per batch: they are decided in the same instant anyway. A call
+ * that raises an error answers that error in its place; the others still decide.
+ */
+const DECIDE_BATCH_LUA = `
+local function decide_batch(keys, args)
+  local count = tonumber(args[1])
+  local replies = {}
+  local batch_now, call_args
+  local k, a = 0, 1
+  for i = 1, count do
+    local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
+    a = a + 2
+    local call_keys = {}
+    for j = 1, nk do call_keys[j] = keys[k + j] end
+    if na < 0 then
+      na = 0
+    else
+      call_args = {}
+      for j = 1, na do call_args[j] = args[a + j] end
+    end
+    if call_args[6] == '' then
+      if batch_now == nil then
+        local t = redis.call('TIME')
+        batch_now = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+      end
+      call_args[6] = batch_now
+    end
+    k, a = k + nk, a + na
+    local ok, reply = pcall(decide, call_keys, call_args)
+    if ok then
+      replies[i] = reply
+    elseif type(reply) == 'table' and reply.err then
+      replies[i] = redis.error_reply(reply.err)
+    else
+      replies[i] = redis.error_reply(tostring(reply))
+    end
+  end
+  return replies
+end`;
+
+/** Whether two decide calls take the same arguments (ARGV), whatever their keys. */
+function sameArguments(a: readonly (string | number)[], b: readonly (string | number)[]): boolean {
+  const aKeys = a[0] as number;
+  const bKeys = b[0] as number;
+  if (a.length - aKeys !== b.length - bKeys) return false;
+  for (let i = 1 + aKeys, j = 1 + bKeys; i < a.length; i++, j++) if (a[i] !== b[j]) return false;
+  return true;
+}
+
+/** FCALL arguments of a batch (after the function name): numkeys, every call's keys, then the batch ARGV. */
+export function decideBatchArgs(calls: readonly (readonly (string | number)[])[]): (string | number)[] {
+  let numKeys = 0;
+  for (const call of calls) numKeys += call[0] as number;
+  const out: (string | number)[] = [numKeys];
+  for (const call of calls) {
+    const keys = call[0] as number;
+    for (let i = 1; i <= keys; i++) out.push(call[i]!);
+  }
+  out.push(calls.length);
+  let previous: readonly (string | number)[] | undefined;
+  for (const call of calls) {
+    const keys = call[0] as number;
+    if (previous !== undefined && sameArguments(previous, call)) {
+      out.push(keys, -1);
+    } else {
+      out.push(keys, call.length - 1 - keys);
+      for (let i = 1 + keys; i < call.length; i++) out.push(call[i]!);
+    }
+    previous = call;
+  }
+  return out;
+}
+
+/** Where the per-call part of a decide script starts (everything above it only defines functions). */
 const DECIDE_BODY_MARK = 'local n = tonumber(ARGV[2])';
 
 /** Sends one decide (numkeys, keys, then arguments, as EVALSHA takes them). */
 export type DecideCall = (call: readonly (string | number)[]) => Promise<unknown>;
+
+/** Sends one decide, or several as one batch; a batch answers each call's reply or Error in call order. */
+export interface DecideCaller {
+  (call: readonly (string | number)[]): Promise<unknown>;
+  batch(calls: readonly (readonly (string | number)[])[]): Promise<unknown[]>;
+}
 
 /** The server has no Functions (before Redis 7) or this user may not load them: EVALSHA it is. */
 function functionsUnavailable(error: unknown): boolean {
@@ -130,10 +226,11 @@ async function loadLibrary(redis: Redis, source: string): Promise<void> {
  * decide through Redis Functions (FCALL), loading the library on first use and on every primary of a
  * cluster. A Redis that lost it (a restart without persistence, a new primary) answers "Function not found":
  * the library is loaded again and the call retried once. Falls back to EVALSHA for good when the server
- * cannot load functions.
+ * cannot load functions; a batch then goes as its calls, one EVALSHA each (pipelined by the client).
  */
-export function decideCaller(redis: ScriptedRedis, options: { functions?: boolean } = {}): DecideCall {
-  const { source, fn } = decideLibrary();
+export function decideCaller(redis: ScriptedRedis, options: { functions?: boolean; script?: DecideScript } = {}): DecideCaller {
+  const script = options.script ?? 'decide';
+  const { source, fn, batchFn } = decideLibrary(script);
   let mode: 'function' | 'script' | undefined = options.functions === false ? 'script' : undefined;
   let loading: Promise<void> | undefined;
   const load = () =>
@@ -152,16 +249,22 @@ export function decideCaller(redis: ScriptedRedis, options: { functions?: boolea
   // A function, so the compiler does not narrow `mode` across the awaits that change it.
   const usingScripts = () => mode === 'script';
   const viaFunction = (call: readonly (string | number)[]) => redis.fcall(fn, ...(call as [number, ...(string | number)[]]));
-  const viaScript = (call: readonly (string | number)[]) => redis.decide(...(call as [number, ...(string | number)[]]));
-  return async (call) => {
+  const viaScript = (call: readonly (string | number)[]) => redis[script](...(call as [number, ...(string | number)[]]));
+  const settled = (calls: readonly (readonly (string | number)[])[]) =>
+    Promise.all(calls.map((call) => viaScript(call).then((reply) => reply, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))));
+  const viaBatch = async (calls: readonly (readonly (string | number)[])[]) => (await redis.fcall(batchFn, ...(decideBatchArgs(calls) as [number, ...(string | number)[]]))) as unknown[];
+  const withReload = async <T>(viaFn: () => Promise<T>, viaScripts: () => Promise<T>): Promise<T> => {
     if (mode === undefined) await load();
-    if (usingScripts()) return viaScript(call);
+    if (usingScripts()) return viaScripts();
     try {
-      return await viaFunction(call);
+      return await viaFn();
     } catch (error) {
       if (!/function not found/i.test(errorMessage(error))) throw error;
       await load();
-      return usingScripts() ? viaScript(call) : viaFunction(call);
+      return usingScripts() ? viaScripts() : viaFn();
     }
   };
+  const caller = ((call: readonly (string | number)[]) => withReload(() => viaFunction(call), () => viaScript(call))) as DecideCaller;
+  caller.batch = (calls) => withReload(() => viaBatch(calls), () => settled(calls));
+  return caller;
 }

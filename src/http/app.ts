@@ -2,7 +2,6 @@
 // everything else to the upstream behind the limiter. Paths the service owns are never forwarded:
 // /healthz, /readyz, /metrics, /v1/check, /v1/release, /v1/auth (nginx auth_request) and /admin/*.
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
 import type { DecisionEngine } from '../engine/types.ts';
@@ -10,7 +9,7 @@ import type { Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
 import { ADMIN_PREFIX, createAdminApp, requireAdminToken, type AdminRoutes } from './admin.ts';
 import { AUTH_REQUEST_PATH, registerAuthRequestRoute } from './auth-request.ts';
-import { CHECK_BODY_LIMIT_BYTES, registerCheckRoutes } from './check.ts';
+import { registerCheckRoutes } from './check.ts';
 import type { QuotafedEnv } from './env.ts';
 import { errorHandler, notFound } from './errors.ts';
 import { canonicalizePath, gatewayHandler, refuseUnforwardable } from './gateway.ts';
@@ -56,9 +55,8 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   }
   reserve(app, '/metrics');
 
-  const tooLarge = bodyLimit({ maxSize: CHECK_BODY_LIMIT_BYTES, onError: () => jsonError(413, 'Request body too large') });
-  app.use('/v1/check', tooLarge);
-  app.use('/v1/release', tooLarge);
+  // The check routes read their bodies with a size cap themselves (413 above CHECK_BODY_LIMIT_BYTES): Hono's
+  // bodyLimit would build a full web Request for every POST (src/http/read-body.ts).
   if (config.admin.protectCheck) {
     app.use('/v1/check', requireAdminToken(config.admin.token));
     app.use('/v1/release', requireAdminToken(config.admin.token));

@@ -73,12 +73,15 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
     headers.set('x-forwarded-host', incoming.host);
     headers.set('x-forwarded-proto', incoming.protocol.replace(':', ''));
 
+    // GET and HEAD carry no body: reading c.req.raw.body would make @hono/node-server build a full web Request.
+    const method = c.req.method;
+    const body = method === 'GET' || method === 'HEAD' ? null : c.req.raw.body;
     try {
       return await proxy(target, {
-        method: c.req.method,
+        method,
         headers,
-        body: c.req.raw.body,
-        duplex: c.req.raw.body ? 'half' : undefined,
+        body,
+        duplex: body ? 'half' : undefined,
         signal: AbortSignal.any([c.req.raw.signal, AbortSignal.timeout(options.timeoutMs)]),
       } as RequestInit & { duplex?: 'half' });
     } catch (error) {

@@ -21,17 +21,20 @@ const ctx: BenchContext = {
 };
 
 describe('bench harness', () => {
-  it('counts one round trip per decision on the allow and deny paths and none from the over-limit cache', async () => {
+  it('counts one round trip per decision on the allow and deny paths, fewer when batched, and none from the over-limit cache', async () => {
     const tables = await commandsSection(ctx);
-    expect(tables[0]!.rows).toHaveLength(5);
+    expect(tables[0]!.rows).toHaveLength(6);
     expect(ctx.figures['commands.allow.perDecision']).toBe(1);
+    // 64 submitted together: the first alone, the other 63 in one call.
+    expect(ctx.figures['commands.batched.perDecision']).toBeLessThan(0.1);
     expect(ctx.figures['commands.deny.perDecision']).toBe(1);
     expect(ctx.figures['commands.cache.perDecision']).toBe(0);
     expect(ctx.figures['commands.multi.perDecision']).toBe(1);
     const targets = targetsTable(ctx.figures);
     const rows = Object.fromEntries(targets.rows.map((row) => [row.target, row.result]));
-    expect(rows['no Redis command when the over-limit cache answers']).toBe('PASS');
-    expect(rows['/v1/check >= 0.85x bare Hono req/s']).toBe('–');
+    expect(rows['4. no Redis command when the over-limit cache answers an abusive key']).toBe('PASS');
+    expect(rows['4. at most one Redis round trip per decision: 64 submitted together (batched)']).toBe('PASS');
+    expect(rows['1. /v1/check >= 1.0x Hono + rate-limiter-flexible, same route and body, fresh API key per request']).toBe('–');
     expect(renderTable(targets)).toContain('| target | measured | result |');
   }, 30_000);
 

@@ -20,7 +20,8 @@ describe('decide through Redis Functions', () => {
 
   it('loads the library once, keeps counting after the functions are lost, and answers like the script', async () => {
     const engine = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => clock });
-    const { library } = decideLibrary();
+    // One region: the lean library (decide_lean.lua); a federated config loads decide.lua's.
+    const { library } = decideLibrary('decideLean');
     expect((await engine.decide(request('a'))).allowed).toBe(true);
     const libraries = (await redis.call('FUNCTION', 'LIST', 'LIBRARYNAME', library)) as unknown[];
     expect(libraries).toHaveLength(1);

@@ -1,0 +1,98 @@
+// A micro-batcher for decide calls on one connection. A decision that finds no call of its queue in flight
+// goes at once, alone (no added latency under light load); decisions that arrive while one is in flight wait
+// and go together in the next call, as one FCALL that decides them in arrival order (scripts.ts
+// decide_batch). Under load this spreads ioredis's and Redis's per-call cost over the batch, and the batch
+// grows with the load by itself. Each decision's result is exactly what it would have been sent alone: Redis
+// runs the batch atomically, one decision after the other, in the order they arrived.
+//
+// On Redis Cluster every key of one call must hash to one slot, so each shard has its own queue.
+import type { DecideCaller } from './scripts.ts';
+
+type Call = readonly (string | number)[];
+
+interface Pending {
+  call: Call;
+  resolve: (reply: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+interface Queue {
+  inFlight: number;
+  waiting: Pending[];
+}
+
+export interface DecideBatcher {
+  /** Decide `call` (numkeys, keys, arguments) on the queue `lane` (0 unless calls must not share a call). */
+  submit(call: Call, lane: number): Promise<unknown>;
+}
+
+export interface DecideBatcherOptions {
+  /** Most decisions in one call (bounds the call's size and the time Redis spends in it). */
+  maxBatch?: number;
+  /** Calls of one queue in flight at once (1: strictly one after the other). */
+  maxInFlight?: number;
+}
+
+export function createDecideBatcher(caller: DecideCaller, options: DecideBatcherOptions = {}): DecideBatcher {
+  const maxBatch = options.maxBatch ?? 128;
+  const maxInFlight = options.maxInFlight ?? 1;
+  const queues = new Map<number, Queue>();
+
+  const send = (queue: Queue, batch: Pending[]): void => {
+    queue.inFlight++;
+    const done = () => {
+      queue.inFlight--;
+      drain(queue);
+    };
+    if (batch.length === 1) {
+      const only = batch[0]!;
+      caller(only.call).then(
+        (reply) => {
+          only.resolve(reply);
+          done();
+        },
+        (error: unknown) => {
+          only.reject(error);
+          done();
+        },
+      );
+      return;
+    }
+    caller.batch(batch.map((pending) => pending.call)).then(
+      (replies) => {
+        for (let i = 0; i < batch.length; i++) {
+          const reply = replies[i];
+          if (reply instanceof Error) batch[i]!.reject(reply);
+          else if (reply === undefined) batch[i]!.reject(new Error(`decide batch answered ${replies.length} replies for ${batch.length} calls`));
+          else batch[i]!.resolve(reply);
+        }
+        done();
+      },
+      (error: unknown) => {
+        for (const pending of batch) pending.reject(error);
+        done();
+      },
+    );
+  };
+
+  const drain = (queue: Queue): void => {
+    while (queue.waiting.length > 0 && queue.inFlight < maxInFlight) {
+      send(queue, queue.waiting.length <= maxBatch ? queue.waiting.splice(0) : queue.waiting.splice(0, maxBatch));
+    }
+  };
+
+  return {
+    submit(call, lane) {
+      let queue = queues.get(lane);
+      if (!queue) {
+        queue = { inFlight: 0, waiting: [] };
+        queues.set(lane, queue);
+      }
+      const target = queue;
+      return new Promise((resolve, reject) => {
+        target.waiting.push({ call, resolve, reject });
+        if (target.inFlight < maxInFlight) drain(target);
+      });
+    },
+  };
+}

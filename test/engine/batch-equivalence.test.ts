@@ -1,0 +1,141 @@
+// The micro-batcher and the lean script change how decisions travel, never what they decide: against a real
+// redis-server, decisions submitted together (one FCALL decides them in order) answer exactly what the same
+// decisions answer made one by one, and leave the same state; the lean single-region library answers exactly
+// what decide.lua answers. Property-based (fast-check) over rule shapes, callers, costs and clock steps.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import type { ConfigInput } from '../../src/config/schema.ts';
+import { createDecideBatcher } from '../../src/engine/decide-batcher.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { decideCaller, withScripts } from '../../src/engine/scripts.ts';
+import type { Decision, RequestContext } from '../../src/engine/types.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const server = await useRedis();
+const admin = client(server.url);
+const engineRedis = client(server.url);
+
+// Every rule keys by the API key (one principal, one shard per request): Redis decides a request atomically.
+const RULES: ConfigInput['rules'] = [
+  { name: 'tb', by: ['apiKey'], algorithm: 'tokenBucket', limit: 5, period: '10s', burst: 4 },
+  { name: 'fw', by: ['apiKey', 'method'], algorithm: 'fixedWindow', limit: 6, period: '5s' },
+  { name: 'sw', by: ['apiKey'], algorithm: 'slidingWindow', limit: 7, period: '4s' },
+  { name: 'sl', by: ['apiKey'], algorithm: 'slidingLog', limit: 5, period: '3s' },
+  { name: 'cc', by: ['apiKey'], algorithm: 'concurrency', limit: 3, period: '1m', leaseTtl: '2s' },
+  { name: 'shadow-fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 2, period: '1m', shadow: true },
+];
+
+interface Step {
+  key: string;
+  method: 'GET' | 'POST';
+  cost: number;
+  /** Milliseconds since the previous request (0: same instant). */
+  dt: number;
+}
+
+const step = fc.record({
+  key: fc.constantFrom('a', 'b', 'c'),
+  method: fc.constantFrom('GET' as const, 'POST' as const),
+  cost: fc.integer({ min: 1, max: 3 }),
+  dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 50 }), fc.integer({ min: 0, max: 2500 })),
+});
+const scenario = fc.record({
+  rules: fc.subarray(RULES, { minLength: 1 }),
+  steps: fc.array(step, { minLength: 1, maxLength: 60 }),
+  start: fc.integer({ min: 1_800_000_000_000, max: 1_800_000_100_000 }),
+});
+
+/** What a decision says, without the random lease ids. */
+function comparable(decision: Decision) {
+  return { allowed: decision.allowed, outcomes: decision.outcomes, leases: decision.leases.map(({ key, slots }) => ({ key, slots })) };
+}
+
+/** Every key's value (hash fields, sorted-set scores; lease ids are random), without TTLs (wall clock). */
+async function dump(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const key of (await admin.keys('*')).sort()) {
+    const type = await admin.type(key);
+    if (type === 'hash') out[key] = await admin.hgetall(key);
+    else if (type === 'zset') out[key] = (await admin.zrange(key, '0', '-1', 'WITHSCORES')).filter((_, i) => i % 2 === 1);
+    else out[key] = type;
+  }
+  return out;
+}
+
+type Variant = { lean: boolean; batch: boolean };
+
+async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: number }, variant: Variant) {
+  await admin.flushall();
+  const config = parseConfig({ region: 'us-east', rules: input.rules });
+  let now = input.start;
+  const engine = createRedisEngine({ config, redis: engineRedis, overLimitCache: false, nowMs: () => now, leanScript: variant.lean, batch: variant.batch });
+  const requests: RequestContext[] = input.steps.map((s) => ({ apiKey: s.key, ip: '10.0.0.1', method: s.method, path: '/x', cost: s.cost }));
+  let decisions: Decision[];
+  if (variant.batch) {
+    // All submitted before any answer: the first goes alone, the rest queue and go as batches.
+    decisions = await Promise.all(
+      requests.map((request, i) => {
+        now += input.steps[i]!.dt;
+        return engine.decide(request);
+      }),
+    );
+  } else {
+    decisions = [];
+    for (let i = 0; i < requests.length; i++) {
+      now += input.steps[i]!.dt;
+      decisions.push(await engine.decide(requests[i]!));
+    }
+  }
+  await engine.close();
+  return { decisions: decisions.map(comparable), state: await dump() };
+}
+
+describe('batched and lean decisions', () => {
+  it('a batch decides exactly what the same decisions decide one by one, and the lean script what decide.lua does', async () => {
+    let batched = 0;
+    await fc.assert(
+      fc.asyncProperty(scenario, async (input) => {
+        const reference = await run(input, { lean: false, batch: false });
+        for (const variant of [{ lean: false, batch: true }, { lean: true, batch: false }, { lean: true, batch: true }]) {
+          const result = await run(input, variant);
+          expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
+          expect(result.state, JSON.stringify(variant)).toEqual(reference.state);
+        }
+        if (input.steps.length > 2) batched++;
+      }),
+      { numRuns: 40 },
+    );
+    expect(batched).toBeGreaterThan(10);
+  }, 120_000);
+
+  it('sends concurrent decisions as one call each batch (one round trip for many decisions)', async () => {
+    await admin.flushall();
+    const config = parseConfig({ region: 'us-east', rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m' }] });
+    await admin.config('RESETSTAT');
+    const engine = createRedisEngine({ config, redis: engineRedis, overLimitCache: false });
+    await engine.decide({ apiKey: 'warm', ip: '10.0.0.1', method: 'GET', path: '/' });
+    await admin.config('RESETSTAT');
+    const decisions = await Promise.all(Array.from({ length: 50 }, (_, i) => engine.decide({ apiKey: `k${i % 7}`, ip: '10.0.0.1', method: 'GET', path: '/' })));
+    expect(decisions.every((d) => d.allowed)).toBe(true);
+    const stats = await admin.info('commandstats');
+    const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+    // The first decision goes alone; the 49 that arrived meanwhile go together.
+    expect(calls('fcall')).toBe(2);
+    expect(decisions.map((d) => d.binding!.remaining).sort((a, b) => a - b).slice(0, 3)).toEqual([992, 993, 993]);
+    await engine.close();
+  });
+
+  it('answers an error for the one call of a batch that fails, and decides the others', async () => {
+    await admin.flushall();
+    const redis = withScripts(engineRedis);
+    const caller = decideCaller(redis, { script: 'decideLean' });
+    const batcher = createDecideBatcher(caller);
+    const good = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
+    // An unknown algorithm code: the script raises an error for that call only.
+    const bad = [2, 'qf:{s1}:m', 'qf:{s1}:bad', 0, 1, '1000000', 1000, 1, '', 'zz', 5, 60_000, 5, 1, -1, 30_000, '', 0];
+    const results = await Promise.allSettled([batcher.submit(good('qf:{s1}:x'), 0), batcher.submit(good('qf:{s1}:y'), 0), batcher.submit(bad, 0), batcher.submit(good('qf:{s1}:y'), 0)]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    expect(((results[3] as PromiseFulfilledResult<unknown[]>).value)[3]).toBe(3);
+  });
+});
