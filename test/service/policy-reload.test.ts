@@ -110,7 +110,7 @@ async function dashboardSnapshot(url: string): Promise<{ rules: Array<{ name: st
 
 describe('the policy in force', () => {
   it('the restart-only list is everything outside RELOADABLE', () => {
-    expect(RELOADABLE).toEqual(['rules', 'federation.leakageBudget']);
+    expect(RELOADABLE).toEqual(['rules', 'envoy', 'federation.leakageBudget']);
     const path = join(dir, 'derive.yaml');
     writeConfig(path, [fixed(2)]);
     const base = loadConfigFile(path, {});
