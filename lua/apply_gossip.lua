@@ -12,7 +12,8 @@
   ARGV[9] leakage budget (-1 = unbounded)
   ARGV[10..14] REBALANCE: hunger fraction, reserve fraction, give fraction, min surplus, idle ms
   ARGV[15] sender index   ARGV[16] now override ('' = TIME)   ARGV[17] sender's change time ms
-  ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d], n values t[o]
+  ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d] (token
+  buckets: y[o][d], tokens moved), n values t[o]
 
   Returns { changed (1|0), lag ms (now - sender's change time) }
 ]]
@@ -41,18 +42,15 @@ local fence = shard_fence(KEYS[2], now)
 local incoming = {}
 local at = 19
 for i = 1, tonumber(ARGV[18]) do
-  local slot = empty_slot(n, tonumber(ARGV[at]), not is_bucket)
+  local slot = empty_slot(n, tonumber(ARGV[at]), true)
   at = at + 1
   for o = 0, n - 1 do slot.c[o] = tonumber(ARGV[at]); at = at + 1 end
   for o = 0, n - 1 do
     for d = 0, n - 1 do slot.x[o][d] = tonumber(ARGV[at]); at = at + 1 end
   end
-  -- Token buckets carry no acknowledgements: the a cells travel (one format) but are not read.
+  -- Windows: acknowledgements a[o][d]; token buckets: the tokens y[o][d] moved with the share (same place).
   for o = 0, n - 1 do
-    for d = 0, n - 1 do
-      if slot.a then slot.a[o][d] = tonumber(ARGV[at]) end
-      at = at + 1
-    end
+    for d = 0, n - 1 do slot.a[o][d] = tonumber(ARGV[at]); at = at + 1 end
   end
   for o = 0, n - 1 do slot.t[o] = tonumber(ARGV[at]); at = at + 1 end
   incoming[i] = slot

@@ -1,17 +1,7 @@
 --[[
-  The token bucket's gossip side: protocol.ts ownShareAt, rebalanceBucket, bucketHasHungryPeer, mergeBucket
-  and sweepBucket, line for line, in the same order of float operations.
+  The token bucket's gossip side: protocol.ts rebalanceBucket, bucketHasHungryPeer, mergeBucket and sweepBucket,
+  line for line, in the same order of float operations. Token transfers y[o][d] live in the slots' `a` cells.
 ]]
--- σ_r without what r received: a giver only gives from this.
-local function own_share_at(p, slots, fence, t)
-  if t < bucket_fence_end(p, fence) then return 0 end
-  local r = p.self
-  local epoch = math.floor(t / p.period)
-  local share = p.units[r] - given(epoch_cells(p, slots, epoch), p.n, r)
-  if t - epoch * p.period < p.skew then share = share - given(epoch_cells(p, slots, epoch - 1), p.n, r) end
-  return share
-end
-
 -- σ_d from a view without the skew term.
 local function view_share(p, slot, d)
   return p.units[d] + net_transfer(slot, p.n, d)
@@ -21,35 +11,56 @@ local function paced(p, slot, d, elapsed)
   return (p.limit * view_share(p, slot, d) * elapsed) / (p.period * SHARE_UNITS)
 end
 
--- Demand-following share transfer in the current epoch. Mutates `slots`; true when it gave.
-local function rebalance_bucket(p, slots, fence, now)
-  if not transfers_allowed(p) then return false end
+-- Demand-following share transfer in the current epoch, tokens moving with the share (protocol.ts
+-- rebalanceBucket). Mutates `slots` (y in the `a` cells); returns true when it gave, and the tokens left.
+local function rebalance_bucket(p, slots, fence, now, tokens)
+  if not transfers_allowed(p) then return false, tokens end
   local n, r, policy = p.n, p.self, p.policy
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
-  if hungry(slot, r, paced(p, slot, r, elapsed), now, policy) then return false end
+  if hungry(slot, r, paced(p, slot, r, elapsed), now, policy) then return false, tokens end
+  local previous_slot = epoch_cells(p, slots, epoch - 1)
+  local free = free_donor(p, slot, previous_slot, r, now)
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and hungry(slot, d, paced(p, slot, d, elapsed), now, policy) then peers[#peers + 1] = d end
+    if d ~= r and (hungry(slot, d, paced(p, slot, d, elapsed), now, policy) or (free and active(slot, d, now, policy))) then
+      peers[#peers + 1] = d
+    end
   end
-  if #peers == 0 then return false end
-  local previous_slot = epoch_cells(p, slots, epoch - 1)
-  local is_active = active(slot, r, now, policy) or active(previous_slot, r, now, policy)
-  local pace, previous = 0, 0
-  if is_active then
-    pace = (SHARE_UNITS * slot.c[r] * p.period) / (policy.hunger * p.limit * elapsed)
-    previous = (SHARE_UNITS * previous_slot.c[r]) / p.limit
+  if #peers == 0 then return false, tokens end
+  local reserve = 0
+  if not free then
+    local pace = (SHARE_UNITS * slot.c[r] * p.period) / (policy.hunger * p.limit * elapsed)
+    local previous = (SHARE_UNITS * previous_slot.c[r]) / p.limit
+    reserve = math.max(policy.reserve * p.units[r], pace, previous)
   end
-  local reserve = math.max(policy.reserve * p.units[r], pace, previous)
-  local surplus = own_share_at(p, slots, fence, now) - reserve
-  if surplus < policy.min_surplus then return false end
-  local give = math.floor((surplus * policy.give) / #peers)
-  if give < 1 then return false end
+  local share = share_at(p, slots, fence, now)
+  local surplus = share - reserve
+  if surplus < policy.min_surplus then return false, tokens end
+  local fraction = policy.give
+  if free then fraction = 1 end
+  local give = math.floor((surplus * fraction) / #peers)
+  if give < 1 then return false, tokens end
+  local moved = math.min((tokens * give) / share, (p.capacity * give) / SHARE_UNITS)
   local k = slot_index(epoch)
-  if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, false) end
-  for _, d in ipairs(peers) do slots[k].x[r][d] = slots[k].x[r][d] + give end
-  return true
+  if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, true) end
+  local left = tokens
+  for _, d in ipairs(peers) do
+    slots[k].x[r][d] = slots[k].x[r][d] + give
+    slots[k].a[r][d] = slots[k].a[r][d] + moved
+    left = left - moved
+  end
+  return true, left
+end
+
+-- Σ_{o≠r} y[o][r] in one slot (y travels in the `a` cells).
+local function tokens_received(slot, n, r)
+  local total = 0
+  for o = 0, n - 1 do
+    if o ~= r then total = total + slot.a[o][r] end
+  end
+  return total
 end
 
 local function bucket_has_hungry_peer(p, slots, now)
@@ -85,7 +96,7 @@ local function merge_bucket(p, bucket, fence, now, incoming)
       local held = slots[k]
       if held.id <= slot.id then
         local base = held
-        if held.id ~= slot.id then base = empty_slot(n, slot.id, false) end
+        if held.id ~= slot.id then base = empty_slot(n, slot.id, true) end
         local joined = join_slots(base, slot, n)
         if not same_slot(joined, held, n) then
           for o = 0, n - 1 do
@@ -105,7 +116,11 @@ local function merge_bucket(p, bucket, fence, now, incoming)
     if id == epoch then current_changed = true end
   end
   if current_changed and transfers_allowed(p) and now >= bucket_fence_end(p, fence) then
-    rebalance_bucket(p, slots, fence, now)
+    -- Credit the tokens newly moved here in the current epoch (never in another epoch, never before the fence end).
+    tokens = tokens + (tokens_received(cells_of(slots, epoch, n, true), n, p.self)
+      - tokens_received(cells_of(current.slots, epoch, n, true), n, p.self))
+    local _
+    _, tokens = rebalance_bucket(p, slots, fence, now, tokens)
   end
   local share = share_at(p, slots, fence, now)
   tokens = math.min(tokens, bucket_capacity(p, share))
@@ -115,9 +130,9 @@ end
 -- The token-bucket sweep: refill, rebalance the current epoch, clamp. Returns changed, new bucket.
 local function sweep_bucket(p, bucket, fence, now)
   if not transfers_allowed(p) or now < bucket_fence_end(p, fence) then return false, bucket end
-  local tokens = refill(p, bucket, fence, now)
   local slots = copy_slots(p, bucket.slots)
-  if not rebalance_bucket(p, slots, fence, now) then return false, bucket end
+  local gave, tokens = rebalance_bucket(p, slots, fence, now, refill(p, bucket, fence, now))
+  if not gave then return false, bucket end
   local share = share_at(p, slots, fence, now)
   return true, { tokens = math.min(tokens, bucket_capacity(p, share)), last = now, sig = share, slots = slots }
 end

@@ -28,7 +28,8 @@ local function share_at(p, slots, fence, t)
   local epoch = math.floor(t / p.period)
   local share = p.units[r] + net_transfer(epoch_cells(p, slots, epoch), p.n, r)
   if t - epoch * p.period < p.skew then share = share - given(epoch_cells(p, slots, epoch - 1), p.n, r) end
-  return share
+  -- Clamped: a region that passed received share on may pay more than it holds in the skew span.
+  return math.max(0, share)
 end
 
 local function bucket_budget(p)
@@ -118,7 +119,8 @@ end
 --[[
   Loads a token bucket: nil bucket when the key holds no `tokens`. `for_decision` reads only what a decision
   and its write touch: every slot id, the transfers to and from this region, its own cost and admission time
-  in the epoch of `now`. A single region reads no slots at all.
+  in the epoch of `now`. A single region reads no slots at all. Merges and sweeps read every cell, with the
+  token transfers y[o][d] in the slots' `a` cells (fields a<k>.<o>.<d>; token buckets have no acknowledgements).
 ]]
 local function load_bucket(p, key, for_decision, now)
   local ids, cells = nil, nil
@@ -127,7 +129,7 @@ local function load_bucket(p, key, for_decision, now)
     local current = slot_index(math.floor(now / p.period))
     cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, false) end
   end
-  local state = load_state(key, p.n, false, { 'tokens', 'last_refill', 'sig' }, ids, cells)
+  local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells)
   local tokens = tonumber(state.extra.tokens)
   local bucket = nil
   if tokens ~= nil then

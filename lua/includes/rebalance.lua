@@ -40,6 +40,19 @@ local function active(slot, d, now, policy)
   return slot.t[d] > 0 and now - slot.t[d] <= policy.idle
 end
 
+-- Quiet: no admission in the slot's window for idle ms and for ten of its own average gaps in it.
+local QUIET_GAPS = 10
+local function quiet(p, slot, d, now)
+  if slot.t[d] <= 0 then return true end
+  local gaps = (QUIET_GAPS * (slot.t[d] - slot.id * p.period)) / slot.c[d]
+  return now - slot.t[d] > math.max(p.policy.idle, gaps)
+end
+
+-- A free donor: quiet in this window (epoch) and the previous one.
+local function free_donor(p, slot, previous, r, now)
+  return quiet(p, slot, r, now) and quiet(p, previous, r, now)
+end
+
 local function hungry(slot, d, allowance, now, policy)
   local used = slot.c[d]
   return used > 0 and used > policy.hunger * allowance and active(slot, d, now, policy)

@@ -201,9 +201,10 @@ function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
   return { id: slot.id, c: slot.c, x: rows(slot.x), a: rows(slot.a), t: slot.t };
 }
 
+/** Token buckets carry y (tokens moved with the share) where windows carry a. */
 function toEpochSlot(slot: SlotCells, n: number): EpochSlot {
-  const { a: _a, ...rest } = toWindowSlot(slot, n);
-  return rest;
+  const { a, ...rest } = toWindowSlot(slot, n);
+  return { ...rest, y: a };
 }
 
 const stats = { gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 }, watchJoins: 0, runs: 0, steps: 0, decisions: 0, admitted: 0, merges: 0, changedMerges: 0, sweeps: 0, swept: 0, tokenChecks: 0, tokensExact: 0, maxTokenError: 0 };
@@ -434,8 +435,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
           }
           expect(held, `slot ${k} of ${where}`).toBeDefined();
           expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({ id: slot.id, c: slot.c, x: slot.x.flat(), t: slot.t });
-          const a = 'a' in slot ? slot.a.flat() : new Array<number>(n * n).fill(0);
-          expect(held!.a, `a cells of slot ${k} of ${where}`).toEqual(a);
+          const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
+          expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
         });
       };
       if (windowed) {
