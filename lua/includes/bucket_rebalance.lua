@@ -19,12 +19,12 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
-  if hungry(slot, r, paced(p, slot, r, elapsed), now, policy) then return false, tokens end
+  if hungry(p, slot, r, paced(p, slot, r, elapsed), now) then return false, tokens end
   local previous_slot = epoch_cells(p, slots, epoch - 1)
   local free = free_donor(p, slot, previous_slot, r, now)
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and (hungry(slot, d, paced(p, slot, d, elapsed), now, policy) or (free and active(slot, d, now, policy))) then
+    if d ~= r and wanting(p, slot, d, paced(p, slot, d, elapsed), now, free) then
       peers[#peers + 1] = d
     end
   end
@@ -69,7 +69,7 @@ local function bucket_has_hungry_peer(p, slots, now)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(slot, d, paced(p, slot, d, elapsed), now, p.policy) then return true end
+    if d ~= p.self and hungry(p, slot, d, paced(p, slot, d, elapsed), now) then return true end
   end
   return false
 end

@@ -11,11 +11,11 @@ local function rebalance_window(p, slots, id, now)
   local slot = slots[slot_index(id)]
   if slot.id ~= id then return false end
   local own = window_allowance(p, slot, r, id)
-  if hungry(slot, r, own, now, policy) then return false end
+  if hungry(p, slot, r, own, now) then return false end
   local free = free_donor(p, slot, cells_of(slots, id - 1, n, true), r, now)
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and (hungry(slot, d, window_allowance(p, slot, d, id), now, policy) or (free and active(slot, d, now, policy))) then
+    if d ~= r and wanting(p, slot, d, window_allowance(p, slot, d, id), now, free) then
       peers[#peers + 1] = d
     end
   end
@@ -72,7 +72,7 @@ local function window_has_hungry_peer(p, slots, now)
   local id = math.floor(now / p.period)
   local slot = cells_of(slots, id, p.n, true)
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(slot, d, window_allowance(p, slot, d, id), now, p.policy) then return true end
+    if d ~= p.self and hungry(p, slot, d, window_allowance(p, slot, d, id), now) then return true end
   end
   return false
 end

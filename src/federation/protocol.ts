@@ -20,15 +20,16 @@ export const KEPT_WINDOWS = 3;
  * - minSurplus: no transfer below this surplus (requests, or share units for token buckets).
  * - idleMs: a region that admitted nothing for this long (by its last admission time in the view) is idle:
  *   it is never hungry and keeps no reserve for its past use, so allowance follows traffic that moves. A
- *   region idle in this window (epoch) and the previous one is a free donor: it gives everything but one
- *   request (nothing for buckets, nothing in the last tenth of a window) to its hungry and active peers.
+ *   region quiet (no admission for idleMs/5 and ten of its average gaps) in this window (epoch) and the
+ *   previous one is a free donor: it gives everything but one request (nothing for buckets, nothing in the
+ *   last tenth of a window) to its hungry and active peers.
  */
 export const REBALANCE = {
   hungerFraction: 0.5,
   reserveFraction: 0.02,
   giveFraction: 0.5,
   minSurplus: 1,
-  idleMs: 1_000,
+  idleMs: 5_000,
 } as const;
 
 export interface RebalancePolicy {
@@ -399,14 +400,16 @@ function active(slot: Slot, d: number, now: number, policy: RebalancePolicy): bo
 }
 
 /**
- * Quiet: no admission in window (epoch) `slot.id` for idleMs and for ten of its own average gaps in it, so a
- * region with steady low traffic is not mistaken for a free donor by one long gap.
+ * Quiet: no admission in window (epoch) `slot.id` for idleMs/5 and for ten of its own average gaps in it, so a
+ * region with steady low traffic is not mistaken for a free donor by one long gap. (A peer stays "active", and
+ * so can be hungry, for the whole idleMs: a starved region's denials write nothing, so its last admission is
+ * all that shows its demand until a free donor answers it.)
  */
 const QUIET_GAPS = 10;
 function quiet(params: FederationParams, slot: Slot, d: number, now: number): boolean {
   if (slot.t[d]! <= 0) return true;
-  const gaps = (QUIET_GAPS * (slot.t[d]! - slot.id * params.periodMs)) / slot.c[d]!;
-  return now - slot.t[d]! > Math.max(params.rebalance.idleMs, gaps);
+  const gaps = slot.c[d]! > 0 ? (QUIET_GAPS * (slot.t[d]! - slot.id * params.periodMs)) / slot.c[d]! : 0;
+  return now - slot.t[d]! > Math.max(params.rebalance.idleMs / 5, gaps);
 }
 
 /** A free donor: quiet in this window (epoch) and the previous one; it gives (nearly) all it holds. */
@@ -414,10 +417,20 @@ function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: numb
   return quiet(params, slot, r, now) && quiet(params, previous, r, now);
 }
 
-/** Hungry: active, and used more than hungerFraction of its allowance. */
-function hungry(slot: Slot, d: number, allowance: number, now: number, policy: RebalancePolicy): boolean {
+/** Hungry: active and not quiet, and used more than hungerFraction of its allowance. */
+function hungry(params: FederationParams, slot: Slot, d: number, allowance: number, now: number): boolean {
   const used = slot.c[d]!;
-  return used > 0 && used > policy.hungerFraction * allowance && active(slot, d, now, policy);
+  return (
+    used > 0 &&
+    used > params.rebalance.hungerFraction * allowance &&
+    active(slot, d, now, params.rebalance) &&
+    !quiet(params, slot, d, now)
+  );
+}
+
+/** A free donor's targets: hungry peers and peers admitting right now (not quiet). */
+function wanting(params: FederationParams, slot: Slot, d: number, allowance: number, now: number, free: boolean): boolean {
+  return hungry(params, slot, d, allowance, now) || (free && !quiet(params, slot, d, now));
 }
 
 /**
@@ -436,12 +449,12 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   if (state.slots[slotIndex(id)]!.id !== id) return state; // nothing was admitted or seen in w
   const slot = windowCells(state, id);
   const ownAllowance = windowAllowance(params, slot, r);
-  if (hungry(slot, r, ownAllowance, now, policy)) return state;
+  if (hungry(params, slot, r, ownAllowance, now)) return state;
   const free = freeDonor(params, slot, windowCells(state, id - 1), r, now);
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
     if (d === r) continue;
-    if (hungry(slot, d, windowAllowance(params, slot, d), now, policy) || (free && active(slot, d, now, policy))) targets.push(d);
+    if (wanting(params, slot, d, windowAllowance(params, slot, d), now, free)) targets.push(d);
   }
   if (targets.length === 0) return state;
   let reserve: number;
@@ -465,7 +478,7 @@ export function windowHasHungryPeer(params: FederationParams, state: WindowState
   if (params.budget === null || params.regions < 2) return false;
   const slot = windowCells(state, windowIdAt(now, params.periodMs));
   for (let d = 0; d < params.regions; d++) {
-    if (d !== params.self && hungry(slot, d, windowAllowance(params, slot, d), now, params.rebalance)) return true;
+    if (d !== params.self && hungry(params, slot, d, windowAllowance(params, slot, d), now)) return true;
   }
   return false;
 }
@@ -733,12 +746,12 @@ export function rebalanceBucket(
   const slot = epochCells(slots, epoch);
   const paced = (d: number): number =>
     (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
-  if (hungry(slot, r, paced(r), now, policy)) return unchanged;
+  if (hungry(params, slot, r, paced(r), now)) return unchanged;
   const previousSlot = epochCells(slots, epoch - 1);
   const free = freeDonor(params, slot, previousSlot, r, now);
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
-    if (d !== r && (hungry(slot, d, paced(d), now, policy) || (free && active(slot, d, now, policy)))) targets.push(d);
+    if (d !== r && wanting(params, slot, d, paced(d), now, free)) targets.push(d);
   }
   if (targets.length === 0) return unchanged;
   let reserve = 0;
@@ -764,6 +777,23 @@ export function rebalanceBucket(
   return { slots: next, tokens: left };
 }
 
+/** Is this region hungry in its own view of the current window (the fast lane asks its peers at once)? */
+export function windowWantsMore(params: FederationParams, state: WindowState, now: number): boolean {
+  if (params.budget === null || params.regions < 2) return false;
+  const slot = windowCells(state, windowIdAt(now, params.periodMs));
+  return hungry(params, slot, params.self, windowAllowance(params, slot, params.self), now);
+}
+
+/** Is this region hungry in its own view of the current epoch? */
+export function bucketWantsMore(params: FederationParams, state: BucketState, now: number): boolean {
+  if (!transfersAllowed(params)) return false;
+  const epoch = windowIdAt(now, params.periodMs);
+  const elapsed = Math.max(1, now - epoch * params.periodMs);
+  const slot = epochCells(state.slots, epoch);
+  const paced = (params.limit * viewShare(params, slot, params.self) * elapsed) / (params.periodMs * SHARE_UNITS);
+  return hungry(params, slot, params.self, paced, now);
+}
+
 /** Does r's view show a hungry peer in the current epoch? */
 export function bucketHasHungryPeer(params: FederationParams, state: BucketState, now: number): boolean {
   if (!transfersAllowed(params)) return false;
@@ -772,7 +802,7 @@ export function bucketHasHungryPeer(params: FederationParams, state: BucketState
   const slot = epochCells(state.slots, epoch);
   for (let d = 0; d < params.regions; d++) {
     const paced = (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
-    if (d !== params.self && hungry(slot, d, paced, now, params.rebalance)) return true;
+    if (d !== params.self && hungry(params, slot, d, paced, now)) return true;
   }
   return false;
 }

@@ -20,6 +20,8 @@ import {
   sweepWindow,
   bucketHasHungryPeer,
   windowHasHungryPeer,
+  windowWantsMore,
+  bucketWantsMore,
   windowAllowance,
   windowCells,
   windowForfeited,
@@ -106,6 +108,12 @@ export interface Scenario {
   probes?: number[];
   /** Check the per-region invariants and the global share sum after every event (slower). */
   audit?: boolean;
+  /**
+   * The fast lane (publisher.ts): a key whose change matters now (a region's first admission in a window, a
+   * region that is hungry in its own view, a grant) goes to every peer at once instead of at the next tick,
+   * at most once per this many ms per key. Absent: every key waits for the sync tick.
+   */
+  fastLaneMs?: number;
 }
 
 export interface SimDecision {
@@ -150,6 +158,8 @@ export interface SimStats {
   /** Audit only: the largest Σ_r σ_r seen at any instant (token bucket), and invariant violations. */
   maxShareSum: number;
   invariantViolations: string[];
+  /** Keys sent on the fast lane (each to every peer). */
+  fastSends: number;
 }
 
 export interface SimResult {
@@ -204,6 +214,9 @@ interface RegionSim {
   queue: Message[];
   /** Keys whose view showed a hungry peer: rebalanced again on every sync tick (the sweep). */
   watch: Set<string>;
+  /** Fast lane: key → last fast send, and keys with a fast send already scheduled. */
+  fastSent: Map<string, number>;
+  fastDue: Set<string>;
 }
 
 type Event =
@@ -212,7 +225,8 @@ type Event =
   | { kind: 'deliver'; message: Message; duplicate: boolean }
   | { kind: 'ack'; message: Message }
   | { kind: 'fault'; fault: Fault }
-  | { kind: 'probe'; probe: number };
+  | { kind: 'probe'; probe: number }
+  | { kind: 'fast'; region: number; key: string };
 
 interface Scheduled {
   at: number;
@@ -300,6 +314,7 @@ class Simulation {
     convergence: [],
     maxShareSum: 0,
     invariantViolations: [],
+    fastSends: 0,
   };
   private now = 0;
 
@@ -341,6 +356,8 @@ class Simulation {
       outstanding: Array.from({ length: n }, () => new Map()),
       queue: [],
       watch: new Set(),
+      fastSent: new Map(),
+      fastDue: new Set(),
     }));
   }
 
@@ -383,6 +400,8 @@ class Simulation {
         return this.fault(event.fault);
       case 'probe':
         return this.takeProbe(event.probe);
+      case 'fast':
+        return this.fastSend(event.region, event.key);
     }
   }
 
@@ -447,7 +466,9 @@ class Simulation {
     this.decisions.push({ t: this.now, local, region: region.index, key: spec.key, cost, allowed, window });
     if (!allowed || !state) return;
     this.stats.admitted += cost;
+    const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
     this.changed(region, spec.key, state);
+    if (first || this.wantsMore(region, state, local)) this.fastLane(region, spec.key);
     const own = this.slotsOf(state);
     const value = ownCount(own, window, region.index);
     for (const peer of this.regions) {
@@ -487,35 +508,77 @@ class Simulation {
     this.queue.push(this.now + this.scenario.syncIntervalMs, { kind: 'tick', region: index });
     if (!region.up) return;
     this.sweep(region);
-    const ackTimeout = this.scenario.ackTimeoutMs ?? 1_000;
     for (const peer of this.regions) {
       if (peer.index === index) continue;
-      const pending = region.pending[peer.index]!;
-      const outstanding = region.outstanding[peer.index]!;
-      for (const [key, version] of pending) {
-        const inFlight = outstanding.get(key);
-        if (inFlight && inFlight.version === version && this.now - inFlight.sentAt < ackTimeout) continue;
-        if (!this.linkUp[index]![peer.index] || !peer.up) {
-          this.stats.sendFailures++;
-          continue;
-        }
-        const state = region.keys.get(key);
-        if (!state) {
-          pending.delete(key);
-          continue;
-        }
-        const message: Message = { from: index, to: peer.index, key, version, slots: this.slotsOf(state), incarnation: region.incarnation };
-        outstanding.set(key, { version, sentAt: this.now });
-        this.stats.messagesSent++;
-        const arrival = this.now + this.delay(index, peer.index);
-        this.queue.push(arrival, { kind: 'deliver', message, duplicate: false });
-        const duplicate = this.link(index, peer.index).duplicateProbability ?? 0;
-        if (duplicate > 0 && this.random() < duplicate) {
-          const later = arrival + Math.round(this.random() * (this.scenario.syncIntervalMs + this.delay(index, peer.index)));
-          this.queue.push(later, { kind: 'deliver', message, duplicate: true });
-        }
-      }
+      for (const key of [...region.pending[peer.index]!.keys()]) this.send(region, peer, key, false);
     }
+  }
+
+  /** Sends the pending version of `key` to `peer` unless it is in flight (and not timed out) already. */
+  private send(region: RegionSim, peer: RegionSim, key: string, fast: boolean): void {
+    const pending = region.pending[peer.index]!;
+    const outstanding = region.outstanding[peer.index]!;
+    const version = pending.get(key);
+    if (version === undefined) return;
+    const ackTimeout = this.scenario.ackTimeoutMs ?? 1_000;
+    const inFlight = outstanding.get(key);
+    if (inFlight && inFlight.version === version && this.now - inFlight.sentAt < ackTimeout) return;
+    if (!this.linkUp[region.index]![peer.index] || !peer.up) {
+      if (!fast) this.stats.sendFailures++;
+      return;
+    }
+    const state = region.keys.get(key);
+    if (!state) {
+      pending.delete(key);
+      return;
+    }
+    const message: Message = { from: region.index, to: peer.index, key, version, slots: this.slotsOf(state), incarnation: region.incarnation };
+    outstanding.set(key, { version, sentAt: this.now });
+    this.stats.messagesSent++;
+    const arrival = this.now + this.delay(region.index, peer.index);
+    this.queue.push(arrival, { kind: 'deliver', message, duplicate: false });
+    const duplicate = this.link(region.index, peer.index).duplicateProbability ?? 0;
+    if (duplicate > 0 && this.random() < duplicate) {
+      const later = arrival + Math.round(this.random() * (this.scenario.syncIntervalMs + this.delay(region.index, peer.index)));
+      this.queue.push(later, { kind: 'deliver', message, duplicate: true });
+    }
+  }
+
+  /** Queue `key` on the fast lane: now, or when the per-key debounce allows. */
+  private fastLane(region: RegionSim, key: string): void {
+    const debounce = this.scenario.fastLaneMs;
+    if (debounce === undefined || region.fastDue.has(key)) return;
+    const last = region.fastSent.get(key);
+    const at = last === undefined ? this.now : Math.max(this.now, last + debounce);
+    region.fastDue.add(key);
+    this.queue.push(at, { kind: 'fast', region: region.index, key });
+  }
+
+  private fastSend(index: number, key: string): void {
+    const region = this.regions[index]!;
+    region.fastDue.delete(key);
+    if (!region.up) return;
+    region.fastSent.set(key, this.now);
+    this.stats.fastSends++;
+    for (const peer of this.regions) if (peer.index !== index) this.send(region, peer, key, true);
+  }
+
+  /** Is this region hungry in its own view (it will ask its peers for more)? */
+  private wantsMore(region: RegionSim, state: KeyState, local: number): boolean {
+    return this.windowed
+      ? windowWantsMore(region.params, state as WindowState, local)
+      : bucketWantsMore(region.params, state as BucketState, local);
+  }
+
+  /** Did the region's own transfer row grow (a grant)? */
+  private gave(region: RegionSim, before: KeyState | undefined, after: KeyState): boolean {
+    const given = (state: KeyState | undefined): number => {
+      if (!state) return 0;
+      let total = 0;
+      for (const slot of this.slotsOf(state)) for (const value of slot.x[region.index]!) total += value;
+      return total;
+    };
+    return given(after) > given(before);
   }
 
   private deliver(message: Message, duplicate: boolean): void {
@@ -562,6 +625,7 @@ class Simulation {
     if (!result.changed || !result.state) return;
     if (this.hasHungryPeer(region, result.state, local)) region.watch.add(message.key);
     this.changed(region, message.key, result.state);
+    if (this.gave(region, held, result.state)) this.fastLane(region, message.key);
     this.resolveLag(region, message.key, result.state);
     this.checkProbes();
   }
@@ -584,7 +648,10 @@ class Simulation {
       const result = this.windowed
         ? sweepWindow(region.params, state as WindowState, region.fence, local)
         : sweepBucket(region.params, state as BucketState, region.fence, local);
-      if (result.changed) this.changed(region, key, result.state);
+      if (result.changed) {
+        this.changed(region, key, result.state);
+        this.fastLane(region, key);
+      }
     }
   }
 
