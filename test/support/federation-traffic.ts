@@ -47,9 +47,15 @@ export const BURSTS: BurstCase[] = [
     durationMs: 20_000,
     target: () => 0.95,
   },
-  // Everything in the same millisecond: nothing can move before it is decided, so (L + B)/N is the most any
-  // scheme that does not wait can admit.
-  { name: 'instant burst', traffic: [burst('eu', 1_100, START, 1)], durationMs: 20_000, target: () => (LIMIT + BUDGET) / 3 / LIMIT },
+  // Everything in the same millisecond: nothing can move before it is decided, so what one region holds is the
+  // most any scheme that does not wait can admit: a window base, floor((L + B)/3) = 350, or a bucket's
+  // cap(u_r) = C/3 + floor(B/3) = 349.3 tokens.
+  {
+    name: 'instant burst',
+    traffic: [burst('eu', 1_100, START, 1)],
+    durationMs: 20_000,
+    target: (algorithm) => (algorithm === 'tokenBucket' ? Math.floor(LIMIT / 3 + Math.floor(BUDGET / 3)) : Math.floor((LIMIT + BUDGET) / 3)) / LIMIT,
+  },
 ];
 
 export interface SteadyCase {
