@@ -7,8 +7,13 @@ local function view_share(p, slot, d)
   return p.units[d] + net_transfer(slot, p.n, d)
 end
 
-local function paced(p, slot, d, elapsed)
-  return (p.limit * view_share(p, slot, d) * elapsed) / (p.period * SHARE_UNITS)
+-- Hungry (protocol.ts bucketHungry): paced use above the hunger fraction, or admitting (active, not quiet)
+-- while holding less than the hunger fraction of its base share.
+local function bucket_hungry(p, slot, d, elapsed, now)
+  local share = view_share(p, slot, d)
+  local paced = (p.limit * share * elapsed) / (p.period * SHARE_UNITS)
+  if hungry(p, slot, d, paced, now) then return true end
+  return share < p.policy.hunger * p.units[d] and slot.c[d] > 0 and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
 end
 
 -- Demand-following share transfer in the current epoch, tokens moving with the share (protocol.ts
@@ -19,12 +24,12 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
-  if hungry(p, slot, r, paced(p, slot, r, elapsed), now) then return false, tokens end
+  if bucket_hungry(p, slot, r, elapsed, now) then return false, tokens end
   local previous_slot = epoch_cells(p, slots, epoch - 1)
   local free = free_donor(p, slot, previous_slot, r, now)
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and wanting(p, slot, d, paced(p, slot, d, elapsed), now, free) then
+    if d ~= r and (bucket_hungry(p, slot, d, elapsed, now) or (free and not quiet(p, slot, d, now))) then
       peers[#peers + 1] = d
     end
   end
@@ -42,7 +47,9 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   if free then fraction = 1 end
   local give = math.floor((surplus * fraction) / #peers)
   if give < 1 then return false, tokens end
-  local moved = math.min((tokens * give) / share, (p.capacity * give) / SHARE_UNITS)
+  -- The giver keeps one token (or what it has), to admit with and so show demand later.
+  local spare = (tokens - math.min(tokens, 1)) / #peers
+  local moved = math.min((tokens * give) / share, (p.capacity * give) / SHARE_UNITS, spare)
   local k = slot_index(epoch)
   if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, true) end
   local left = tokens
@@ -69,7 +76,7 @@ local function bucket_has_hungry_peer(p, slots, now)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(p, slot, d, paced(p, slot, d, elapsed), now) then return true end
+    if d ~= p.self and bucket_hungry(p, slot, d, elapsed, now) then return true end
   end
   return false
 end

@@ -721,12 +721,30 @@ export function viewShare(params: FederationParams, slot: EpochSlot, d: number):
 }
 
 /**
+ * A bucket region is hungry when it admitted more than hungerFraction of what its share refilled so far in the
+ * epoch (paced), or when it is admitting while holding less than hungerFraction of its base share: a region
+ * that gave its share away and gets traffic again shows little paced use over a long epoch, yet needs share now.
+ */
+function bucketHungry(params: FederationParams, slot: EpochSlot, d: number, elapsed: number, now: number): boolean {
+  const share = viewShare(params, slot, d);
+  const paced = (params.limit * share * elapsed) / (params.periodMs * SHARE_UNITS);
+  if (hungry(params, slot, d, paced, now)) return true;
+  return share < params.rebalance.hungerFraction * params.units[d]! && wantsShare(params, slot, d, now);
+}
+
+/** Admitting (c > 0, active, not quiet), whatever its allowance. */
+function wantsShare(params: FederationParams, slot: EpochSlot, d: number, now: number): boolean {
+  return slot.c[d]! > 0 && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now);
+}
+
+/**
  * Demand-following share transfer in the current epoch (the caller refills first and clamps after).
  * Demand is paced: d is hungry when it admitted more than hungerFraction of what its share refilled so far in
  * the epoch (a drained bucket admits exactly its refill, so "half the epoch's allowance" would never trigger).
  * A giver gives from its whole σ (received share included, so rights follow traffic from region to region)
- * and moves its tokens with it: Δy = min(τ·Δσ/σ, C·Δσ/S) per peer, so neither side holds more than its new
- * cap and the tokens in flight never exceed C·(share in flight)/S. An active giver keeps the share its own
+ * and moves its tokens with it: Δy = min(τ·Δσ/σ, C·Δσ/S, (τ − min(τ, 1))/|targets|) per peer, so neither side
+ * holds more than its new cap, the tokens in flight never exceed C·(share in flight)/S, and the giver keeps one
+ * token to show demand with. An active giver keeps the share its own
  * pace needs to stay out of hunger, and at least what sustained it in the previous epoch; a free donor (idle
  * in this epoch and the previous one) gives all of it to its hungry and active peers.
  */
@@ -744,14 +762,12 @@ export function rebalanceBucket(
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(slots, epoch);
-  const paced = (d: number): number =>
-    (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
-  if (hungry(params, slot, r, paced(r), now)) return unchanged;
+  if (bucketHungry(params, slot, r, elapsed, now)) return unchanged;
   const previousSlot = epochCells(slots, epoch - 1);
   const free = freeDonor(params, slot, previousSlot, r, now);
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
-    if (d !== r && wanting(params, slot, d, paced(d), now, free)) targets.push(d);
+    if (d !== r && (bucketHungry(params, slot, d, elapsed, now) || (free && !quiet(params, slot, d, now)))) targets.push(d);
   }
   if (targets.length === 0) return unchanged;
   let reserve = 0;
@@ -765,7 +781,10 @@ export function rebalanceBucket(
   if (surplus < policy.minSurplus) return unchanged;
   const give = Math.floor((surplus * (free ? 1 : policy.giveFraction)) / targets.length);
   if (give < 1) return unchanged;
-  const moved = Math.min((tokens * give) / share, (params.capacity * give) / SHARE_UNITS);
+  // The giver keeps one token (or what it has): a region left with no share and no token could not admit, so
+  // it could never show the demand that brings rights back.
+  const spare = (tokens - Math.min(tokens, 1)) / targets.length;
+  const moved = Math.min((tokens * give) / share, (params.capacity * give) / SHARE_UNITS, spare);
   const next = withEpochSlot(slots, epoch);
   const target = next[slotIndex(epoch)]!;
   let left = tokens;
@@ -789,9 +808,7 @@ export function bucketWantsMore(params: FederationParams, state: BucketState, no
   if (!transfersAllowed(params)) return false;
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
-  const slot = epochCells(state.slots, epoch);
-  const paced = (params.limit * viewShare(params, slot, params.self) * elapsed) / (params.periodMs * SHARE_UNITS);
-  return hungry(params, slot, params.self, paced, now);
+  return bucketHungry(params, epochCells(state.slots, epoch), params.self, elapsed, now);
 }
 
 /** Does r's view show a hungry peer in the current epoch? */
@@ -800,10 +817,7 @@ export function bucketHasHungryPeer(params: FederationParams, state: BucketState
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(state.slots, epoch);
-  for (let d = 0; d < params.regions; d++) {
-    const paced = (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
-    if (d !== params.self && hungry(params, slot, d, paced, now)) return true;
-  }
+  for (let d = 0; d < params.regions; d++) if (d !== params.self && bucketHungry(params, slot, d, elapsed, now)) return true;
   return false;
 }
 

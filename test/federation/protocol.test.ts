@@ -438,7 +438,7 @@ describe('rights that move on demand', () => {
     const gave = windowCellsOfEpoch(merged, 0);
     expect(gave.x[1]![0]).toBe(giver.units[1]); // all of it: a free donor
     const moved = gave.y[1]![0]!;
-    expect(moved).toBe(50); // min(τ·Δσ/σ, C·Δσ/S) = min(55, 50): the budget part b_r stays
+    expect(moved).toBe(50); // min(τ·Δσ/σ, C·Δσ/S, τ − 1) = min(55, 50, 54): the budget part b_r stays
     // Conservation: what the giver holds now plus what it moved is what it held before.
     expect(merged.tokens + moved).toBeCloseTo(bucketCapacity(giver, giver.units[1]!), 9);
     const before = refill(receiver, hot!, 0, 5_100);
