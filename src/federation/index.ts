@@ -12,7 +12,7 @@ import { createApplier } from './gossip/apply.ts';
 import { peerTargets } from './gossip/connections.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
-import { createPublisher } from './gossip/publisher.ts';
+import { FAST_LANE_MS, createPublisher } from './gossip/publisher.ts';
 import { startGossipWorker, type GossipWorker } from './gossip/worker.ts';
 import { federationMetrics } from './metrics.ts';
 import { createPeerBook, type PeerStatus } from './peers.ts';
@@ -134,6 +134,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     worker = startGossipWorker(config.redis, apply, logger);
   };
 
+  // Whether this process held the publisher lock at its last round: only the holder runs the fast lane.
+  let leader = false;
   const round = async () => {
     try {
       if (recovery === undefined) await recover();
@@ -141,7 +143,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         await recoverWhileRunning(recoveryDeps);
         publisher.requestResync();
       }
-      if (await lock.hold()) await publisher.round();
+      leader = await lock.hold();
+      if (leader) await publisher.round();
       else await publisher.sampleBacklog();
     } catch (error) {
       logger.warn({ event: 'federation.round_failed', error: (error as Error).message }, 'federation round failed; retrying next interval');
@@ -164,9 +167,20 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     });
   };
 
+  // The fast lane: keys queued by decide.lua (first admission in a window/epoch) and apply_gossip.lua (grants)
+  // go out every FAST_LANE_MS instead of waiting for the next round. Never overlaps itself.
+  let fastTimer: NodeJS.Timeout | undefined;
+  const fastTick = () => {
+    const run = leader && worker !== undefined ? publisher.fastRound() : Promise.resolve(0);
+    void run.finally(() => {
+      if (!stopped) fastTimer = setTimeout(fastTick, FAST_LANE_MS);
+    });
+  };
+
   await exclusive();
   if (recovery === undefined) logger.warn({ event: 'federation.recovery_deferred' }, 'Redis not reachable: recovery check deferred to the next rounds');
   timer = setTimeout(tick, interval);
+  fastTimer = setTimeout(fastTick, FAST_LANE_MS);
 
   return {
     topology,
@@ -182,6 +196,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       if (stopped) return;
       stopped = true;
       clearTimeout(timer);
+      clearTimeout(fastTimer);
       await timeout(exclusive(), Math.max(2_000, 2 * addTimeoutMs));
       await timeout(lock.release().catch(() => undefined), 1_000);
       if (worker) {

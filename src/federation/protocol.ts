@@ -796,21 +796,6 @@ export function rebalanceBucket(
   return { slots: next, tokens: left };
 }
 
-/** Is this region hungry in its own view of the current window (the fast lane asks its peers at once)? */
-export function windowWantsMore(params: FederationParams, state: WindowState, now: number): boolean {
-  if (params.budget === null || params.regions < 2) return false;
-  const slot = windowCells(state, windowIdAt(now, params.periodMs));
-  return hungry(params, slot, params.self, windowAllowance(params, slot, params.self), now);
-}
-
-/** Is this region hungry in its own view of the current epoch? */
-export function bucketWantsMore(params: FederationParams, state: BucketState, now: number): boolean {
-  if (!transfersAllowed(params)) return false;
-  const epoch = windowIdAt(now, params.periodMs);
-  const elapsed = Math.max(1, now - epoch * params.periodMs);
-  return bucketHungry(params, epochCells(state.slots, epoch), params.self, elapsed, now);
-}
-
 /** Does r's view show a hungry peer in the current epoch? */
 export function bucketHasHungryPeer(params: FederationParams, state: BucketState, now: number): boolean {
   if (!transfersAllowed(params)) return false;

@@ -20,8 +20,6 @@ import {
   sweepWindow,
   bucketHasHungryPeer,
   windowHasHungryPeer,
-  windowWantsMore,
-  bucketWantsMore,
   windowAllowance,
   windowCells,
   windowForfeited,
@@ -109,8 +107,8 @@ export interface Scenario {
   /** Check the per-region invariants and the global share sum after every event (slower). */
   audit?: boolean;
   /**
-   * The fast lane (publisher.ts): a key whose change matters now (a region's first admission in a window, a
-   * region that is hungry in its own view, a grant) goes to every peer at once instead of at the next tick,
+   * The fast lane (publisher.ts FAST_LANE_MS): a key whose change matters now (a region's first admission in a
+   * window/epoch, a grant made by a merge or a sweep) goes to every peer at once instead of at the next tick,
    * at most once per this many ms per key. Absent: every key waits for the sync tick.
    */
   fastLaneMs?: number;
@@ -468,7 +466,7 @@ class Simulation {
     this.stats.admitted += cost;
     const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
     this.changed(region, spec.key, state);
-    if (first || this.wantsMore(region, state, local)) this.fastLane(region, spec.key);
+    if (first) this.fastLane(region, spec.key);
     const own = this.slotsOf(state);
     const value = ownCount(own, window, region.index);
     for (const peer of this.regions) {
@@ -561,13 +559,6 @@ class Simulation {
     region.fastSent.set(key, this.now);
     this.stats.fastSends++;
     for (const peer of this.regions) if (peer.index !== index) this.send(region, peer, key, true);
-  }
-
-  /** Is this region hungry in its own view (it will ask its peers for more)? */
-  private wantsMore(region: RegionSim, state: KeyState, local: number): boolean {
-    return this.windowed
-      ? windowWantsMore(region.params, state as WindowState, local)
-      : bucketWantsMore(region.params, state as BucketState, local);
   }
 
   /** Did the region's own transfer row grow (a grant)? */

@@ -11,7 +11,7 @@ import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } 
 import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/publisher.ts';
 import { topologyOf } from '../../src/federation/topology.ts';
-import { ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -65,7 +65,9 @@ describe('the publisher sweep over the watch sets', () => {
     // keeps what it used as a reserve and gives half the rest (50 − 5 − 5 = 40 → 20) on merge, and watches the key.
     const slot = { id, c: [40, 5], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [now, now] };
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: now, s: [flattenSlot(slot)] });
-    expect(await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)).toEqual([1, expect.any(Number)]);
+    // Changed, the lag, and granted: the grant puts the key on the fast lane.
+    expect(await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)).toEqual([1, expect.any(Number), 1]);
+    expect(await redis.sismember(fastSetKey(shard), key)).toBe(1);
     const k = id % 3;
     expect(await redis.hget(key, `x${k}.1.0`)).toBe('20');
     expect(await redis.sismember(watchSetKey(shard), key)).toBe(1);

@@ -265,8 +265,11 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     fenceOnScriptCall(to);
     const now = localNow(to);
     const call = applyGossipCall(topologies[to]!, rule, configs[to]!.federation.leakageBudget, from, entry, { now, policy: setup.policy });
-    const reply = (await clients[to]!.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number, number];
+    const reply = (await clients[to]!.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number, number, number];
     const s = spec[to]!;
+    const ownGiven = (slots: readonly (WindowSlot | EpochSlot)[] | undefined) =>
+      (slots ?? []).reduce((total, slot) => total + (slot.id < 0 ? 0 : slot.x[to]!.reduce((a, b) => a + b, 0)), 0);
+    const givenBefore = ownGiven(windowed ? s.window.slots : s.bucket?.slots);
     let changed: boolean;
     if (windowed) {
       const result = mergeWindow(s.params, s.window, s.fence, now, entry.s.map((flat) => toWindowSlot(unflattenSlot(flat, n), n)));
@@ -284,6 +287,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     stats.merges++;
     if (changed) stats.changedMerges++;
     expect(Number(reply[0]), `merge changed flag (${trace.join(' ')})`).toBe(changed ? 1 : 0);
+    const granted = changed && ownGiven(windowed ? s.window.slots : s.bucket?.slots) > givenBefore;
+    expect(Number(reply[2]), `merge granted flag (${trace.join(' ')})`).toBe(granted ? 1 : 0);
   };
 
   const step = async (op: Op): Promise<void> => {
