@@ -16,6 +16,49 @@ local function bucket_hungry(p, slot, d, elapsed, now)
   return share < p.policy.hunger * p.units[d] and slot.c[d] > 0 and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
 end
 
+-- The end-of-epoch span: the last min(P/10, idle/5) ms.
+local function returning(p, now)
+  local stop = (math.floor(now / p.period) + 1) * p.period
+  return stop - now <= math.min(p.period / 10, p.policy.idle / 5)
+end
+
+-- The share r holds of d's (what d gave r, less what r gave d), when positive.
+local function held_from(slot, r, d)
+  return math.max(0, slot.x[d][r] - slot.x[r][d])
+end
+
+-- End of the epoch: received share (with its tokens) goes back to the peers it came from (protocol.ts
+-- returnBucketShare). Mutates `slots`; returns true when it gave, and the tokens left.
+local function return_bucket_share(p, slots, fence, now, tokens)
+  local n, r = p.n, p.self
+  local epoch = math.floor(now / p.period)
+  local slot = epoch_cells(p, slots, epoch)
+  local share = share_at(p, slots, fence, now)
+  local amounts, left, total = {}, share, 0
+  for d = 0, n - 1 do
+    local amount = 0
+    if d ~= r then amount = math.min(held_from(slot, r, d), left) end
+    amounts[d] = amount
+    left = left - amount
+    total = total + amount
+  end
+  if total < math.max(1, p.policy.min_surplus) then return false, tokens end
+  local keep = math.min(tokens, 1)
+  local k = slot_index(epoch)
+  if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, true) end
+  local remaining = tokens
+  for d = 0, n - 1 do
+    local amount = amounts[d]
+    if amount > 0 then
+      local moved = math.min(((tokens - keep) * amount) / share, (p.capacity * amount) / SHARE_UNITS)
+      slots[k].x[r][d] = slots[k].x[r][d] + amount
+      slots[k].a[r][d] = slots[k].a[r][d] + moved
+      remaining = remaining - moved
+    end
+  end
+  return true, remaining
+end
+
 -- Demand-following share transfer in the current epoch, tokens moving with the share (protocol.ts
 -- rebalanceBucket). Mutates `slots` (y in the `a` cells); returns true when it gave, and the tokens left.
 local function rebalance_bucket(p, slots, fence, now, tokens)
@@ -24,6 +67,7 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
+  if returning(p, now) then return return_bucket_share(p, slots, fence, now, tokens) end
   if bucket_hungry(p, slot, r, elapsed, now) then return false, tokens end
   local previous_slot = epoch_cells(p, slots, epoch - 1)
   local free = free_donor(p, slot, previous_slot, r, now)
@@ -76,7 +120,7 @@ local function bucket_has_hungry_peer(p, slots, now)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
   for d = 0, p.n - 1 do
-    if d ~= p.self and bucket_hungry(p, slot, d, elapsed, now) then return true end
+    if d ~= p.self and (bucket_hungry(p, slot, d, elapsed, now) or held_from(slot, p.self, d) > 0) then return true end
   end
   return false
 end

@@ -20,6 +20,15 @@ local function epoch_cells(p, slots, id)
   return cells_of(slots, id, p.n, false)
 end
 
+-- What r still pays in the skew span for an epoch: Σ_d max(0, x[r][d] − x[d][r]) (protocol.ts nettedGiven).
+local function netted_given(slot, n, r)
+  local total = 0
+  for d = 0, n - 1 do
+    if d ~= r then total = total + math.max(0, slot.x[r][d] - slot.x[d][r]) end
+  end
+  return total
+end
+
 -- σ_r(t) for the view `slots`.
 local function share_at(p, slots, fence, t)
   if p.unbounded then return SHARE_UNITS end
@@ -27,7 +36,7 @@ local function share_at(p, slots, fence, t)
   local r = p.self
   local epoch = math.floor(t / p.period)
   local share = p.units[r] + net_transfer(epoch_cells(p, slots, epoch), p.n, r)
-  if t - epoch * p.period < p.skew then share = share - given(epoch_cells(p, slots, epoch - 1), p.n, r) end
+  if t - epoch * p.period < p.skew then share = share - netted_given(epoch_cells(p, slots, epoch - 1), p.n, r) end
   -- Clamped: a region that passed received share on may pay more than it holds in the skew span.
   return math.max(0, share)
 end

@@ -101,13 +101,6 @@ local function net_transfer(slot, n, d)
   return net
 end
 
-local function given(slot, n, d)
-  local total = 0
-  for o = 0, n - 1 do
-    if o ~= d then total = total + slot.x[d][o] end
-  end
-  return total
-end
 
 --[[
   A field plan: which hash fields to read and where they go (parallel arrays: names, k, kind, o, d; cells c and

@@ -226,11 +226,6 @@ function netTransfer(slot: EpochSlot | WindowSlot, d: number): number {
   return net;
 }
 
-function given(slot: EpochSlot | WindowSlot, d: number): number {
-  let total = 0;
-  for (let o = 0; o < slot.c.length; o++) if (o !== d) total += slot.x[d]![o]!;
-  return total;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Window algorithms (fixedWindow, slidingWindow)
@@ -553,8 +548,30 @@ export function shareAt(params: FederationParams, slots: readonly EpochSlot[], f
   const r = params.self;
   const epoch = windowIdAt(t, params.periodMs);
   let share = params.units[r]! + netTransfer(epochCells(slots, epoch), r);
-  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= given(epochCells(slots, epoch - 1), r);
+  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= nettedGiven(epochCells(slots, epoch - 1), r);
   return Math.max(0, share);
+}
+
+/**
+ * What r still pays in the skew span for an epoch: per peer, what it gave less what it saw that peer give it
+ * back, never below 0 (Σ_d max(0, x[r][d] − x[d][r])). Per pair, what the receiver counts is at most what the
+ * sender pays (docs/federation.md §3), so a share returned before the epoch ends is not paid twice.
+ */
+function nettedGiven(slot: EpochSlot, r: number): number {
+  let total = 0;
+  for (let d = 0; d < slot.c.length; d++) if (d !== r) total += Math.max(0, slot.x[r]![d]! - slot.x[d]![r]!);
+  return total;
+}
+
+/** The end-of-epoch span of a bucket: the last min(P/10, idleMs/5) ms (received share goes back home). */
+function returning(params: FederationParams, now: number): boolean {
+  const end = (windowIdAt(now, params.periodMs) + 1) * params.periodMs;
+  return end - now <= Math.min(params.periodMs / 10, params.rebalance.idleMs / 5);
+}
+
+/** Per peer d: the share r holds of d's (what d gave r, less what r gave d), when positive. */
+function heldFrom(slot: EpochSlot, r: number, d: number): number {
+  return Math.max(0, slot.x[d]![r]! - slot.x[r]![d]!);
 }
 
 /** cap_r(σ) = C·σ/S + b_r. */
@@ -762,6 +779,7 @@ export function rebalanceBucket(
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(slots, epoch);
+  if (returning(params, now)) return returnBucketShare(params, slots, fence, now, tokens);
   if (bucketHungry(params, slot, r, elapsed, now)) return unchanged;
   const previousSlot = epochCells(slots, epoch - 1);
   const free = freeDonor(params, slot, previousSlot, r, now);
@@ -796,13 +814,60 @@ export function rebalanceBucket(
   return { slots: next, tokens: left };
 }
 
-/** Does r's view show a hungry peer in the current epoch? */
+/**
+ * The end of an epoch: received share goes back to the peers it came from (per peer, what r holds of theirs,
+ * as far as its σ covers it), with its tokens, and nobody gives anything else. Share lasts one epoch anyway;
+ * returned before the end, the donors' netted skew-span payment is 0, so their σ is u_d across the boundary
+ * and the tokens they got back survive it instead of being clamped away at the holder (§3, §4).
+ */
+function returnBucketShare(
+  params: FederationParams,
+  slots: readonly EpochSlot[],
+  fence: Fence,
+  now: number,
+  tokens: number,
+): { slots: EpochSlot[]; tokens: number } {
+  const r = params.self;
+  const epoch = windowIdAt(now, params.periodMs);
+  const slot = epochCells(slots, epoch);
+  const share = shareAt(params, slots, fence, now);
+  const amounts: number[] = [];
+  let left = share;
+  let total = 0;
+  for (let d = 0; d < params.regions; d++) {
+    const amount = d === r ? 0 : Math.min(heldFrom(slot, r, d), left);
+    amounts.push(amount);
+    left -= amount;
+    total += amount;
+  }
+  if (total < Math.max(1, params.rebalance.minSurplus)) return { slots: [...slots], tokens };
+  const keep = Math.min(tokens, 1);
+  const next = withEpochSlot(slots, epoch);
+  const target = next[slotIndex(epoch)]!;
+  let remaining = tokens;
+  for (let d = 0; d < params.regions; d++) {
+    const amount = amounts[d]!;
+    if (amount <= 0) continue;
+    const moved = Math.min(((tokens - keep) * amount) / share, (params.capacity * amount) / SHARE_UNITS);
+    target.x[r]![d] = target.x[r]![d]! + amount;
+    target.y[r]![d] = target.y[r]![d]! + moved;
+    remaining -= moved;
+  }
+  return { slots: next, tokens: remaining };
+}
+
+/**
+ * Does r's bucket need the sweep: a hungry peer in its view of the current epoch, or (for the end-of-epoch
+ * return) share it holds of a peer's?
+ */
 export function bucketHasHungryPeer(params: FederationParams, state: BucketState, now: number): boolean {
   if (!transfersAllowed(params)) return false;
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(state.slots, epoch);
-  for (let d = 0; d < params.regions; d++) if (d !== params.self && bucketHungry(params, slot, d, elapsed, now)) return true;
+  for (let d = 0; d < params.regions; d++) {
+    if (d !== params.self && (bucketHungry(params, slot, d, elapsed, now) || heldFrom(slot, params.self, d) > 0)) return true;
+  }
   return false;
 }
 

@@ -17,6 +17,7 @@ import {
   newBucket,
   newWindowState,
   rebalanceBucket,
+  sweepBucket,
   rebalanceWindow,
   portion,
   refill,
@@ -469,6 +470,31 @@ describe('rights that move on demand', () => {
     expect(shareAt(p, after, 0, 5_600)).toBe(0);
     // In the skew span after the epoch it pays 700,000 but holds its 500,000 only: σ is clamped at 0.
     expect(shareAt(p, after, 0, 6_050)).toBe(0);
+  });
+});
+
+describe('token buckets at the end of an epoch', () => {
+  it('received share goes back home with its tokens, and the donor holds its full share across the boundary', () => {
+    const holder = params({ self: 0, periodMs: 10_000, maxClockSkewMs: 500 });
+    const donor = params({ self: 1, periodMs: 10_000, maxClockSkewMs: 500 });
+    // The donor (free) gave all its share to the busy holder in epoch 0.
+    let hot: BucketState | undefined;
+    for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
+    const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
+    expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
+    const holding = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+    // Before the last tenth (at most idleMs/5 = 1 s) the holder keeps it; in it, the holder returns it.
+    expect(sweepBucket(holder, holding, 0, 8_900).changed).toBe(false);
+    const returned = sweepBucket(holder, holding, 0, 9_100).state;
+    const back = windowCellsOfEpoch(returned, 0);
+    expect(back.x[0]![1]).toBe(donor.units[1]);
+    expect(back.y[0]![1]!).toBeGreaterThan(0);
+    const donorAfter = mergeBucket(donor, given, 0, 9_200, returned.slots).state!;
+    // Netted skew term: the donor pays nothing for epoch 0 after the boundary, so its σ is its base share
+    // (without the return it would hold 0 until 10_500), and the tokens it got back are not clamped away.
+    expect(shareAt(donor, donorAfter.slots, 0, 10_100)).toBe(donor.units[1]);
+    expect(shareAt(donor, given.slots, 0, 10_100)).toBe(0);
+    expect(refill(donor, donorAfter, 0, 10_100)).toBeGreaterThan(refill(donor, given, 0, 10_100) + 1);
   });
 });
 
