@@ -25,6 +25,8 @@ import {
   windowForfeited,
   windowGossip,
   windowIdAt,
+  newBucket,
+  refill,
   type BucketState,
   type EpochSlot,
   type FederationParams,
@@ -158,6 +160,13 @@ export interface SimStats {
   invariantViolations: string[];
   /** Keys sent on the fast lane (each to every peer). */
   fastSends: number;
+  /**
+   * Denials while the federation as a whole had room: windows, the deciding region's own view shows
+   * G + cost ≤ L (and the window is not forfeited); buckets, the regions' tokens add up to ≥ cost.
+   */
+  falseDenials: number;
+  /** From a region's first denial of a key in a window/epoch until its view next shows a grant to it (ms). */
+  timeToGrantMs: number[];
 }
 
 export interface SimResult {
@@ -218,7 +227,7 @@ interface RegionSim {
 }
 
 type Event =
-  | { kind: 'arrival'; stream: number }
+  | { kind: 'arrival'; stream: number; exact: number }
   | { kind: 'tick'; region: number }
   | { kind: 'deliver'; message: Message; duplicate: boolean }
   | { kind: 'ack'; message: Message }
@@ -313,7 +322,11 @@ class Simulation {
     maxShareSum: 0,
     invariantViolations: [],
     fastSends: 0,
+    falseDenials: 0,
+    timeToGrantMs: [],
   };
+  /** region|key|window → the region's first admission in that window, waiting for a grant. */
+  private readonly needs = new Map<string, number>();
   private now = 0;
 
   constructor(
@@ -387,7 +400,7 @@ class Simulation {
   private handle(event: Event): void {
     switch (event.kind) {
       case 'arrival':
-        return this.arrive(event.stream);
+        return this.arrive(event.stream, event.exact);
       case 'tick':
         return this.tick(event.region);
       case 'deliver':
@@ -409,9 +422,11 @@ class Simulation {
     const spec = this.scenario.traffic[stream]!;
     if (spec.ratePerSec <= 0) return;
     const gap = (-Math.log(1 - this.random()) * 1000) / spec.ratePerSec;
-    const at = Math.round(after + gap);
+    // The next gap counts from the exact (fractional) time, so rates above 1,000/s keep their count.
+    const exact = after + gap;
+    const at = Math.round(exact);
     if (at > (spec.endMs ?? this.scenario.durationMs)) return;
-    this.queue.push(at, { kind: 'arrival', stream });
+    this.queue.push(at, { kind: 'arrival', stream, exact });
   }
 
   private pickRegion(shape: TrafficShape): number {
@@ -435,9 +450,9 @@ class Simulation {
     }
   }
 
-  private arrive(stream: number): void {
+  private arrive(stream: number, exact: number): void {
     const spec = this.scenario.traffic[stream]!;
-    this.scheduleArrival(stream, this.now);
+    this.scheduleArrival(stream, exact);
     const cost = spec.cost ?? 1;
     this.stats.requests++;
     this.arrivals.push({ t: this.now, key: spec.key, cost });
@@ -462,6 +477,9 @@ class Simulation {
     }
     const window = windowIdAt(local, params.periodMs);
     this.decisions.push({ t: this.now, local, region: region.index, key: spec.key, cost, allowed, window });
+    if (!allowed && this.federationHadRoom(region, spec.key, held, local, cost)) this.stats.falseDenials++;
+    const need = `${region.index}|${spec.key}|${window}`;
+    if (!allowed && !this.needs.has(need)) this.needs.set(need, this.now);
     if (!allowed || !state) return;
     this.stats.admitted += cost;
     const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
@@ -561,6 +579,31 @@ class Simulation {
     for (const peer of this.regions) if (peer.index !== index) this.send(region, peer, key, true);
   }
 
+  /** See SimStats.falseDenials. */
+  private federationHadRoom(region: RegionSim, key: string, held: KeyState | undefined, local: number, cost: number): boolean {
+    const { params } = region;
+    if (this.windowed) {
+      const id = windowIdAt(local, params.periodMs);
+      if (windowForfeited(params, region.fence, id) || !held) return false;
+      const state = held as WindowState;
+      const global = windowCells(state, id).c.reduce((a, b) => a + b, 0);
+      if (global + cost > params.limit) return false;
+      if (!this.sliding) return true;
+      const previous = windowCells(state, id - 1).c.reduce((a, b) => a + b, 0);
+      const weighted = (previous * (params.periodMs - (local - id * params.periodMs))) / params.periodMs;
+      return Math.floor(params.limit - weighted - global) >= cost;
+    }
+    // Fractions of a token in several regions are not room: at least cost + N − 1 tokens in all.
+    let tokens = -(this.regions.length - 1);
+    for (const other of this.regions) {
+      if (!other.up) continue;
+      const state = other.keys.get(key) as BucketState | undefined;
+      const at = this.local(other);
+      tokens += state ? refill(other.params, state, other.fence, at) : newBucket(other.params, other.fence, at).tokens;
+    }
+    return tokens >= cost;
+  }
+
   /** Did the region's own transfer row grow (a grant)? */
   private gave(region: RegionSim, before: KeyState | undefined, after: KeyState): boolean {
     const given = (state: KeyState | undefined): number => {
@@ -614,6 +657,13 @@ class Simulation {
       result = mergeBucket(region.params, held as BucketState | undefined, region.fence, local, message.slots as EpochSlot[]);
     }
     if (!result.changed || !result.state) return;
+    const window = windowIdAt(local, region.params.periodMs);
+    const need = `${region.index}|${message.key}|${window}`;
+    const since = this.needs.get(need);
+    if (since !== undefined && received(this.slotsOf(result.state), window, region.index) > received(held ? this.slotsOf(held) : [], window, region.index)) {
+      this.stats.timeToGrantMs.push(this.now - since);
+      this.needs.delete(need);
+    }
     if (this.hasHungryPeer(region, result.state, local)) region.watch.add(message.key);
     this.changed(region, message.key, result.state);
     if (this.gave(region, held, result.state)) this.fastLane(region, message.key);
@@ -852,6 +902,13 @@ function newWindow(params: FederationParams): WindowState {
 
 function newBucketSlots(n: number): EpochSlot[] {
   return Array.from({ length: KEPT_WINDOWS }, () => emptyEpochSlot(n));
+}
+
+/** Σ_o x[o][r] in one window/epoch: what r has been given. */
+function received(slots: Slots, window: number, r: number): number {
+  let total = 0;
+  for (const slot of slots) if (slot.id === window) for (let o = 0; o < slot.x.length; o++) if (o !== r) total += slot.x[o]![r]!;
+  return total;
 }
 
 function ownCount(slots: Slots, window: number, origin: number): number {
