@@ -5,16 +5,18 @@
   merge joins the shard's watch set, which the sync loop sweeps (sweep_watch.lua).
 
   KEYS[1] the state key   KEYS[2] shard marker qf:{s<n>}:m   KEYS[3] watch set qf:{s<n>}:w
-  KEYS[4 .. p+3]   pending ZSETs of the p peers
+  KEYS[4] fast-lane set qf:{s<n>}:f (a merge that granted allowance puts the key there: sent to peers now)
+  KEYS[5 .. p+4]   pending ZSETs of the p peers
 
   ARGV[1] self index   ARGV[2] region count n   ARGV[3] share units csv   ARGV[4] max clock skew ms
   ARGV[5] algorithm (tb|fw|sw)   ARGV[6] limit   ARGV[7] period ms   ARGV[8] burst
   ARGV[9] leakage budget (-1 = unbounded)
   ARGV[10..14] REBALANCE: hunger fraction, reserve fraction, give fraction, min surplus, idle ms
   ARGV[15] sender index   ARGV[16] now override ('' = TIME)   ARGV[17] sender's change time ms
-  ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d], n values t[o]
+  ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d] (token
+  buckets: y[o][d], tokens moved), n values t[o]
 
-  Returns { changed (1|0), lag ms (now - sender's change time) }
+  Returns { changed (1|0), lag ms (now - sender's change time), granted (1|0: this region gave in the merge) }
 ]]
 --- @include "includes/clock"
 --- @include "includes/federation"
@@ -24,7 +26,7 @@
 --- @include "includes/bucket_share"
 --- @include "includes/bucket_rebalance"
 
-local key, watch = KEYS[1], KEYS[3]
+local key, watch, fast = KEYS[1], KEYS[3], KEYS[4]
 local n = tonumber(ARGV[2])
 local now = now_ms(ARGV[16])
 local ctx = {
@@ -35,50 +37,64 @@ local p = rule_params(ctx, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8
 local is_bucket = ARGV[5] == 'tb'
 local sender_time = tonumber(ARGV[17]) or now
 local pending = {}
-for i = 4, #KEYS do pending[#pending + 1] = KEYS[i] end
+for i = 5, #KEYS do pending[#pending + 1] = KEYS[i] end
 local fence = shard_fence(KEYS[2], now)
 
 local incoming = {}
 local at = 19
 for i = 1, tonumber(ARGV[18]) do
-  local slot = empty_slot(n, tonumber(ARGV[at]), not is_bucket)
+  local slot = empty_slot(n, tonumber(ARGV[at]), true)
   at = at + 1
   for o = 0, n - 1 do slot.c[o] = tonumber(ARGV[at]); at = at + 1 end
   for o = 0, n - 1 do
     for d = 0, n - 1 do slot.x[o][d] = tonumber(ARGV[at]); at = at + 1 end
   end
-  -- Token buckets carry no acknowledgements: the a cells travel (one format) but are not read.
+  -- Windows: acknowledgements a[o][d]; token buckets: the tokens y[o][d] moved with the share (same place).
   for o = 0, n - 1 do
-    for d = 0, n - 1 do
-      if slot.a then slot.a[o][d] = tonumber(ARGV[at]) end
-      at = at + 1
-    end
+    for d = 0, n - 1 do slot.a[o][d] = tonumber(ARGV[at]); at = at + 1 end
   end
   for o = 0, n - 1 do slot.t[o] = tonumber(ARGV[at]); at = at + 1 end
   incoming[i] = slot
 end
 
-local changed, hungry_peer = false, false
+-- What this region has given (its own x row, every slot): a grant is a merge after which it grew.
+local function own_given(slots)
+  local total = 0
+  for k = 0, KEPT_WINDOWS - 1 do
+    if slots[k].id >= 0 then
+      for d = 0, n - 1 do total = total + slots[k].x[ctx.self][d] end
+    end
+  end
+  return total
+end
+
+local changed, hungry_peer, granted = false, false, false
 if is_bucket then
   local state, bucket = load_bucket(p, key)
   local merged
+  local before = 0
+  if bucket ~= nil then before = own_given(bucket.slots) end
   changed, merged = merge_bucket(p, bucket, fence, now, incoming)
   if changed then
     store_bucket(p, state, merged)
     hungry_peer = bucket_has_hungry_peer(p, merged.slots, now)
+    granted = own_given(merged.slots) > before
   end
 else
   local state = load_state(key, n, true, {})
+  local before = own_given(state.slots)
   changed = merge_window(p, state.slots, fence, now, incoming)
   if changed then
     store_slots(state, state.slots)
     redis.call('PEXPIRE', key, window_ttl(p))
     hungry_peer = window_has_hungry_peer(p, state.slots, now)
+    granted = own_given(state.slots) > before
   end
 end
 
 if changed then
   mark_changed(key, pending, now)
   if hungry_peer then redis.call('SADD', watch, key) end
+  if granted then redis.call('SADD', fast, key) end
 end
-return { changed and 1 or 0, now - sender_time }
+return { changed and 1 or 0, now - sender_time, granted and 1 or 0 }

@@ -4,7 +4,8 @@
 
   KEYS[1]          shard marker qf:{s<n>}:m (recovery fence; same slot as the rule keys)
   KEYS[2 .. p+1]   pending ZSETs of the p peers, qf:{s<n>}:p:<peer index>
-  KEYS[p+2 ..]     one state key per rule, in ARGV order
+  KEYS[p+2]        federated only (n > 1): the fast-lane set qf:{s<n>}:f (keys to send to the peers now)
+  KEYS[p+3 ..]     (n = 1: KEYS[2 ..]) one state key per rule, in ARGV order
 
   ARGV[1]  self index     ARGV[2] region count n     ARGV[3] share units csv (protocol.ts shareUnits)
   ARGV[4]  max clock skew ms                          ARGV[5] rule count m
@@ -40,6 +41,13 @@ end
 
 local pending = {}
 for i = 1, peers do pending[i] = KEYS[1 + i] end
+-- A region's first admission of a key in a window/epoch goes on the fast lane: idle peers hand it their
+-- allowance at once instead of a sync interval later.
+local fast, first_key = nil, 2 + peers
+if n > 1 then
+  fast = KEYS[2 + peers]
+  first_key = 3 + peers
+end
 
 local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
 local decisions = {}
@@ -47,7 +55,7 @@ local all_allowed = 1
 for i = 1, rule_count do
   local base = 6 + (i - 1) * 9
   local rule = {
-    key = KEYS[1 + peers + i],
+    key = KEYS[first_key - 1 + i],
     limit = tonumber(ARGV[base + 2]),
     period = tonumber(ARGV[base + 3]),
     burst = tonumber(ARGV[base + 4]),
@@ -69,7 +77,10 @@ for i = 1, rule_count do
   -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
   if all_allowed == 1 and decision.allowed then
     decision.commit()
-    if decision.federated then mark_changed(decision.key, pending, now) end
+    if decision.federated then
+      mark_changed(decision.key, pending, now)
+      if decision.first and fast then redis.call('SADD', fast, decision.key) end
+    end
   end
   reply[#reply + 1] = decision.allowed and 1 or 0
   reply[#reply + 1] = decision.remaining

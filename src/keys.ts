@@ -71,6 +71,14 @@ export function watchSetKey(shard: number): string {
   return `${KEY_PREFIX}:${shardTag(shard)}:w`;
 }
 
+/**
+ * Fast-lane set qf:{s<n>}:f: state keys to send to every peer now rather than at the next sync round (a
+ * region's first admission of a key in a window/epoch, a grant made while applying gossip).
+ */
+export function fastSetKey(shard: number): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:f`;
+}
+
 /** The shard a state key lives in. */
 export function shardOfKey(stateKey: string): number {
   const match = /^qf:\{s(\d+)\}:/.exec(stateKey);

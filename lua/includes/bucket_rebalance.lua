@@ -1,55 +1,117 @@
 --[[
-  The token bucket's gossip side: protocol.ts ownShareAt, rebalanceBucket, bucketHasHungryPeer, mergeBucket
-  and sweepBucket, line for line, in the same order of float operations.
+  The token bucket's gossip side: protocol.ts rebalanceBucket, bucketHasHungryPeer, mergeBucket and sweepBucket,
+  line for line, in the same order of float operations. Token transfers y[o][d] live in the slots' `a` cells.
 ]]
--- σ_r without what r received: a giver only gives from this.
-local function own_share_at(p, slots, fence, t)
-  if t < bucket_fence_end(p, fence) then return 0 end
-  local r = p.self
-  local epoch = math.floor(t / p.period)
-  local share = p.units[r] - given(epoch_cells(p, slots, epoch), p.n, r)
-  if t - epoch * p.period < p.skew then share = share - given(epoch_cells(p, slots, epoch - 1), p.n, r) end
-  return share
-end
-
 -- σ_d from a view without the skew term.
 local function view_share(p, slot, d)
   return p.units[d] + net_transfer(slot, p.n, d)
 end
 
-local function paced(p, slot, d, elapsed)
-  return (p.limit * view_share(p, slot, d) * elapsed) / (p.period * SHARE_UNITS)
+-- Hungry (protocol.ts bucketHungry): paced use above the hunger fraction, or admitting (active, not quiet)
+-- while holding less than the hunger fraction of its base share.
+local function bucket_hungry(p, slot, d, elapsed, now)
+  local share = view_share(p, slot, d)
+  local paced = (p.limit * share * elapsed) / (p.period * SHARE_UNITS)
+  if hungry(p, slot, d, paced, now) then return true end
+  return share < p.policy.hunger * p.units[d] and slot.c[d] > 0 and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
 end
 
--- Demand-following share transfer in the current epoch. Mutates `slots`; true when it gave.
-local function rebalance_bucket(p, slots, fence, now)
-  if not transfers_allowed(p) then return false end
+-- The end-of-epoch span: the last min(P/10, idle/5) ms.
+local function returning(p, now)
+  local stop = (math.floor(now / p.period) + 1) * p.period
+  return stop - now <= math.min(p.period / 10, p.policy.idle / 5)
+end
+
+-- The share r holds of d's (what d gave r, less what r gave d), when positive.
+local function held_from(slot, r, d)
+  return math.max(0, slot.x[d][r] - slot.x[r][d])
+end
+
+-- End of the epoch: received share (with its tokens) goes back to the peers it came from (protocol.ts
+-- returnBucketShare). Mutates `slots`; returns true when it gave, and the tokens left.
+local function return_bucket_share(p, slots, fence, now, tokens)
+  local n, r = p.n, p.self
+  local epoch = math.floor(now / p.period)
+  local slot = epoch_cells(p, slots, epoch)
+  local share = share_at(p, slots, fence, now)
+  local amounts, left, total = {}, share, 0
+  for d = 0, n - 1 do
+    local amount = 0
+    if d ~= r then amount = math.min(held_from(slot, r, d), left) end
+    amounts[d] = amount
+    left = left - amount
+    total = total + amount
+  end
+  if total < math.max(1, p.policy.min_surplus) then return false, tokens end
+  local keep = math.min(tokens, 1)
+  local k = slot_index(epoch)
+  if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, true) end
+  local remaining = tokens
+  for d = 0, n - 1 do
+    local amount = amounts[d]
+    if amount > 0 then
+      local moved = math.min(((tokens - keep) * amount) / share, (p.capacity * amount) / SHARE_UNITS)
+      slots[k].x[r][d] = slots[k].x[r][d] + amount
+      slots[k].a[r][d] = slots[k].a[r][d] + moved
+      remaining = remaining - moved
+    end
+  end
+  return true, remaining
+end
+
+-- Demand-following share transfer in the current epoch, tokens moving with the share (protocol.ts
+-- rebalanceBucket). Mutates `slots` (y in the `a` cells); returns true when it gave, and the tokens left.
+local function rebalance_bucket(p, slots, fence, now, tokens)
+  if not transfers_allowed(p) then return false, tokens end
   local n, r, policy = p.n, p.self, p.policy
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
-  if hungry(slot, r, paced(p, slot, r, elapsed), now, policy) then return false end
+  if returning(p, now) then return return_bucket_share(p, slots, fence, now, tokens) end
+  if bucket_hungry(p, slot, r, elapsed, now) then return false, tokens end
+  local previous_slot = epoch_cells(p, slots, epoch - 1)
+  local free = free_donor(p, slot, previous_slot, r, now)
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and hungry(slot, d, paced(p, slot, d, elapsed), now, policy) then peers[#peers + 1] = d end
+    if d ~= r and (bucket_hungry(p, slot, d, elapsed, now) or (free and not quiet(p, slot, d, now))) then
+      peers[#peers + 1] = d
+    end
   end
-  if #peers == 0 then return false end
-  local previous_slot = epoch_cells(p, slots, epoch - 1)
-  local is_active = active(slot, r, now, policy) or active(previous_slot, r, now, policy)
-  local pace, previous = 0, 0
-  if is_active then
-    pace = (SHARE_UNITS * slot.c[r] * p.period) / (policy.hunger * p.limit * elapsed)
-    previous = (SHARE_UNITS * previous_slot.c[r]) / p.limit
+  if #peers == 0 then return false, tokens end
+  local reserve = 0
+  if not free then
+    local pace = (SHARE_UNITS * slot.c[r] * p.period) / (policy.hunger * p.limit * elapsed)
+    local previous = (SHARE_UNITS * previous_slot.c[r]) / p.limit
+    reserve = math.max(policy.reserve * p.units[r], pace, previous)
   end
-  local reserve = math.max(policy.reserve * p.units[r], pace, previous)
-  local surplus = own_share_at(p, slots, fence, now) - reserve
-  if surplus < policy.min_surplus then return false end
-  local give = math.floor((surplus * policy.give) / #peers)
-  if give < 1 then return false end
+  local share = share_at(p, slots, fence, now)
+  local surplus = share - reserve
+  if surplus < policy.min_surplus then return false, tokens end
+  local fraction = policy.give
+  if free then fraction = 1 end
+  local give = math.floor((surplus * fraction) / #peers)
+  if give < 1 then return false, tokens end
+  -- The giver keeps one token (or what it has), to admit with and so show demand later.
+  local spare = (tokens - math.min(tokens, 1)) / #peers
+  local moved = math.min((tokens * give) / share, (p.capacity * give) / SHARE_UNITS, spare)
   local k = slot_index(epoch)
-  if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, false) end
-  for _, d in ipairs(peers) do slots[k].x[r][d] = slots[k].x[r][d] + give end
-  return true
+  if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, true) end
+  local left = tokens
+  for _, d in ipairs(peers) do
+    slots[k].x[r][d] = slots[k].x[r][d] + give
+    slots[k].a[r][d] = slots[k].a[r][d] + moved
+    left = left - moved
+  end
+  return true, left
+end
+
+-- Σ_{o≠r} y[o][r] in one slot (y travels in the `a` cells).
+local function tokens_received(slot, n, r)
+  local total = 0
+  for o = 0, n - 1 do
+    if o ~= r then total = total + slot.a[o][r] end
+  end
+  return total
 end
 
 local function bucket_has_hungry_peer(p, slots, now)
@@ -58,7 +120,7 @@ local function bucket_has_hungry_peer(p, slots, now)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(slot, d, paced(p, slot, d, elapsed), now, p.policy) then return true end
+    if d ~= p.self and (bucket_hungry(p, slot, d, elapsed, now) or held_from(slot, p.self, d) > 0) then return true end
   end
   return false
 end
@@ -85,7 +147,7 @@ local function merge_bucket(p, bucket, fence, now, incoming)
       local held = slots[k]
       if held.id <= slot.id then
         local base = held
-        if held.id ~= slot.id then base = empty_slot(n, slot.id, false) end
+        if held.id ~= slot.id then base = empty_slot(n, slot.id, true) end
         local joined = join_slots(base, slot, n)
         if not same_slot(joined, held, n) then
           for o = 0, n - 1 do
@@ -105,7 +167,11 @@ local function merge_bucket(p, bucket, fence, now, incoming)
     if id == epoch then current_changed = true end
   end
   if current_changed and transfers_allowed(p) and now >= bucket_fence_end(p, fence) then
-    rebalance_bucket(p, slots, fence, now)
+    -- Credit the tokens newly moved here in the current epoch (never in another epoch, never before the fence end).
+    tokens = tokens + (tokens_received(cells_of(slots, epoch, n, true), n, p.self)
+      - tokens_received(cells_of(current.slots, epoch, n, true), n, p.self))
+    local _
+    _, tokens = rebalance_bucket(p, slots, fence, now, tokens)
   end
   local share = share_at(p, slots, fence, now)
   tokens = math.min(tokens, bucket_capacity(p, share))
@@ -115,9 +181,9 @@ end
 -- The token-bucket sweep: refill, rebalance the current epoch, clamp. Returns changed, new bucket.
 local function sweep_bucket(p, bucket, fence, now)
   if not transfers_allowed(p) or now < bucket_fence_end(p, fence) then return false, bucket end
-  local tokens = refill(p, bucket, fence, now)
   local slots = copy_slots(p, bucket.slots)
-  if not rebalance_bucket(p, slots, fence, now) then return false, bucket end
+  local gave, tokens = rebalance_bucket(p, slots, fence, now, refill(p, bucket, fence, now))
+  if not gave then return false, bucket end
   local share = share_at(p, slots, fence, now)
   return true, { tokens = math.min(tokens, bucket_capacity(p, share)), last = now, sig = share, slots = slots }
 end

@@ -20,6 +20,15 @@ local function epoch_cells(p, slots, id)
   return cells_of(slots, id, p.n, false)
 end
 
+-- What r still pays in the skew span for an epoch: Σ_d max(0, x[r][d] − x[d][r]) (protocol.ts nettedGiven).
+local function netted_given(slot, n, r)
+  local total = 0
+  for d = 0, n - 1 do
+    if d ~= r then total = total + math.max(0, slot.x[r][d] - slot.x[d][r]) end
+  end
+  return total
+end
+
 -- σ_r(t) for the view `slots`.
 local function share_at(p, slots, fence, t)
   if p.unbounded then return SHARE_UNITS end
@@ -27,8 +36,9 @@ local function share_at(p, slots, fence, t)
   local r = p.self
   local epoch = math.floor(t / p.period)
   local share = p.units[r] + net_transfer(epoch_cells(p, slots, epoch), p.n, r)
-  if t - epoch * p.period < p.skew then share = share - given(epoch_cells(p, slots, epoch - 1), p.n, r) end
-  return share
+  if t - epoch * p.period < p.skew then share = share - netted_given(epoch_cells(p, slots, epoch - 1), p.n, r) end
+  -- Clamped: a region that passed received share on may pay more than it holds in the skew span.
+  return math.max(0, share)
 end
 
 local function bucket_budget(p)
@@ -118,7 +128,8 @@ end
 --[[
   Loads a token bucket: nil bucket when the key holds no `tokens`. `for_decision` reads only what a decision
   and its write touch: every slot id, the transfers to and from this region, its own cost and admission time
-  in the epoch of `now`. A single region reads no slots at all.
+  in the epoch of `now`. A single region reads no slots at all. Merges and sweeps read every cell, with the
+  token transfers y[o][d] in the slots' `a` cells (fields a<k>.<o>.<d>; token buckets have no acknowledgements).
 ]]
 local function load_bucket(p, key, for_decision, now)
   local ids, cells = nil, nil
@@ -127,7 +138,7 @@ local function load_bucket(p, key, for_decision, now)
     local current = slot_index(math.floor(now / p.period))
     cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, false) end
   end
-  local state = load_state(key, p.n, false, { 'tokens', 'last_refill', 'sig' }, ids, cells)
+  local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells)
   local tokens = tonumber(state.extra.tokens)
   local bucket = nil
   if tokens ~= nil then

@@ -4,7 +4,7 @@
     w<k>            the id held by the slot (absent: an empty slot, id -1)
     c<k>.<o>        cost admitted by region o
     x<k>.<o>.<d>    allowance (share units for token buckets) moved from o to d
-    a<k>.<o>.<d>    region o's acknowledged view of c.d (window algorithms only)
+    a<k>.<o>.<d>    windows: region o's acknowledged view of c.d; token buckets: y, the tokens o moved to d
     t<k>.<o>        region o's clock at its last admission (demand recency)
   Zero cells are not stored. Numbers are written with %.17g: Redis would turn a Lua number into a string with
   %.14g, and fractional tokens must read back as the very same double.
@@ -101,13 +101,6 @@ local function net_transfer(slot, n, d)
   return net
 end
 
-local function given(slot, n, d)
-  local total = 0
-  for o = 0, n - 1 do
-    if o ~= d then total = total + slot.x[d][o] end
-  end
-  return total
-end
 
 --[[
   A field plan: which hash fields to read and where they go (parallel arrays: names, k, kind, o, d; cells c and
@@ -241,7 +234,7 @@ local function load_state(key, n, with_a, extra_names, ids, cells)
 end
 
 -- Writes the slots back: what differs from what was loaded. A slot now holding another window loses every
--- cell of the window it held first (all of them, also those that were not read).
+-- cell of the window it held first (all of them, also those that were not read, a/y cells included).
 local function store_slots(state, slots)
   local plan = state.plan
   local sets, dels, reset = {}, {}, {}
@@ -249,7 +242,7 @@ local function store_slots(state, slots)
     if held >= 0 and slots[k].id ~= held then
       reset[k] = true
       local all = new_plan()
-      plan_cells(all, state.n, k, state.with_a)
+      plan_cells(all, state.n, k, true)
       for _, name in ipairs(all.names) do dels[#dels + 1] = name end
     end
   end

@@ -62,6 +62,8 @@ local function federated_window(p, rule, ctx, now, sliding)
   local counts = sum_cells(cells_of(state.slots, id, n, true).c, n)
   local before = sum_cells(cells_of(state.slots, id - 1, n, true).c, n)
   if window_forfeited(p, ctx.fence, id) then before = -1 end
+  -- This region's first admission in the window: the key goes on the fast lane.
+  verdict.first = cells_of(state.slots, id, n, true).c[r] == 0
   return verdict, counts, before, store
 end
 
@@ -80,6 +82,7 @@ local function window_rule(rule, ctx, now, sliding)
     reset_at = reset_at,
     retry_after = verdict.allowed and 0 or math.max(1, reset_at - now),
     federated = ctx.n > 1,
+    first = verdict.first == true,
   }
   -- (previous < 0: the window is forfeited, nothing helps before it ends.)
   if sliding and not verdict.allowed and previous > 0 then

@@ -40,8 +40,28 @@ local function active(slot, d, now, policy)
   return slot.t[d] > 0 and now - slot.t[d] <= policy.idle
 end
 
-local function hungry(slot, d, allowance, now, policy)
+-- Quiet: no admission in the slot's window for idle/5 ms and for ten of its own average gaps in it.
+local QUIET_GAPS = 10
+local function quiet(p, slot, d, now)
+  if slot.t[d] <= 0 then return true end
+  local gaps = 0
+  if slot.c[d] > 0 then gaps = (QUIET_GAPS * (slot.t[d] - slot.id * p.period)) / slot.c[d] end
+  return now - slot.t[d] > math.max(p.policy.idle / 5, gaps)
+end
+
+-- A free donor: quiet in this window (epoch) and the previous one.
+local function free_donor(p, slot, previous, r, now)
+  return quiet(p, slot, r, now) and quiet(p, previous, r, now)
+end
+
+-- Hungry: active and not quiet, and used more than the hunger fraction of its allowance.
+local function hungry(p, slot, d, allowance, now)
   local used = slot.c[d]
-  return used > 0 and used > policy.hunger * allowance and active(slot, d, now, policy)
+  return used > 0 and used > p.policy.hunger * allowance and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
+end
+
+-- A free donor's targets: hungry peers and peers admitting right now (not quiet).
+local function wanting(p, slot, d, allowance, now, free)
+  return hungry(p, slot, d, allowance, now) or (free and not quiet(p, slot, d, now))
 end
 

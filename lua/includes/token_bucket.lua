@@ -40,16 +40,18 @@ local function federated_bucket(rule, ctx, now)
   local function store()
     store_bucket(p, state, commit_bucket(p, verdict, ctx.fence, now, rule.cost))
   end
-  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store
+  -- This region's first admission in the epoch: the key goes on the fast lane.
+  local first = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period)).c[p.self] == 0
+  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first
 end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  local tokens, capacity, rate, store
+  local tokens, capacity, rate, store, first
   if ctx.n == 1 then
     tokens, capacity, rate, store = single_region_bucket(rule, now)
   else
-    tokens, capacity, rate, store = federated_bucket(rule, ctx, now)
+    tokens, capacity, rate, store, first = federated_bucket(rule, ctx, now)
   end
   local allowed = tokens >= cost
   local after = tokens
@@ -72,6 +74,7 @@ local function token_bucket(rule, ctx, now)
     reset_at = reset_at,
     retry_after = retry_after,
     federated = ctx.n > 1,
+    first = first == true,
     commit = store,
   }
 end

@@ -3,13 +3,22 @@
   windowForfeited and decideWindow, line for line, over the slots of load_state. commit_window applies an
   admission in place.
 ]]
-local function window_base(p, d)
+-- floor((L+B)·ω_d) plus d's part of the remainder, rotating with the window id: Σ_d base_d = L + B.
+local function window_base(p, d, id)
   if p.unbounded then return math.huge end
-  return portion(p.limit, p.units[d]) + portion(p.budget, p.units[d])
+  local total = p.limit + p.budget
+  local floors = 0
+  for o = 0, p.n - 1 do floors = floors + portion(total, p.units[o]) end
+  local remainder = total - floors
+  local turn = (d - id) % p.n
+  local extra = math.floor(remainder / p.n)
+  if turn < remainder % p.n then extra = extra + 1 end
+  return portion(total, p.units[d]) + extra
 end
 
-local function window_allowance(p, slot, d)
-  return window_base(p, d) + net_transfer(slot, p.n, d)
+-- `id` is the window the slot stands for (a zero slot carries id -1).
+local function window_allowance(p, slot, d, id)
+  return window_base(p, d, id) + net_transfer(slot, p.n, d)
 end
 
 -- Window w is forfeited when it started at or before the recovery fence.
@@ -29,7 +38,7 @@ local function decide_window(p, slots, fence, now, cost, sliding)
   local cells = cells_of(slots, id, n, true)
   local global = sum_cells(cells.c, n)
   local allowance = math.huge
-  if not p.unbounded then allowance = window_allowance(p, cells, r) - cells.c[r] end
+  if not p.unbounded then allowance = window_allowance(p, cells, r, id) - cells.c[r] end
   local remaining = math.max(0, math.min(allowance, p.limit - global))
   if sliding then
     local previous = sum_cells(cells_of(slots, id - 1, n, true).c, n)

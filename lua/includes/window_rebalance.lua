@@ -3,26 +3,36 @@
   sweepWindow, line for line. They mutate `slots` in place and say whether they changed anything.
 ]]
 -- Demand-following transfer in window `id` (id ≤ current, not forfeited). Returns true when it gave.
+-- An active giver gives a fraction of its surplus beyond what it used to hungry peers; a free donor (idle in w
+-- and w-1) gives all but one request (none in the window's last tenth) to hungry and active peers.
 local function rebalance_window(p, slots, id, now)
   if p.unbounded or p.n < 2 then return false end
   local n, r, policy = p.n, p.self, p.policy
   local slot = slots[slot_index(id)]
   if slot.id ~= id then return false end
-  local own = window_allowance(p, slot, r)
-  if hungry(slot, r, own, now, policy) then return false end
+  local own = window_allowance(p, slot, r, id)
+  if hungry(p, slot, r, own, now) then return false end
+  local free = free_donor(p, slot, cells_of(slots, id - 1, n, true), r, now)
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and hungry(slot, d, window_allowance(p, slot, d), now, policy) then peers[#peers + 1] = d end
+    if d ~= r and wanting(p, slot, d, window_allowance(p, slot, d, id), now, free) then
+      peers[#peers + 1] = d
+    end
   end
   if #peers == 0 then return false end
-  -- An active giver keeps as much unused as it has used; an idle one only the minimum reserve.
-  local kept = 0
-  if active(slot, r, now, policy) then kept = slot.c[r] end
-  local reserve = math.max(math.ceil(policy.reserve * window_base(p, r)), kept)
+  local reserve
+  if free then
+    reserve = 1
+    if (id + 1) * p.period - now <= math.min(policy.idle, p.period / 10) then reserve = 0 end
+  else
+    reserve = math.max(math.ceil(policy.reserve * window_base(p, r, id)), slot.c[r])
+  end
   local surplus = own - slot.c[r] - reserve
   if surplus < policy.min_surplus then return false end
   -- At least one each while the surplus covers it (protocol.ts rebalanceWindow).
-  local give = math.floor((surplus * policy.give) / #peers)
+  local fraction = policy.give
+  if free then fraction = 1 end
+  local give = math.floor((surplus * fraction) / #peers)
   if surplus >= #peers then give = math.max(give, 1) end
   if give < 1 then return false end
   for _, d in ipairs(peers) do slot.x[r][d] = slot.x[r][d] + give end
@@ -59,9 +69,10 @@ end
 
 local function window_has_hungry_peer(p, slots, now)
   if p.unbounded or p.n < 2 then return false end
-  local slot = cells_of(slots, math.floor(now / p.period), p.n, true)
+  local id = math.floor(now / p.period)
+  local slot = cells_of(slots, id, p.n, true)
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(slot, d, window_allowance(p, slot, d), now, p.policy) then return true end
+    if d ~= p.self and hungry(p, slot, d, window_allowance(p, slot, d, id), now) then return true end
   end
   return false
 end

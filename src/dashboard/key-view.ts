@@ -47,17 +47,17 @@ export function dashboardKeyView(config: Config, watch: WatchedKey, view: AdminK
     own: window?.own ?? 0,
     global: window?.globalView ?? 0,
     views: topology.regions.map((region) => ({ region, consumed: consumption[region] ?? 0 })),
-    allowance: allowance ?? (isBucket || window ? null : emptyWindowAllowance(config, rule.name)),
+    allowance: allowance ?? (isBucket || window ? null : emptyWindowAllowance(config, rule.name, windowId)),
     acknowledged: topology.regions.length > 1 && !isBucket ? (window?.acknowledged ?? 0) : null,
   };
 }
 
 /** Before the first admission of a window the admin view has no slot for it: the allowance is the base share. */
-function emptyWindowAllowance(config: Config, ruleName: string): number | null {
+function emptyWindowAllowance(config: Config, ruleName: string, windowId: number): number | null {
   const rule = config.rules.find((candidate) => candidate.name === ruleName)!;
   const topology = topologyOf(config);
   const params = ruleFederationParams(config, rule);
-  const base = windowBase(params, topology.selfIndex);
+  const base = windowBase(params, topology.selfIndex, windowId);
   return Number.isFinite(base) ? base : null;
 }
 

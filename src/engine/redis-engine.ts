@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Algorithm, type Config, type Rule } from '../config/schema.ts';
 import { scriptBudget, topologyOf, type Topology } from '../federation/topology.ts';
-import { KEY_SHARDS, peerPendingKey, shardMarkerKey } from '../keys.ts';
+import { KEY_SHARDS, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
@@ -123,7 +123,10 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   const fixedKeysOf: string[][] = [];
   for (let shard = 0; shard < KEY_SHARDS; shard++) {
     const keys = [shardMarkerKey(shard)];
-    if (federated) for (const peer of topology.peerIndexes) keys.push(peerPendingKey(shard, peer));
+    if (federated) {
+      for (const peer of topology.peerIndexes) keys.push(peerPendingKey(shard, peer));
+      keys.push(fastSetKey(shard));
+    }
     fixedKeysOf.push(keys);
   }
   const scriptArgs = (rule: Rule) => ({

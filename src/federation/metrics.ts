@@ -13,6 +13,10 @@ export interface FederationMetrics {
   sendFailures: Counter<'region' | 'peer'>;
   rejected: Counter<'region' | 'peer' | 'reason'>;
   skipped: Counter<'region' | 'peer' | 'reason'>;
+  /** Keys sent on the fast lane (first admission in a window/epoch, grants), per peer. */
+  fastLane: Counter<'region' | 'peer'>;
+  /** Merges in which this region granted allowance (share) to a peer that needed it. */
+  grants: Counter<'region' | 'peer'>;
 }
 
 /** Sync lag spans loopback (ms) to a WAN partition heal (seconds). */
@@ -81,6 +85,18 @@ export function federationMetrics(registry: Registry): FederationMetrics {
       name: 'quotafed_federation_skipped_entries_total',
       help: 'Entries of valid gossip jobs not applied, by reason (unknown_rule: the rule is not in this region\'s config or not federated).',
       labelNames: perReason,
+      registers,
+    }),
+    fastLane: new Counter({
+      name: 'quotafed_federation_fast_lane_keys_total',
+      help: 'Keys sent to a peer on the fast lane (a first admission in a window/epoch, or a grant), ahead of the sync round.',
+      labelNames: perPeer,
+      registers,
+    }),
+    grants: new Counter({
+      name: 'quotafed_federation_grants_total',
+      help: 'Gossip merges after which this region gave allowance (share and tokens) to peers that needed it, by the peer whose gossip triggered it.',
+      labelNames: perPeer,
       registers,
     }),
   };

@@ -19,7 +19,10 @@ export const KEPT_WINDOWS = 3;
  * - giveFraction: the fraction of its surplus a giver hands out per rebalance, split over the hungry peers.
  * - minSurplus: no transfer below this surplus (requests, or share units for token buckets).
  * - idleMs: a region that admitted nothing for this long (by its last admission time in the view) is idle:
- *   it is never hungry and keeps no reserve for its past use, so allowance follows traffic that moves.
+ *   it is never hungry and keeps no reserve for its past use, so allowance follows traffic that moves. A
+ *   region quiet (no admission for idleMs/5 and ten of its average gaps) in this window (epoch) and the
+ *   previous one is a free donor: it gives everything but one request (nothing for buckets, nothing in the
+ *   last tenth of a window) to its hungry and active peers.
  */
 export const REBALANCE = {
   hungerFraction: 0.5,
@@ -148,6 +151,8 @@ export interface EpochSlot {
   c: number[];
   /** x[o][d]: share units region o transferred to region d in this epoch. */
   x: number[][];
+  /** y[o][d]: tokens region o moved to region d with those units in this epoch (cumulative, fractional). */
+  y: number[][];
   /** t[o]: region o's clock at its last admission in this epoch (0 = none). */
   t: number[];
 }
@@ -167,7 +172,7 @@ export function emptyWindowSlot(n: number, id = -1): WindowSlot {
 }
 
 export function emptyEpochSlot(n: number, id = -1): EpochSlot {
-  return { id, c: zeros(n), x: matrix(n), t: zeros(n) };
+  return { id, c: zeros(n), x: matrix(n), y: matrix(n), t: zeros(n) };
 }
 
 function cloneWindowSlot(slot: WindowSlot): WindowSlot {
@@ -175,7 +180,7 @@ function cloneWindowSlot(slot: WindowSlot): WindowSlot {
 }
 
 function cloneEpochSlot(slot: EpochSlot): EpochSlot {
-  return { id: slot.id, c: [...slot.c], x: slot.x.map((row) => [...row]), t: [...slot.t] };
+  return { id: slot.id, c: [...slot.c], x: slot.x.map((row) => [...row]), y: slot.y.map((row) => [...row]), t: [...slot.t] };
 }
 
 function slotIndex(id: number): number {
@@ -200,6 +205,7 @@ export function joinEpochSlots(left: EpochSlot, right: EpochSlot): EpochSlot {
     id: left.id,
     c: left.c.map((value, o) => Math.max(value, right.c[o]!)),
     x: left.x.map((row, o) => row.map((value, d) => Math.max(value, right.x[o]![d]!))),
+    y: left.y.map((row, o) => row.map((value, d) => Math.max(value, right.y[o]![d]!))),
     t: left.t.map((value, o) => Math.max(value, right.t[o]!)),
   };
 }
@@ -220,11 +226,6 @@ function netTransfer(slot: EpochSlot | WindowSlot, d: number): number {
   return net;
 }
 
-function given(slot: EpochSlot | WindowSlot, d: number): number {
-  let total = 0;
-  for (let o = 0; o < slot.c.length; o++) if (o !== d) total += slot.x[d]![o]!;
-  return total;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Window algorithms (fixedWindow, slidingWindow)
@@ -244,15 +245,26 @@ export function windowCells(state: WindowState, id: number): WindowSlot {
   return slot.id === id ? slot : emptyWindowSlot(slot.c.length, id);
 }
 
-/** base_d = floor(L·ω_d) + floor(B·ω_d). Unbounded mode has no local limit (Infinity). */
-export function windowBase(params: FederationParams, d: number): number {
+/**
+ * base_d(w) = floor((L+B)·ω_d) plus d's part of the remainder R = (L+B) − Σ_o floor((L+B)·ω_o): every region
+ * gets floor(R/N), and R mod N regions one more, rotating with the window id. Every region computes the same
+ * split from the config, and Σ_d base_d = L + B exactly (floor per region would lose up to N−1 requests: 9 of
+ * 10 for /checkout). Unbounded mode has no local limit (Infinity).
+ */
+export function windowBase(params: FederationParams, d: number, id = 0): number {
   if (params.budget === null) return Infinity;
-  return portion(params.limit, params.units[d]!) + portion(params.budget, params.units[d]!);
+  const total = params.limit + params.budget;
+  let floors = 0;
+  for (let o = 0; o < params.regions; o++) floors += portion(total, params.units[o]!);
+  const remainder = total - floors;
+  const n = params.regions;
+  const turn = (((d - id) % n) + n) % n;
+  return portion(total, params.units[d]!) + Math.floor(remainder / n) + (turn < remainder % n ? 1 : 0);
 }
 
-/** l_d = base_d + Σ_o x[o][d] − Σ_o x[d][o], from whoever's view `slot` is. */
+/** l_d = base_d + Σ_o x[o][d] − Σ_o x[d][o], from whoever's view `slot` is (the slot's id picks the base). */
 export function windowAllowance(params: FederationParams, slot: WindowSlot, d: number): number {
-  return windowBase(params, d) + netTransfer(slot, d);
+  return windowBase(params, d, slot.id) + netTransfer(slot, d);
 }
 
 /** A region's share of window w is forfeited when w started at or before its recovery fence. */
@@ -372,7 +384,7 @@ function sameEpochSlot(left: EpochSlot, right: EpochSlot): boolean {
   if (left.id !== right.id) return false;
   for (let o = 0; o < left.c.length; o++) {
     if (left.c[o] !== right.c[o] || left.t[o] !== right.t[o]) return false;
-    for (let d = 0; d < left.c.length; d++) if (left.x[o]![d] !== right.x[o]![d]) return false;
+    for (let d = 0; d < left.c.length; d++) if (left.x[o]![d] !== right.x[o]![d] || left.y[o]![d] !== right.y[o]![d]) return false;
   }
   return true;
 }
@@ -382,15 +394,48 @@ function active(slot: Slot, d: number, now: number, policy: RebalancePolicy): bo
   return slot.t[d]! > 0 && now - slot.t[d]! <= policy.idleMs;
 }
 
-/** Hungry: active, and used more than hungerFraction of its allowance. */
-function hungry(slot: Slot, d: number, allowance: number, now: number, policy: RebalancePolicy): boolean {
+/**
+ * Quiet: no admission in window (epoch) `slot.id` for idleMs/5 and for ten of its own average gaps in it, so a
+ * region with steady low traffic is not mistaken for a free donor by one long gap. (A peer stays "active", and
+ * so can be hungry, for the whole idleMs: a starved region's denials write nothing, so its last admission is
+ * all that shows its demand until a free donor answers it.)
+ */
+const QUIET_GAPS = 10;
+function quiet(params: FederationParams, slot: Slot, d: number, now: number): boolean {
+  if (slot.t[d]! <= 0) return true;
+  const gaps = slot.c[d]! > 0 ? (QUIET_GAPS * (slot.t[d]! - slot.id * params.periodMs)) / slot.c[d]! : 0;
+  return now - slot.t[d]! > Math.max(params.rebalance.idleMs / 5, gaps);
+}
+
+/** A free donor: quiet in this window (epoch) and the previous one; it gives (nearly) all it holds. */
+function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: number, now: number): boolean {
+  return quiet(params, slot, r, now) && quiet(params, previous, r, now);
+}
+
+/** Hungry: active and not quiet, and used more than hungerFraction of its allowance. */
+function hungry(params: FederationParams, slot: Slot, d: number, allowance: number, now: number): boolean {
   const used = slot.c[d]!;
-  return used > 0 && used > policy.hungerFraction * allowance && active(slot, d, now, policy);
+  return (
+    used > 0 &&
+    used > params.rebalance.hungerFraction * allowance &&
+    active(slot, d, now, params.rebalance) &&
+    !quiet(params, slot, d, now)
+  );
+}
+
+/** A free donor's targets: hungry peers and peers admitting right now (not quiet). */
+function wanting(params: FederationParams, slot: Slot, d: number, allowance: number, now: number, free: boolean): boolean {
+  return hungry(params, slot, d, allowance, now) || (free && !quiet(params, slot, d, now));
 }
 
 /**
  * Demand-following transfer in window `id` (call only for id ≤ the current window, outside a forfeited
  * window, never on the request path). Only unused allowance moves: afterwards c[r] ≤ l_r still holds.
+ * - An active giver (admitted within idleMs in w or w−1) gives giveFraction of its surplus beyond a reserve
+ *   (as much unused as it used) to its hungry peers.
+ * - A free donor (quiet in w and w−1, see quiet()) gives its whole surplus beyond one request to its hungry and active
+ *   peers at once; the one request lets it admit, look hungry and get allowance back if traffic comes to it.
+ *   In the window's last tenth (at most idleMs) it keeps nothing: released to the hungry at window end.
  */
 export function rebalanceWindow(params: FederationParams, state: WindowState, id: number, now: number): WindowState {
   if (params.budget === null || params.regions < 2) return state;
@@ -399,24 +444,27 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   if (state.slots[slotIndex(id)]!.id !== id) return state; // nothing was admitted or seen in w
   const slot = windowCells(state, id);
   const ownAllowance = windowAllowance(params, slot, r);
-  if (hungry(slot, r, ownAllowance, now, policy)) return state;
-  const hungryPeers: number[] = [];
+  if (hungry(params, slot, r, ownAllowance, now)) return state;
+  const free = freeDonor(params, slot, windowCells(state, id - 1), r, now);
+  const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
-    if (d !== r && hungry(slot, d, windowAllowance(params, slot, d), now, policy)) hungryPeers.push(d);
+    if (d === r) continue;
+    if (wanting(params, slot, d, windowAllowance(params, slot, d), now, free)) targets.push(d);
   }
-  if (hungryPeers.length === 0) return state;
-  // An active giver keeps as much unused as it has used; an idle one only the minimum reserve.
-  const kept = active(slot, r, now, policy) ? slot.c[r]! : 0;
-  const reserve = Math.max(Math.ceil(policy.reserveFraction * windowBase(params, r)), kept);
+  if (targets.length === 0) return state;
+  let reserve: number;
+  if (free) reserve = (id + 1) * params.periodMs - now <= Math.min(policy.idleMs, params.periodMs / 10) ? 0 : 1;
+  else reserve = Math.max(Math.ceil(policy.reserveFraction * windowBase(params, r, id)), slot.c[r]!);
   const surplus = ownAllowance - slot.c[r]! - reserve;
   if (surplus < policy.minSurplus) return state;
   // At least one request each while the surplus covers it: small limits (10/min over 3 regions) would
   // otherwise strand most of an idle region's share behind the rounding.
-  const give = Math.max(Math.floor((surplus * policy.giveFraction) / hungryPeers.length), surplus >= hungryPeers.length ? 1 : 0);
+  const fraction = free ? 1 : policy.giveFraction;
+  const give = Math.max(Math.floor((surplus * fraction) / targets.length), surplus >= targets.length ? 1 : 0);
   if (give < 1) return state;
   const next = withSlot(state, id);
   const target = next.slots[slotIndex(id)]!;
-  for (const d of hungryPeers) target.x[r]![d] = target.x[r]![d]! + give;
+  for (const d of targets) target.x[r]![d] = target.x[r]![d]! + give;
   return next;
 }
 
@@ -425,7 +473,7 @@ export function windowHasHungryPeer(params: FederationParams, state: WindowState
   if (params.budget === null || params.regions < 2) return false;
   const slot = windowCells(state, windowIdAt(now, params.periodMs));
   for (let d = 0; d < params.regions; d++) {
-    if (d !== params.self && hungry(slot, d, windowAllowance(params, slot, d), now, params.rebalance)) return true;
+    if (d !== params.self && hungry(params, slot, d, windowAllowance(params, slot, d), now)) return true;
   }
   return false;
 }
@@ -490,7 +538,9 @@ export function bucketFenceEnd(params: FederationParams, fence: Fence): number {
 
 /**
  * σ_r(t): the share in force at local time t for a view. Receivers count a transfer during its epoch only;
- * senders keep paying for it until `skew` after the epoch ended.
+ * senders keep paying for it until `skew` after the epoch ended. A region may pass received share on, so in
+ * that skew span (paying for what it passed on, no longer holding what it received) the sum can be negative:
+ * σ is clamped at 0 (docs/federation.md §3 shows Σσ ≤ S still holds).
  */
 export function shareAt(params: FederationParams, slots: readonly EpochSlot[], fence: Fence, t: number): number {
   if (params.budget === null) return SHARE_UNITS;
@@ -498,8 +548,30 @@ export function shareAt(params: FederationParams, slots: readonly EpochSlot[], f
   const r = params.self;
   const epoch = windowIdAt(t, params.periodMs);
   let share = params.units[r]! + netTransfer(epochCells(slots, epoch), r);
-  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= given(epochCells(slots, epoch - 1), r);
-  return share;
+  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= nettedGiven(epochCells(slots, epoch - 1), r);
+  return Math.max(0, share);
+}
+
+/**
+ * What r still pays in the skew span for an epoch: per peer, what it gave less what it saw that peer give it
+ * back, never below 0 (Σ_d max(0, x[r][d] − x[d][r])). Per pair, what the receiver counts is at most what the
+ * sender pays (docs/federation.md §3), so a share returned before the epoch ends is not paid twice.
+ */
+function nettedGiven(slot: EpochSlot, r: number): number {
+  let total = 0;
+  for (let d = 0; d < slot.c.length; d++) if (d !== r) total += Math.max(0, slot.x[r]![d]! - slot.x[d]![r]!);
+  return total;
+}
+
+/** The end-of-epoch span of a bucket: the last min(P/10, idleMs/5) ms (received share goes back home). */
+function returning(params: FederationParams, now: number): boolean {
+  const end = (windowIdAt(now, params.periodMs) + 1) * params.periodMs;
+  return end - now <= Math.min(params.periodMs / 10, params.rebalance.idleMs / 5);
+}
+
+/** Per peer d: the share r holds of d's (what d gave r, less what r gave d), when positive. */
+function heldFrom(slot: EpochSlot, r: number, d: number): number {
+  return Math.max(0, slot.x[d]![r]! - slot.x[r]![d]!);
 }
 
 /** cap_r(σ) = C·σ/S + b_r. */
@@ -608,8 +680,11 @@ function withEpochSlot(slots: readonly EpochSlot[], id: number): EpochSlot[] {
 }
 
 /**
- * Apply a peer's epoch slots: refill first (old view), join, rebalance the current epoch, then clamp the tokens
- * to the cap of the new σ. Unbounded mode instead charges the bucket for the peers' newly seen consumption.
+ * Apply a peer's epoch slots: refill first (old view), join, credit the tokens newly moved to this region in
+ * the current epoch (Σ_o y[o][r] grew), rebalance the current epoch, then clamp the tokens to the cap of the
+ * new σ. Tokens are credited only in the current epoch and never before the fence end: a transfer of another
+ * epoch is not counted in σ, and after a wipe the cumulative y of a forfeited epoch would be credited twice.
+ * Unbounded mode instead charges the bucket for the peers' newly seen consumption.
  */
 export function mergeBucket(
   params: FederationParams,
@@ -640,11 +715,21 @@ export function mergeBucket(
   let tokens = refill(params, current, fence, now);
   if (params.budget === null) tokens = Math.max(0, tokens - charged);
   if (changedIds.includes(epoch) && transfersAllowed(params) && now >= bucketFenceEnd(params, fence)) {
-    slots = rebalanceBucket(params, slots, fence, now);
+    tokens += tokensReceived(epochCells(slots, epoch), params.self) - tokensReceived(epochCells(current.slots, epoch), params.self);
+    const rebalanced = rebalanceBucket(params, slots, fence, now, tokens);
+    slots = rebalanced.slots;
+    tokens = rebalanced.tokens;
   }
   const share = shareAt(params, slots, fence, now);
   tokens = Math.min(tokens, bucketCapacity(params, share));
   return { state: { tokens, lastRefill: now, sig: share, slots }, changed: true };
+}
+
+/** Σ_{o≠r} y[o][r]: the tokens moved to r in one epoch slot. */
+function tokensReceived(slot: EpochSlot, r: number): number {
+  let total = 0;
+  for (let o = 0; o < slot.c.length; o++) if (o !== r) total += slot.y[o]![r]!;
+  return total;
 }
 
 /** σ_d from a view without the skew term: the share d holds for the epoch as far as this region knows. */
@@ -652,67 +737,136 @@ export function viewShare(params: FederationParams, slot: EpochSlot, d: number):
   return params.units[d]! + netTransfer(slot, d);
 }
 
-/** σ_r without what r received: u_r − Σ_d x_e[r][d] − (skew term). A giver only gives from this. */
-export function ownShareAt(params: FederationParams, slots: readonly EpochSlot[], fence: Fence, t: number): number {
-  if (t < bucketFenceEnd(params, fence)) return 0;
-  const r = params.self;
-  const epoch = windowIdAt(t, params.periodMs);
-  let share = params.units[r]! - given(epochCells(slots, epoch), r);
-  if (t - epoch * params.periodMs < params.maxClockSkewMs) share -= given(epochCells(slots, epoch - 1), r);
-  return share;
+/**
+ * A bucket region is hungry when it admitted more than hungerFraction of what its share refilled so far in the
+ * epoch (paced), or when it is admitting while holding less than hungerFraction of its base share: a region
+ * that gave its share away and gets traffic again shows little paced use over a long epoch, yet needs share now.
+ */
+function bucketHungry(params: FederationParams, slot: EpochSlot, d: number, elapsed: number, now: number): boolean {
+  const share = viewShare(params, slot, d);
+  const paced = (params.limit * share * elapsed) / (params.periodMs * SHARE_UNITS);
+  if (hungry(params, slot, d, paced, now)) return true;
+  return share < params.rebalance.hungerFraction * params.units[d]! && wantsShare(params, slot, d, now);
+}
+
+/** Admitting (c > 0, active, not quiet), whatever its allowance. */
+function wantsShare(params: FederationParams, slot: EpochSlot, d: number, now: number): boolean {
+  return slot.c[d]! > 0 && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now);
 }
 
 /**
  * Demand-following share transfer in the current epoch (the caller refills first and clamps after).
  * Demand is paced: d is hungry when it admitted more than hungerFraction of what its share refilled so far in
  * the epoch (a drained bucket admits exactly its refill, so "half the epoch's allowance" would never trigger).
- * A giver gives only from its own units (never passes received share on), so u_r − Σ x_e[r][·] ≥ 0 and its
- * share stays ≥ 0 also in the skew span after the epoch, where it still pays for its transfers but no longer
- * holds what it received. It keeps the share its own pace needs to stay out of hunger.
+ * A giver gives from its whole σ (received share included, so rights follow traffic from region to region)
+ * and moves its tokens with it: Δy = min(τ·Δσ/σ, C·Δσ/S, (τ − min(τ, 1))/|targets|) per peer, so neither side
+ * holds more than its new cap, the tokens in flight never exceed C·(share in flight)/S, and the giver keeps one
+ * token to show demand with. An active giver keeps the share its own
+ * pace needs to stay out of hunger, and at least what sustained it in the previous epoch; a free donor (idle
+ * in this epoch and the previous one) gives all of it to its hungry and active peers.
  */
 export function rebalanceBucket(
   params: FederationParams,
   slots: readonly EpochSlot[],
   fence: Fence,
   now: number,
-): EpochSlot[] {
-  if (!transfersAllowed(params)) return [...slots];
+  tokens: number,
+): { slots: EpochSlot[]; tokens: number } {
+  const unchanged = { slots: [...slots], tokens };
+  if (!transfersAllowed(params)) return unchanged;
   const r = params.self;
   const policy = params.rebalance;
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(slots, epoch);
-  const paced = (d: number): number =>
-    (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
-  if (hungry(slot, r, paced(r), now, policy)) return [...slots];
-  const hungryPeers: number[] = [];
-  for (let d = 0; d < params.regions; d++) if (d !== r && hungry(slot, d, paced(d), now, policy)) hungryPeers.push(d);
-  if (hungryPeers.length === 0) return [...slots];
-  // An active giver keeps the share its pace in this epoch needs to stay out of hunger, and at least the share
-  // that sustained its consumption in the previous epoch; an idle one keeps only the minimum reserve.
-  const isActive = active(slot, r, now, policy) || active(epochCells(slots, epoch - 1), r, now, policy);
-  const pace = isActive ? (SHARE_UNITS * slot.c[r]! * params.periodMs) / (policy.hungerFraction * params.limit * elapsed) : 0;
-  const previous = isActive ? (SHARE_UNITS * epochCells(slots, epoch - 1).c[r]!) / params.limit : 0;
-  const reserve = Math.max(policy.reserveFraction * params.units[r]!, pace, previous);
-  const surplus = ownShareAt(params, slots, fence, now) - reserve;
-  if (surplus < policy.minSurplus) return [...slots];
-  const give = Math.floor((surplus * policy.giveFraction) / hungryPeers.length);
-  if (give < 1) return [...slots];
+  if (returning(params, now)) return returnBucketShare(params, slots, fence, now, tokens);
+  if (bucketHungry(params, slot, r, elapsed, now)) return unchanged;
+  const previousSlot = epochCells(slots, epoch - 1);
+  const free = freeDonor(params, slot, previousSlot, r, now);
+  const targets: number[] = [];
+  for (let d = 0; d < params.regions; d++) {
+    if (d !== r && (bucketHungry(params, slot, d, elapsed, now) || (free && !quiet(params, slot, d, now)))) targets.push(d);
+  }
+  if (targets.length === 0) return unchanged;
+  let reserve = 0;
+  if (!free) {
+    const pace = (SHARE_UNITS * slot.c[r]! * params.periodMs) / (policy.hungerFraction * params.limit * elapsed);
+    const previous = (SHARE_UNITS * previousSlot.c[r]!) / params.limit;
+    reserve = Math.max(policy.reserveFraction * params.units[r]!, pace, previous);
+  }
+  const share = shareAt(params, slots, fence, now);
+  const surplus = share - reserve;
+  if (surplus < policy.minSurplus) return unchanged;
+  const give = Math.floor((surplus * (free ? 1 : policy.giveFraction)) / targets.length);
+  if (give < 1) return unchanged;
+  // The giver keeps one token (or what it has): a region left with no share and no token could not admit, so
+  // it could never show the demand that brings rights back.
+  const spare = (tokens - Math.min(tokens, 1)) / targets.length;
+  const moved = Math.min((tokens * give) / share, (params.capacity * give) / SHARE_UNITS, spare);
   const next = withEpochSlot(slots, epoch);
   const target = next[slotIndex(epoch)]!;
-  for (const d of hungryPeers) target.x[r]![d] = target.x[r]![d]! + give;
-  return next;
+  let left = tokens;
+  for (const d of targets) {
+    target.x[r]![d] = target.x[r]![d]! + give;
+    target.y[r]![d] = target.y[r]![d]! + moved;
+    left -= moved;
+  }
+  return { slots: next, tokens: left };
 }
 
-/** Does r's view show a hungry peer in the current epoch? */
+/**
+ * The end of an epoch: received share goes back to the peers it came from (per peer, what r holds of theirs,
+ * as far as its σ covers it), with its tokens, and nobody gives anything else. Share lasts one epoch anyway;
+ * returned before the end, the donors' netted skew-span payment is 0, so their σ is u_d across the boundary
+ * and the tokens they got back survive it instead of being clamped away at the holder (§3, §4).
+ */
+function returnBucketShare(
+  params: FederationParams,
+  slots: readonly EpochSlot[],
+  fence: Fence,
+  now: number,
+  tokens: number,
+): { slots: EpochSlot[]; tokens: number } {
+  const r = params.self;
+  const epoch = windowIdAt(now, params.periodMs);
+  const slot = epochCells(slots, epoch);
+  const share = shareAt(params, slots, fence, now);
+  const amounts: number[] = [];
+  let left = share;
+  let total = 0;
+  for (let d = 0; d < params.regions; d++) {
+    const amount = d === r ? 0 : Math.min(heldFrom(slot, r, d), left);
+    amounts.push(amount);
+    left -= amount;
+    total += amount;
+  }
+  if (total < Math.max(1, params.rebalance.minSurplus)) return { slots: [...slots], tokens };
+  const keep = Math.min(tokens, 1);
+  const next = withEpochSlot(slots, epoch);
+  const target = next[slotIndex(epoch)]!;
+  let remaining = tokens;
+  for (let d = 0; d < params.regions; d++) {
+    const amount = amounts[d]!;
+    if (amount <= 0) continue;
+    const moved = Math.min(((tokens - keep) * amount) / share, (params.capacity * amount) / SHARE_UNITS);
+    target.x[r]![d] = target.x[r]![d]! + amount;
+    target.y[r]![d] = target.y[r]![d]! + moved;
+    remaining -= moved;
+  }
+  return { slots: next, tokens: remaining };
+}
+
+/**
+ * Does r's bucket need the sweep: a hungry peer in its view of the current epoch, or (for the end-of-epoch
+ * return) share it holds of a peer's?
+ */
 export function bucketHasHungryPeer(params: FederationParams, state: BucketState, now: number): boolean {
   if (!transfersAllowed(params)) return false;
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(state.slots, epoch);
   for (let d = 0; d < params.regions; d++) {
-    const paced = (params.limit * viewShare(params, slot, d) * elapsed) / (params.periodMs * SHARE_UNITS);
-    if (d !== params.self && hungry(slot, d, paced, now, params.rebalance)) return true;
+    if (d !== params.self && (bucketHungry(params, slot, d, elapsed, now) || heldFrom(slot, params.self, d) > 0)) return true;
   }
   return false;
 }
@@ -720,9 +874,8 @@ export function bucketHasHungryPeer(params: FederationParams, state: BucketState
 /** The token-bucket sweep: refill, rebalance the current epoch, clamp (see sweepWindow). */
 export function sweepBucket(params: FederationParams, state: BucketState, fence: Fence, now: number): MergeResult<BucketState> {
   if (!transfersAllowed(params) || now < bucketFenceEnd(params, fence)) return { state, changed: false };
-  const slots = rebalanceBucket(params, state.slots, fence, now);
+  const { slots, tokens } = rebalanceBucket(params, state.slots, fence, now, refill(params, state, fence, now));
   if (slots.every((slot, index) => sameEpochSlot(slot, state.slots[index]!))) return { state, changed: false };
-  const tokens = refill(params, state, fence, now);
   const share = shareAt(params, slots, fence, now);
   return { state: { tokens: Math.min(tokens, bucketCapacity(params, share)), lastRefill: now, sig: share, slots }, changed: true };
 }

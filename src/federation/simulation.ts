@@ -25,6 +25,8 @@ import {
   windowForfeited,
   windowGossip,
   windowIdAt,
+  newBucket,
+  refill,
   type BucketState,
   type EpochSlot,
   type FederationParams,
@@ -106,6 +108,12 @@ export interface Scenario {
   probes?: number[];
   /** Check the per-region invariants and the global share sum after every event (slower). */
   audit?: boolean;
+  /**
+   * The fast lane (publisher.ts FAST_LANE_MS): a key whose change matters now (a region's first admission in a
+   * window/epoch, a grant made by a merge or a sweep) goes to every peer at once instead of at the next tick,
+   * at most once per this many ms per key. Absent: every key waits for the sync tick.
+   */
+  fastLaneMs?: number;
 }
 
 export interface SimDecision {
@@ -150,6 +158,15 @@ export interface SimStats {
   /** Audit only: the largest Σ_r σ_r seen at any instant (token bucket), and invariant violations. */
   maxShareSum: number;
   invariantViolations: string[];
+  /** Keys sent on the fast lane (each to every peer). */
+  fastSends: number;
+  /**
+   * Denials while the federation as a whole had room: windows, the deciding region's own view shows
+   * G + cost ≤ L (and the window is not forfeited); buckets, the regions' tokens add up to ≥ cost.
+   */
+  falseDenials: number;
+  /** From a region's first denial of a key in a window/epoch until its view next shows a grant to it (ms). */
+  timeToGrantMs: number[];
 }
 
 export interface SimResult {
@@ -204,15 +221,19 @@ interface RegionSim {
   queue: Message[];
   /** Keys whose view showed a hungry peer: rebalanced again on every sync tick (the sweep). */
   watch: Set<string>;
+  /** Fast lane: key → last fast send, and keys with a fast send already scheduled. */
+  fastSent: Map<string, number>;
+  fastDue: Set<string>;
 }
 
 type Event =
-  | { kind: 'arrival'; stream: number }
+  | { kind: 'arrival'; stream: number; exact: number }
   | { kind: 'tick'; region: number }
   | { kind: 'deliver'; message: Message; duplicate: boolean }
   | { kind: 'ack'; message: Message }
   | { kind: 'fault'; fault: Fault }
-  | { kind: 'probe'; probe: number };
+  | { kind: 'probe'; probe: number }
+  | { kind: 'fast'; region: number; key: string };
 
 interface Scheduled {
   at: number;
@@ -300,7 +321,12 @@ class Simulation {
     convergence: [],
     maxShareSum: 0,
     invariantViolations: [],
+    fastSends: 0,
+    falseDenials: 0,
+    timeToGrantMs: [],
   };
+  /** region|key|window → the region's first admission in that window, waiting for a grant. */
+  private readonly needs = new Map<string, number>();
   private now = 0;
 
   constructor(
@@ -341,6 +367,8 @@ class Simulation {
       outstanding: Array.from({ length: n }, () => new Map()),
       queue: [],
       watch: new Set(),
+      fastSent: new Map(),
+      fastDue: new Set(),
     }));
   }
 
@@ -372,7 +400,7 @@ class Simulation {
   private handle(event: Event): void {
     switch (event.kind) {
       case 'arrival':
-        return this.arrive(event.stream);
+        return this.arrive(event.stream, event.exact);
       case 'tick':
         return this.tick(event.region);
       case 'deliver':
@@ -383,6 +411,8 @@ class Simulation {
         return this.fault(event.fault);
       case 'probe':
         return this.takeProbe(event.probe);
+      case 'fast':
+        return this.fastSend(event.region, event.key);
     }
   }
 
@@ -392,9 +422,11 @@ class Simulation {
     const spec = this.scenario.traffic[stream]!;
     if (spec.ratePerSec <= 0) return;
     const gap = (-Math.log(1 - this.random()) * 1000) / spec.ratePerSec;
-    const at = Math.round(after + gap);
+    // The next gap counts from the exact (fractional) time, so rates above 1,000/s keep their count.
+    const exact = after + gap;
+    const at = Math.round(exact);
     if (at > (spec.endMs ?? this.scenario.durationMs)) return;
-    this.queue.push(at, { kind: 'arrival', stream });
+    this.queue.push(at, { kind: 'arrival', stream, exact });
   }
 
   private pickRegion(shape: TrafficShape): number {
@@ -418,9 +450,9 @@ class Simulation {
     }
   }
 
-  private arrive(stream: number): void {
+  private arrive(stream: number, exact: number): void {
     const spec = this.scenario.traffic[stream]!;
-    this.scheduleArrival(stream, this.now);
+    this.scheduleArrival(stream, exact);
     const cost = spec.cost ?? 1;
     this.stats.requests++;
     this.arrivals.push({ t: this.now, key: spec.key, cost });
@@ -445,9 +477,14 @@ class Simulation {
     }
     const window = windowIdAt(local, params.periodMs);
     this.decisions.push({ t: this.now, local, region: region.index, key: spec.key, cost, allowed, window });
+    if (!allowed && this.federationHadRoom(region, spec.key, held, local, cost)) this.stats.falseDenials++;
+    const need = `${region.index}|${spec.key}|${window}`;
+    if (!allowed && !this.needs.has(need)) this.needs.set(need, this.now);
     if (!allowed || !state) return;
     this.stats.admitted += cost;
+    const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
     this.changed(region, spec.key, state);
+    if (first) this.fastLane(region, spec.key);
     const own = this.slotsOf(state);
     const value = ownCount(own, window, region.index);
     for (const peer of this.regions) {
@@ -487,35 +524,95 @@ class Simulation {
     this.queue.push(this.now + this.scenario.syncIntervalMs, { kind: 'tick', region: index });
     if (!region.up) return;
     this.sweep(region);
-    const ackTimeout = this.scenario.ackTimeoutMs ?? 1_000;
     for (const peer of this.regions) {
       if (peer.index === index) continue;
-      const pending = region.pending[peer.index]!;
-      const outstanding = region.outstanding[peer.index]!;
-      for (const [key, version] of pending) {
-        const inFlight = outstanding.get(key);
-        if (inFlight && inFlight.version === version && this.now - inFlight.sentAt < ackTimeout) continue;
-        if (!this.linkUp[index]![peer.index] || !peer.up) {
-          this.stats.sendFailures++;
-          continue;
-        }
-        const state = region.keys.get(key);
-        if (!state) {
-          pending.delete(key);
-          continue;
-        }
-        const message: Message = { from: index, to: peer.index, key, version, slots: this.slotsOf(state), incarnation: region.incarnation };
-        outstanding.set(key, { version, sentAt: this.now });
-        this.stats.messagesSent++;
-        const arrival = this.now + this.delay(index, peer.index);
-        this.queue.push(arrival, { kind: 'deliver', message, duplicate: false });
-        const duplicate = this.link(index, peer.index).duplicateProbability ?? 0;
-        if (duplicate > 0 && this.random() < duplicate) {
-          const later = arrival + Math.round(this.random() * (this.scenario.syncIntervalMs + this.delay(index, peer.index)));
-          this.queue.push(later, { kind: 'deliver', message, duplicate: true });
-        }
-      }
+      for (const key of [...region.pending[peer.index]!.keys()]) this.send(region, peer, key, false);
     }
+  }
+
+  /** Sends the pending version of `key` to `peer` unless it is in flight (and not timed out) already. */
+  private send(region: RegionSim, peer: RegionSim, key: string, fast: boolean): void {
+    const pending = region.pending[peer.index]!;
+    const outstanding = region.outstanding[peer.index]!;
+    const version = pending.get(key);
+    if (version === undefined) return;
+    const ackTimeout = this.scenario.ackTimeoutMs ?? 1_000;
+    const inFlight = outstanding.get(key);
+    if (inFlight && inFlight.version === version && this.now - inFlight.sentAt < ackTimeout) return;
+    if (!this.linkUp[region.index]![peer.index] || !peer.up) {
+      if (!fast) this.stats.sendFailures++;
+      return;
+    }
+    const state = region.keys.get(key);
+    if (!state) {
+      pending.delete(key);
+      return;
+    }
+    const message: Message = { from: region.index, to: peer.index, key, version, slots: this.slotsOf(state), incarnation: region.incarnation };
+    outstanding.set(key, { version, sentAt: this.now });
+    this.stats.messagesSent++;
+    const arrival = this.now + this.delay(region.index, peer.index);
+    this.queue.push(arrival, { kind: 'deliver', message, duplicate: false });
+    const duplicate = this.link(region.index, peer.index).duplicateProbability ?? 0;
+    if (duplicate > 0 && this.random() < duplicate) {
+      const later = arrival + Math.round(this.random() * (this.scenario.syncIntervalMs + this.delay(region.index, peer.index)));
+      this.queue.push(later, { kind: 'deliver', message, duplicate: true });
+    }
+  }
+
+  /** Queue `key` on the fast lane: now, or when the per-key debounce allows. */
+  private fastLane(region: RegionSim, key: string): void {
+    const debounce = this.scenario.fastLaneMs;
+    if (debounce === undefined || region.fastDue.has(key)) return;
+    const last = region.fastSent.get(key);
+    const at = last === undefined ? this.now : Math.max(this.now, last + debounce);
+    region.fastDue.add(key);
+    this.queue.push(at, { kind: 'fast', region: region.index, key });
+  }
+
+  private fastSend(index: number, key: string): void {
+    const region = this.regions[index]!;
+    region.fastDue.delete(key);
+    if (!region.up) return;
+    region.fastSent.set(key, this.now);
+    this.stats.fastSends++;
+    for (const peer of this.regions) if (peer.index !== index) this.send(region, peer, key, true);
+  }
+
+  /** See SimStats.falseDenials. */
+  private federationHadRoom(region: RegionSim, key: string, held: KeyState | undefined, local: number, cost: number): boolean {
+    const { params } = region;
+    if (this.windowed) {
+      const id = windowIdAt(local, params.periodMs);
+      if (windowForfeited(params, region.fence, id) || !held) return false;
+      const state = held as WindowState;
+      const global = windowCells(state, id).c.reduce((a, b) => a + b, 0);
+      if (global + cost > params.limit) return false;
+      if (!this.sliding) return true;
+      const previous = windowCells(state, id - 1).c.reduce((a, b) => a + b, 0);
+      const weighted = (previous * (params.periodMs - (local - id * params.periodMs))) / params.periodMs;
+      return Math.floor(params.limit - weighted - global) >= cost;
+    }
+    // Fractions of a token in several regions are not room: at least cost + N − 1 tokens in all.
+    let tokens = -(this.regions.length - 1);
+    for (const other of this.regions) {
+      if (!other.up) continue;
+      const state = other.keys.get(key) as BucketState | undefined;
+      const at = this.local(other);
+      tokens += state ? refill(other.params, state, other.fence, at) : newBucket(other.params, other.fence, at).tokens;
+    }
+    return tokens >= cost;
+  }
+
+  /** Did the region's own transfer row grow (a grant)? */
+  private gave(region: RegionSim, before: KeyState | undefined, after: KeyState): boolean {
+    const given = (state: KeyState | undefined): number => {
+      if (!state) return 0;
+      let total = 0;
+      for (const slot of this.slotsOf(state)) for (const value of slot.x[region.index]!) total += value;
+      return total;
+    };
+    return given(after) > given(before);
   }
 
   private deliver(message: Message, duplicate: boolean): void {
@@ -560,8 +657,16 @@ class Simulation {
       result = mergeBucket(region.params, held as BucketState | undefined, region.fence, local, message.slots as EpochSlot[]);
     }
     if (!result.changed || !result.state) return;
+    const window = windowIdAt(local, region.params.periodMs);
+    const need = `${region.index}|${message.key}|${window}`;
+    const since = this.needs.get(need);
+    if (since !== undefined && received(this.slotsOf(result.state), window, region.index) > received(held ? this.slotsOf(held) : [], window, region.index)) {
+      this.stats.timeToGrantMs.push(this.now - since);
+      this.needs.delete(need);
+    }
     if (this.hasHungryPeer(region, result.state, local)) region.watch.add(message.key);
     this.changed(region, message.key, result.state);
+    if (this.gave(region, held, result.state)) this.fastLane(region, message.key);
     this.resolveLag(region, message.key, result.state);
     this.checkProbes();
   }
@@ -584,7 +689,10 @@ class Simulation {
       const result = this.windowed
         ? sweepWindow(region.params, state as WindowState, region.fence, local)
         : sweepBucket(region.params, state as BucketState, region.fence, local);
-      if (result.changed) this.changed(region, key, result.state);
+      if (result.changed) {
+        this.changed(region, key, result.state);
+        this.fastLane(region, key);
+      }
     }
   }
 
@@ -794,6 +902,13 @@ function newWindow(params: FederationParams): WindowState {
 
 function newBucketSlots(n: number): EpochSlot[] {
   return Array.from({ length: KEPT_WINDOWS }, () => emptyEpochSlot(n));
+}
+
+/** Σ_o x[o][r] in one window/epoch: what r has been given. */
+function received(slots: Slots, window: number, r: number): number {
+  let total = 0;
+  for (const slot of slots) if (slot.id === window) for (let o = 0; o < slot.x.length; o++) if (o !== r) total += slot.x[o]![r]!;
+  return total;
 }
 
 function ownCount(slots: Slots, window: number, origin: number): number {

@@ -104,8 +104,8 @@ describe('dashboard source on real Redis', () => {
       { region: 'eu-west', consumed: 0 },
       { region: 'us-east', consumed: 7 },
     ]);
-    // floor(300·⅓) + floor(15·⅓) in share units: 99 + 4.
-    expect(key!.allowance).toBe(103);
+    // (300 + 15)/3 = 105: the window bases add up to exactly L + B (docs/federation.md §2).
+    expect(key!.allowance).toBe(105);
     expect(snapshot.regions.map((r) => [r.name, r.self])).toEqual([
       ['ap-south', false],
       ['eu-west', false],

@@ -11,7 +11,7 @@ import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } 
 import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/publisher.ts';
 import { topologyOf } from '../../src/federation/topology.ts';
-import { ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -61,26 +61,29 @@ describe('the publisher sweep over the watch sets', () => {
     const [seconds] = await redis.time();
     const now = Number(seconds) * 1000;
     const id = Math.floor(now / rule.period);
-    // a (index 0) admitted 40 of its 50 just now: hungry. b gives half its surplus on merge and watches the key.
-    const slot = { id, c: [40, 0], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [now, 0] };
+    // a (index 0) admitted 40 of its 50 just now: hungry. b, active itself (5 admitted, so not a free donor),
+    // keeps what it used as a reserve and gives half the rest (50 − 5 − 5 = 40 → 20) on merge, and watches the key.
+    const slot = { id, c: [40, 5], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [now, now] };
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: now, s: [flattenSlot(slot)] });
-    expect(await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)).toEqual([1, expect.any(Number)]);
+    // Changed, the lag, and granted: the grant puts the key on the fast lane.
+    expect(await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)).toEqual([1, expect.any(Number), 1]);
+    expect(await redis.sismember(fastSetKey(shard), key)).toBe(1);
     const k = id % 3;
-    expect(await redis.hget(key, `x${k}.1.0`)).toBe('24');
+    expect(await redis.hget(key, `x${k}.1.0`)).toBe('20');
     expect(await redis.sismember(watchSetKey(shard), key)).toBe(1);
     const stale = 'qf:{s3}:gone:AAAAAAAAAAAAAAAA';
     await redis.sadd(watchSetKey(3), stale);
 
-    // Still hungry (40 > 0.5·74): the sweep gives half of the remaining surplus (25 → 12) and marks it pending.
+    // Still hungry (40 > 0.5·70): the sweep gives half of the remaining surplus (20 → 10) and marks it pending.
     expect(await sweepWatched(redis, config, topology)).toBe(1);
-    expect(await redis.hget(key, `x${k}.1.0`)).toBe('36');
+    expect(await redis.hget(key, `x${k}.1.0`)).toBe('30');
     expect(await redis.zscore(`qf:{s${shard}}:p:0`, key)).not.toBeNull();
     expect(await redis.sismember(watchSetKey(3), stale)).toBe(0);
 
-    // 40 ≤ 0.5·86: nobody is hungry any more, so the next sweep drops the key without touching it.
+    // 40 ≤ 0.5·80: nobody is hungry any more, so the next sweep drops the key without touching it.
     expect(await sweepWatched(redis, config, topology)).toBe(0);
     expect(await redis.sismember(watchSetKey(shard), key)).toBe(0);
-    expect(await redis.hget(key, `x${k}.1.0`)).toBe('36');
+    expect(await redis.hget(key, `x${k}.1.0`)).toBe('30');
   });
 });
 

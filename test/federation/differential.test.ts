@@ -34,7 +34,7 @@ import {
   type WindowState,
 } from '../../src/federation/protocol.ts';
 import type { Topology } from '../../src/federation/topology.ts';
-import { ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -201,12 +201,13 @@ function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
   return { id: slot.id, c: slot.c, x: rows(slot.x), a: rows(slot.a), t: slot.t };
 }
 
+/** Token buckets carry y (tokens moved with the share) where windows carry a. */
 function toEpochSlot(slot: SlotCells, n: number): EpochSlot {
-  const { a: _a, ...rest } = toWindowSlot(slot, n);
-  return rest;
+  const { a, ...rest } = toWindowSlot(slot, n);
+  return { ...rest, y: a };
 }
 
-const stats = { gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 }, watchJoins: 0, runs: 0, steps: 0, decisions: 0, admitted: 0, merges: 0, changedMerges: 0, sweeps: 0, swept: 0, tokenChecks: 0, tokensExact: 0, maxTokenError: 0 };
+const stats = { fastFirst: 0, gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 }, watchJoins: 0, runs: 0, steps: 0, decisions: 0, admitted: 0, merges: 0, changedMerges: 0, sweeps: 0, swept: 0, tokenChecks: 0, tokensExact: 0, maxTokenError: 0 };
 
 async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<void> {
   const { n } = setup;
@@ -264,8 +265,12 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     fenceOnScriptCall(to);
     const now = localNow(to);
     const call = applyGossipCall(topologies[to]!, rule, configs[to]!.federation.leakageBudget, from, entry, { now, policy: setup.policy });
-    const reply = (await clients[to]!.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number, number];
+    const reply = (await clients[to]!.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number, number, number];
+    await clients[to]!.srem(fastSetKey(SHARD), KEY); // (checked through the granted flag below)
     const s = spec[to]!;
+    const ownGiven = (slots: readonly (WindowSlot | EpochSlot)[] | undefined) =>
+      (slots ?? []).reduce((total, slot) => total + (slot.id < 0 ? 0 : slot.x[to]!.reduce((a, b) => a + b, 0)), 0);
+    const givenBefore = ownGiven(windowed ? s.window.slots : s.bucket?.slots);
     let changed: boolean;
     if (windowed) {
       const result = mergeWindow(s.params, s.window, s.fence, now, entry.s.map((flat) => toWindowSlot(unflattenSlot(flat, n), n)));
@@ -283,6 +288,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     stats.merges++;
     if (changed) stats.changedMerges++;
     expect(Number(reply[0]), `merge changed flag (${trace.join(' ')})`).toBe(changed ? 1 : 0);
+    const granted = changed && ownGiven(windowed ? s.window.slots : s.bucket?.slots) > givenBefore;
+    expect(Number(reply[2]), `merge granted flag (${trace.join(' ')})`).toBe(granted ? 1 : 0);
   };
 
   const step = async (op: Op): Promise<void> => {
@@ -294,6 +301,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const decision = await engines[r]!.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost });
         const outcome = decision.outcomes[0]!;
         const s = spec[r]!;
+        // The fast lane: decide.lua queues a region's first admission of the key in a window/epoch.
+        const id = Math.floor(now / setup.periodMs);
+        const ownBefore = (windowed ? s.window.slots : (s.bucket?.slots ?? [])).find((slot) => slot.id === id)?.c[r] ?? 0;
         let allowed: boolean;
         let remaining: number;
         if (windowed) {
@@ -309,6 +319,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         if (allowed) stats.admitted++;
         expect(outcome.allowed, `allowed (${trace.join(' ')})`).toBe(allowed);
         expect(outcome.remaining, `remaining (${trace.join(' ')})`).toBe(Math.max(0, Math.floor(remaining)));
+        const queued = await clients[r]!.srem(fastSetKey(SHARD), KEY);
+        expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe(allowed && ownBefore === 0);
+        if (allowed && ownBefore === 0) stats.fastFirst++;
         return;
       }
       case 'send': {
@@ -434,8 +447,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
           }
           expect(held, `slot ${k} of ${where}`).toBeDefined();
           expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({ id: slot.id, c: slot.c, x: slot.x.flat(), t: slot.t });
-          const a = 'a' in slot ? slot.a.flat() : new Array<number>(n * n).fill(0);
-          expect(held!.a, `a cells of slot ${k} of ${where}`).toEqual(a);
+          const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
+          expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
         });
       };
       if (windowed) {
@@ -558,6 +571,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.admitted).toBeGreaterThan(0);
     expect(stats.changedMerges).toBeGreaterThan(0);
     expect(stats.sweeps).toBeGreaterThan(0);
+    expect(stats.fastFirst).toBeGreaterThan(0);
     expect(stats.swept).toBeGreaterThan(0);
     expect(stats.tokenChecks).toBeGreaterThan(0);
     // Beyond the 1e-9 tolerance: the numeric contract (docs/federation.md §7) makes tokens bit-identical.

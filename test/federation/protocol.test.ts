@@ -16,7 +16,9 @@ import {
   mergeWindow,
   newBucket,
   newWindowState,
-  ownShareAt,
+  rebalanceBucket,
+  sweepBucket,
+  rebalanceWindow,
   portion,
   refill,
   resolveBudget,
@@ -40,7 +42,7 @@ const square = fc.array(row, { minLength: N, maxLength: N });
 
 const times = fc.array(fc.integer({ min: 0, max: 10_000 }), { minLength: N, maxLength: N });
 const windowSlot = (id: number): fc.Arbitrary<WindowSlot> => fc.record({ id: fc.constant(id), c: row, x: square, a: square, t: times });
-const epochSlot = (id: number): fc.Arbitrary<EpochSlot> => fc.record({ id: fc.constant(id), c: row, x: square, t: times });
+const epochSlot = (id: number): fc.Arbitrary<EpochSlot> => fc.record({ id: fc.constant(id), c: row, x: square, y: square, t: times });
 
 function params(overrides: Partial<Parameters<typeof federationParams>[0]> = {}): FederationParams {
   return federationParams({
@@ -80,6 +82,28 @@ describe('static arithmetic', () => {
     expect(resolveBudget(1000, 50, 1)).toBe(0);
     const single = federationParams({ regions: 1, self: 0, weights: [3], limit: 7, periodMs: 1000, leakageBudget: '50%', maxClockSkewMs: 0 });
     expect(windowBase(single, 0)).toBe(7);
+  });
+
+  it('window bases add up to exactly L + B in every window (the floor remainder rotates with the window id)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 7 }), { minLength: 2, maxLength: 6 }),
+        fc.integer({ min: 1, max: 100_000 }),
+        fc.integer({ min: 0, max: 5_000 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        (weights, limit, budget, id) => {
+          const p = federationParams({ regions: weights.length, self: 0, weights, limit, periodMs: 1000, leakageBudget: budget, maxClockSkewMs: 0 });
+          let total = 0;
+          for (let d = 0; d < weights.length; d++) total += windowBase(p, d, id);
+          expect(total).toBe(limit + budget);
+        },
+      ),
+      { numRuns: 500 },
+    );
+    // /checkout: 10 per minute over three regions, budget 0 → 4 + 3 + 3, the 4 rotating.
+    const checkout = (self: number) => federationParams({ regions: 3, self, weights: [1, 1, 1], limit: 10, periodMs: 60_000, leakageBudget: '5%', maxClockSkewMs: 0 });
+    expect([0, 1, 2].map((d) => windowBase(checkout(0), d, 0))).toEqual([4, 3, 3]);
+    expect([0, 1, 2].map((d) => windowBase(checkout(0), d, 1))).toEqual([3, 4, 3]);
   });
 
   it('a single region is an exact fixed window', () => {
@@ -265,7 +289,7 @@ describe('windows: invariants with honest peers', () => {
 });
 
 describe('token bucket: region-local invariants', () => {
-  it('σ_r and the share it gives from stay ≥ 0 at every later instant, tokens ≤ cap, denials change nothing', () => {
+  it('σ_r stays ≥ 0 at every later instant, tokens ≤ cap, own rows never shrink, denials change nothing', () => {
     fc.assert(
       fc.property(paramsArb, fc.array(op, { minLength: 1, maxLength: 40 }), (input, ops) => {
         const p = buildParams(input);
@@ -290,16 +314,24 @@ describe('token bucket: region-local invariants', () => {
               slot.c[o] = o === r ? (held?.c[r] ?? 0) : step.slot.c[o]!;
               // Peers' transfers in share units: scale the small generated numbers up.
               slot.x[o] = o === r ? [...(held?.x[r] ?? new Array(N).fill(0))] : step.slot.x[o]!.map((v) => v * 5_000);
+              slot.y[o] = o === r ? [...(held?.y[r] ?? new Array(N).fill(0))] : step.slot.a[o]!.map((v) => v / 3);
               slot.t[o] = o === r ? (held?.t[r] ?? 0) : now - step.slot.t[o]! / 2;
             }
+            const before = state;
             state = mergeBucket(p, state, input.fence, now, [slot]).state;
+            for (const after of state?.slots ?? []) {
+              const old = before?.slots.find((s) => s.id === after.id);
+              if (!old) continue;
+              after.x[r]!.forEach((value, d) => expect(value).toBeGreaterThanOrEqual(old.x[r]![d]!));
+              after.y[r]!.forEach((value, d) => expect(value).toBeGreaterThanOrEqual(old.y[r]![d]!));
+            }
           }
           if (!state) continue;
           const tokens = refill(p, state, input.fence, now);
           expect(tokens).toBeLessThanOrEqual(bucketCapacity(p, shareAt(p, state.slots, input.fence, now)) + 1e-9);
           let lowest = Infinity;
           for (let later = now; later < now + 2_500; later += 37) {
-            lowest = Math.min(lowest, shareAt(p, state.slots, input.fence, later), ownShareAt(p, state.slots, input.fence, later));
+            lowest = Math.min(lowest, shareAt(p, state.slots, input.fence, later));
           }
           if (lowest < 0) throw new Error(`share ${lowest} < 0`);
         }
@@ -364,3 +396,108 @@ describe('edges of the recovery fence and of time', () => {
     expect(stale.changed).toBe(false);
   });
 });
+
+describe('rights that move on demand', () => {
+  it('a free donor (idle in w and w−1) gives all but one request to an active peer at once', () => {
+    const p = params(); // self = 1, base 55 in window 5 (110 over weights 1:2:1)
+    const view = emptyWindowSlot(N, 5);
+    view.c[0] = 1;
+    view.t[0] = 5_010;
+    const state = mergeWindow(p, newWindowState(N), 0, 5_020, [view]).state;
+    // (The window's last tenth starts at 5_900.)
+    const cells = windowCells(state, 5);
+    expect(cells.x[1]![0]).toBe(windowBase(p, 1, 5) - 1);
+    expect(windowAllowance(p, cells, 1)).toBe(1);
+    // In the last tenth of the window it keeps nothing.
+    const late = federationParams({ ...{ regions: N, self: 1, weights: [1, 2, 1], limit: 100, periodMs: 10_000, leakageBudget: 10, maxClockSkewMs: 100 } });
+    const lateView = emptyWindowSlot(N, 0);
+    lateView.c[0] = 1;
+    lateView.t[0] = 9_500;
+    expect(windowAllowance(late, windowCells(mergeWindow(late, newWindowState(N), 0, 8_900, [{ ...lateView, t: [8_900, 0, 0] }]).state, 0), 1)).toBe(1);
+    const released = rebalanceWindow(late, mergeWindow(late, newWindowState(N), 0, 9_500, [lateView]).state, 0, 9_500);
+    expect(windowAllowance(late, windowCells(released, 0), 1)).toBe(0);
+  });
+
+  it('an active giver keeps what it used and gives half the rest to hungry peers only', () => {
+    const p = params();
+    let state = newWindowState(N);
+    for (let i = 0; i < 10; i++) state = decideWindow(p, state, 0, 5_000 + i, 1, false).state;
+    const view = emptyWindowSlot(N, 5);
+    view.c[0] = 5;
+    view.t[0] = 5_015;
+    const busy = mergeWindow(p, state, 0, 5_020, [view]).state; // peer 0 active but not hungry
+    expect(windowCells(busy, 5).x[1]).toEqual([0, 0, 0]);
+  });
+
+  it('token buckets move tokens with share: the giver debits what the receiver credits, once, in the epoch only', () => {
+    const giver = params({ self: 1, periodMs: 10_000 });
+    const receiver = params({ self: 0, periodMs: 10_000 });
+    // The receiver spent its bucket in epoch 0; the giver is a fresh (full) free donor.
+    let hot: BucketState | undefined;
+    for (let i = 0; i < 40; i++) hot = decideBucket(receiver, hot, 0, 5_000 + i, 1).state ?? hot;
+    const merged = mergeBucket(giver, undefined, 0, 5_050, hot!.slots).state!;
+    const gave = windowCellsOfEpoch(merged, 0);
+    expect(gave.x[1]![0]).toBe(giver.units[1]); // all of it: a free donor
+    const moved = gave.y[1]![0]!;
+    expect(moved).toBe(50); // min(τ·Δσ/σ, C·Δσ/S, τ − 1) = min(55, 50, 54): the budget part b_r stays
+    // Conservation: what the giver holds now plus what it moved is what it held before.
+    expect(merged.tokens + moved).toBeCloseTo(bucketCapacity(giver, giver.units[1]!), 9);
+    const before = refill(receiver, hot!, 0, 5_100);
+    const credited = mergeBucket(receiver, hot, 0, 5_100, merged.slots).state!;
+    expect(credited.tokens).toBeCloseTo(before + moved, 9);
+    // The same gossip again credits nothing.
+    const again = mergeBucket(receiver, credited, 0, 5_100, merged.slots);
+    expect(again.changed).toBe(false);
+    // A transfer seen only after its epoch ended is never credited (nor counted in σ).
+    const lateAt = 10_050;
+    const late = mergeBucket(receiver, hot, 0, lateAt, merged.slots).state!;
+    expect(refill(receiver, hot!, 0, lateAt)).toBeLessThan(bucketCapacity(receiver, receiver.units[0]!) - 1);
+    expect(late.tokens).toBeCloseTo(refill(receiver, hot!, 0, lateAt), 9);
+    // Nor before the fence end after a wipe (a forfeited epoch's cumulative y may have been credited already).
+    const fenced = mergeBucket(receiver, undefined, 5_090, 5_100, merged.slots).state!;
+    expect(fenced.tokens).toBe(0);
+  });
+
+  it('a giver passes received share on (rights follow traffic from region to region)', () => {
+    const p = params({ self: 1 });
+    const slots = [emptyEpochSlot(N, 3), emptyEpochSlot(N, 4), emptyEpochSlot(N, 5)];
+    slots[2]!.x[0]![1] = 200_000; // region 0 gave 1 a share in epoch 5
+    slots[2]!.c[2] = 30; // region 2 is hungry
+    slots[2]!.t[2] = 5_500;
+    const { slots: after } = rebalanceBucket(p, slots, 0, 5_600, 50);
+    // A free donor: its whole σ (own 500,000 + received 200,000) goes to the hungry peer.
+    expect(after[2]!.x[1]![2]).toBe(700_000);
+    expect(shareAt(p, after, 0, 5_600)).toBe(0);
+    // In the skew span after the epoch it pays 700,000 but holds its 500,000 only: σ is clamped at 0.
+    expect(shareAt(p, after, 0, 6_050)).toBe(0);
+  });
+});
+
+describe('token buckets at the end of an epoch', () => {
+  it('received share goes back home with its tokens, and the donor holds its full share across the boundary', () => {
+    const holder = params({ self: 0, periodMs: 10_000, maxClockSkewMs: 500 });
+    const donor = params({ self: 1, periodMs: 10_000, maxClockSkewMs: 500 });
+    // The donor (free) gave all its share to the busy holder in epoch 0.
+    let hot: BucketState | undefined;
+    for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
+    const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
+    expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
+    const holding = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+    // Before the last tenth (at most idleMs/5 = 1 s) the holder keeps it; in it, the holder returns it.
+    expect(sweepBucket(holder, holding, 0, 8_900).changed).toBe(false);
+    const returned = sweepBucket(holder, holding, 0, 9_100).state;
+    const back = windowCellsOfEpoch(returned, 0);
+    expect(back.x[0]![1]).toBe(donor.units[1]);
+    expect(back.y[0]![1]!).toBeGreaterThan(0);
+    const donorAfter = mergeBucket(donor, given, 0, 9_200, returned.slots).state!;
+    // Netted skew term: the donor pays nothing for epoch 0 after the boundary, so its σ is its base share
+    // (without the return it would hold 0 until 10_500), and the tokens it got back are not clamped away.
+    expect(shareAt(donor, donorAfter.slots, 0, 10_100)).toBe(donor.units[1]);
+    expect(shareAt(donor, given.slots, 0, 10_100)).toBe(0);
+    expect(refill(donor, donorAfter, 0, 10_100)).toBeGreaterThan(refill(donor, given, 0, 10_100) + 1);
+  });
+});
+
+function windowCellsOfEpoch(state: BucketState, id: number): EpochSlot {
+  return state.slots.find((slot) => slot.id === id) ?? emptyEpochSlot(N, id);
+}

@@ -89,7 +89,9 @@ describe('recovery', () => {
     const key = apiKey();
     const tally = new Map<number, number>();
     expect(await admit(b, key, 40, tally)).toBe(40);
-    expect(await admit(a, key, 10, tally)).toBe(10);
+    // a may already have seen b's demand and, idle itself, handed b all but one of its allowance (free donor).
+    const fromA = await admit(a, key, 10, tally);
+    expect(fromA).toBeGreaterThan(0);
     await eventually(async () => (await windowOf(a, key, id))?.consumption.b === 40 && (await windowOf(c, key, id))?.consumption.b === 40, 10_000, 'peers to see b');
 
     await b.redis.flushall();
@@ -106,7 +108,7 @@ describe('recovery', () => {
     // Peers resend everything: b learns its own 40 back, and what a admitted.
     const rebuilt = await eventually(async () => {
       const w = await windowOf(b, key, id);
-      return w && w.consumption.b === 40 && w.consumption.a === 10 ? w : undefined;
+      return w && w.consumption.b === 40 && w.consumption.a === fromA ? w : undefined;
     }, 15_000, 'b to rebuild its views');
     expect(rebuilt.fenced).toBe(true);
 

@@ -2,6 +2,7 @@
 // partition and convergence after the heal (item 5). Deterministic seeds; the figures are virtual-time.
 import { describe, expect, it } from 'vitest';
 import { simulate, type Scenario, type SimResult, type TrafficShape } from '../../src/federation/simulation.ts';
+import { BUDGET, BURSTS, LIMIT, STEADY, overallRatio, percentile, runBurst, steady, windowRatios } from '../support/federation-traffic.ts';
 
 const MINUTE = 60_000;
 
@@ -26,10 +27,6 @@ function fullWindows(result: SimResult): SimResult['stats']['windows'] {
   return result.stats.windows.filter((window) => window.window < 6);
 }
 
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 describe('accuracy when healthy: syncIntervalMs 100, 50 ms one way, L = 1000/min, budget 5%', () => {
   for (const seed of [1, 2, 3]) {
@@ -71,7 +68,8 @@ describe('availability under partition', () => {
     result.decisions.filter((d) => d.allowed && d.region === region && d.window === window).reduce((n, d) => n + d.cost, 0);
 
   it('the cut-off region keeps serving its share, the connected ones theirs, all within limit + budget', () => {
-    const base = Math.floor(1_000 / 3) + Math.floor(50 / 3); // 349
+    // floor(1050/3) = 350 each: the bases add up to exactly L + B.
+    const base = 350;
     // Window 1 lies wholly inside the partition: nobody can hear anybody across the cut.
     expect(admittedBy(2, 1)).toBe(base);
     expect(admittedBy(0, 1) + admittedBy(1, 1)).toBeGreaterThanOrEqual(2 * base - 2);
@@ -86,34 +84,126 @@ describe('availability under partition', () => {
   });
 });
 
-// Opt-in (about a minute of CPU): FEDERATION_FIGURES=1 npx vitest run test/federation/simulation-accuracy.test.ts
-describe('figures for docs/federation.md (printed; each run also checked against the bound)', () => {
-  it.runIf(process.env.FEDERATION_FIGURES)('algorithm × traffic shape × rate, seeds 1-3', () => {
-    const lines: string[] = [];
-    const budget = 50;
-    for (const algorithm of ['fixedWindow', 'slidingWindow', 'tokenBucket'] as const) {
-      for (const shape of [{ kind: 'region', region: 'eu' }, { kind: 'even' }, { kind: 'shifting', everyMs: 20_000 }] as const) {
-        for (const rate of [20, 100]) {
-          const values: number[] = [];
-          const lags: number[] = [];
-          for (const seed of [1, 2, 3]) {
-            const result = simulate(healthy(shape, rate, algorithm), seed);
-            // A token bucket starts full everywhere; its first epoch is not comparable.
-            const windows = fullWindows(result).filter((window) => algorithm !== 'tokenBucket' || window.window > 0);
-            values.push(...windows.map((window) => window.admitted / window.exactAdmitted));
-            lags.push(...result.stats.syncLagMs);
-            if (algorithm !== 'tokenBucket') {
-              for (const window of result.stats.windows) expect(window.admitted).toBeLessThanOrEqual(1_000 + budget);
-            }
-          }
-          const mean = values.reduce((a, b) => a + b, 0) / values.length;
-          lines.push(
-            `| ${algorithm} | ${shape.kind} | ${rate}/s | ${(100 * Math.min(...values)).toFixed(1)}% | ${(100 * mean).toFixed(1)}% | ${percentile(lags, 50)} / ${percentile(lags, 99)} ms |`,
-          );
+const ALGORITHMS = ['fixedWindow', 'slidingWindow', 'tokenBucket'] as const;
+
+/** Admissions of one key over [t1, t2] never exceed C + B + (L/P)(t2 − t1) (token bucket bound). */
+function bucketExcess(result: SimResult): number {
+  let prefix = 0;
+  let best = -Infinity;
+  let worst = -Infinity;
+  const rate = LIMIT / MINUTE;
+  for (const decision of result.decisions) {
+    if (!decision.allowed) continue;
+    best = Math.max(best, rate * decision.t - prefix);
+    prefix += decision.cost;
+    worst = Math.max(worst, prefix - rate * decision.t + best - (LIMIT + BUDGET + 1e-6));
+  }
+  return worst;
+}
+
+function withinBound(algorithm: (typeof ALGORITHMS)[number], result: SimResult): void {
+  if (algorithm === 'tokenBucket') expect(bucketExcess(result)).toBeLessThanOrEqual(0);
+  else for (const window of result.stats.windows) expect(window.admitted).toBeLessThanOrEqual(LIMIT + BUDGET);
+}
+
+// Issue 11: a fresh key, 3 regions, sync 100 ms, 50 ms one way (+0–10 ms jitter), the fast lane on; every
+// algorithm that federates, from the key's first request (the first window/epoch included).
+describe('issue 11: bursts on a fresh key against one exact global limiter', () => {
+  for (const algorithm of ALGORITHMS) {
+    for (const test of BURSTS) {
+      it(`${algorithm}, ${test.name}: ≥ ${(100 * test.target(algorithm)).toFixed(1)}% of the exact limiter, within the bound`, () => {
+        for (const seed of [1, 2, 3]) {
+          const result = runBurst(test, algorithm, seed);
+          expect(overallRatio(result)).toBeGreaterThanOrEqual(test.target(algorithm) - 1e-9);
+          withinBound(algorithm, result);
         }
+      });
+    }
+  }
+});
+
+describe('issue 11: long-running shapes, every window from the first (window algorithms ≥ 97%)', () => {
+  for (const algorithm of ['fixedWindow', 'slidingWindow'] as const) {
+    for (const test of STEADY) {
+      it(`${algorithm}, ${test.name} at ${test.ratePerSec}/s`, () => {
+        const result = simulate(steady(test, algorithm), 1);
+        const ratios = windowRatios(result);
+        expect(ratios).toHaveLength(6);
+        for (const ratio of ratios) expect(ratio).toBeGreaterThanOrEqual(0.97);
+        withinBound(algorithm, result);
+      });
+    }
+  }
+});
+
+// Token buckets: ≥ 97 % in every epoch, except the two gaps docs/federation.md §4 explains (asserted at what
+// they reach, so a regression shows): even load on a fresh key in its first two epochs, and shifting load at
+// 20/s (the end-of-epoch return span).
+describe('issue 11: token bucket, long-running shapes, every epoch from the first', () => {
+  for (const test of STEADY) {
+    it(`tokenBucket, ${test.name} at ${test.ratePerSec}/s`, () => {
+      const result = simulate(steady(test, 'tokenBucket'), 1);
+      const ratios = windowRatios(result);
+      expect(ratios).toHaveLength(6);
+      ratios.forEach((ratio, epoch) => {
+        let floor = 0.97;
+        if (test.name === 'even' && test.ratePerSec === 20 && epoch === 0) floor = 0.65;
+        if (test.name === 'even' && test.ratePerSec === 20 && epoch === 1) floor = 0.8;
+        if (test.name === 'shifting' && test.ratePerSec === 20) floor = 0.94;
+        expect(ratio, `epoch ${epoch}`).toBeGreaterThanOrEqual(floor);
+      });
+      withinBound('tokenBucket', result);
+    });
+  }
+});
+
+// Opt-in (a few minutes of CPU): FEDERATION_FIGURES=1 npx vitest run test/federation/simulation-accuracy.test.ts
+describe('figures for docs/federation.md §5 (printed; each run also checked against the bound)', () => {
+  it.runIf(process.env.FEDERATION_FIGURES)('algorithm × traffic shape, seeds 1-3, first window/epoch included', () => {
+    const lines: string[] = [];
+    for (const algorithm of ALGORITHMS) {
+      for (const test of BURSTS) {
+        const values: number[] = [];
+        const lags: number[] = [];
+        const grants: number[] = [];
+        let fast = 0;
+        let falseDenials = 0;
+        for (const seed of [1, 2, 3]) {
+          const result = runBurst(test, algorithm, seed);
+          withinBound(algorithm, result);
+          values.push(overallRatio(result));
+          lags.push(...result.stats.syncLagMs);
+          grants.push(...result.stats.timeToGrantMs);
+          fast += result.stats.fastSends;
+          falseDenials += result.stats.falseDenials;
+        }
+        const mean = values.reduce((a, b) => a + b, 0) / values.length;
+        lines.push(
+          `| ${algorithm} | ${test.name} | ≥ ${(100 * test.target(algorithm)).toFixed(0)}% | ${(100 * Math.min(...values)).toFixed(1)}% | ${(100 * mean).toFixed(1)}% | ${lags.length > 0 ? `${percentile(lags, 50)} / ${percentile(lags, 99)} ms` : '–'} | ${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
+        );
+      }
+      for (const test of STEADY) {
+        const values: number[] = [];
+        const lags: number[] = [];
+        let fast = 0;
+        const grants: number[] = [];
+        let falseDenials = 0;
+        for (const seed of [1, 2, 3]) {
+          const result = simulate(steady(test, algorithm), seed);
+          withinBound(algorithm, result);
+          values.push(...windowRatios(result));
+          lags.push(...result.stats.syncLagMs);
+          grants.push(...result.stats.timeToGrantMs);
+          fast += result.stats.fastSends;
+          falseDenials += result.stats.falseDenials;
+        }
+        const mean = values.reduce((a, b) => a + b, 0) / values.length;
+        lines.push(
+          `| ${algorithm} | ${test.name} ${test.ratePerSec}/s (per window) | ≥ 97% | ${(100 * Math.min(...values)).toFixed(1)}% | ${(100 * mean).toFixed(1)}% | ${percentile(lags, 50)} / ${percentile(lags, 99)} ms | ${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
+        );
       }
     }
-    console.log(['| algorithm | traffic | rate | worst window | mean | sync lag p50 / p99 |', '| --- | --- | --- | --- | --- | --- |', ...lines].join('\n'));
-    expect(lines).toHaveLength(18);
+    console.log(['| algorithm | traffic | target | worst | mean | sync lag p50 / p99 | time to grant p50 / p99 | false denials / run | fast sends / run |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- |', ...lines].join('\n'));
+    expect(lines).toHaveLength(ALGORITHMS.length * (BURSTS.length + STEADY.length));
   });
 });

@@ -57,7 +57,7 @@ function scenarioArb(algorithms: SimAlgorithm[], budget: fc.Arbitrary<LeakageBud
     .record({
       regions: fc.integer({ min: 1, max: 4 }),
       periodMs: fc.integer({ min: 200, max: 2_000 }),
-      periods: fc.integer({ min: 1, max: 3 }),
+      periods: fc.integer({ min: 1, max: 5 }),
       skew: fc.integer({ min: 0, max: 600 }),
     })
     .chain((shape) => {
@@ -88,14 +88,28 @@ function scenarioArb(algorithms: SimAlgorithm[], budget: fc.Arbitrary<LeakageBud
         ackTimeoutMs: fc.integer({ min: 50, max: 2_000 }),
         faults: fc.array(faultArb(full), { maxLength: 10 }),
         traffic: fc.array(
-          fc.record({
-            key: fc.constantFrom('hot', 'cold'),
-            ratePerSec: fc.integer({ min: 1, max: 100 }),
-            shape: trafficShapeArb(full),
-            cost: fc.integer({ min: 1, max: 3 }),
-          }),
-          { minLength: 1, maxLength: 3 },
+          fc.oneof(
+            fc.record({
+              key: fc.constantFrom('hot', 'cold'),
+              ratePerSec: fc.integer({ min: 1, max: 100 }),
+              shape: trafficShapeArb(full),
+              cost: fc.integer({ min: 1, max: 3 }),
+            }),
+            // Bursts in one region at a time (what makes free donors give everything and rights pass on).
+            fc
+              .record({
+                key: fc.constantFrom('hot', 'cold'),
+                ratePerSec: fc.integer({ min: 100, max: 2_000 }),
+                shape: fc.constantFrom(...names).map((region) => ({ kind: 'region' as const, region })),
+                cost: fc.integer({ min: 1, max: 3 }),
+                startMs: fc.integer({ min: 0, max: full.durationMs }),
+                lengthMs: fc.integer({ min: 1, max: 400 }),
+              })
+              .map(({ lengthMs, ...stream }) => ({ ...stream, endMs: stream.startMs + lengthMs })),
+          ),
+          { minLength: 1, maxLength: 4 },
         ),
+        fastLaneMs: fc.option(fc.integer({ min: 0, max: 50 }), { nil: undefined }),
         audit: fc.constant(true),
       }) as fc.Arbitrary<Scenario>;
     });

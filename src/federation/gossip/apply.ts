@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { ALGORITHM_CODES } from '../../engine/redis-engine.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
-import { META_KEY, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
+import { META_KEY, fastSetKey, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
@@ -45,7 +45,7 @@ export function applyGossipCall(
 ): ScriptCall {
   const shard = shardOfKey(entry.k);
   const n = topology.regions.length;
-  const keys = [entry.k, shardMarkerKey(shard), watchSetKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
+  const keys = [entry.k, shardMarkerKey(shard), watchSetKey(shard), fastSetKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
   const args: (string | number)[] = [
     topology.selfIndex,
     n,
@@ -88,12 +88,12 @@ export function createApplier(deps: ApplierDeps): Applier {
   // Only federated rules: an entry of any other rule is skipped.
   const rules = new Map<string, Rule>(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
 
-  const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<[number, number] | undefined> => {
+  const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<[number, number, number] | undefined> => {
     const rule = rules.get(ruleNameOf(entry.k));
     if (!rule) return undefined;
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry);
-    const reply = (await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number | string, number | string];
-    return [Number(reply[0]), Number(reply[1])];
+    const reply = (await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number | string, number | string, number | string];
+    return [Number(reply[0]), Number(reply[1]), Number(reply[2])];
   };
 
   const reject = (reason: RejectReason, from: string | undefined, detail: string): ApplyOutcome => {
@@ -129,6 +129,7 @@ export function createApplier(deps: ApplierDeps): Applier {
           changed++;
           metrics.syncLag.observe({ region, peer: message.from }, Math.max(0, result[1]) / 1000);
         }
+        if (result[2] === 1) metrics.grants.inc({ region, peer: message.from });
       }
       if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
     } else if (message.kind === 'resync') {

@@ -1,7 +1,7 @@
 // A state hash as gossip carries it: per window slot the id and the cumulative cells c, x, a and t, flattened in
 // the order apply_gossip.lua reads its ARGV (id, n values c[o], n·n values x[o][d], n·n values a[o][d], n values
-// t[o]). Token-bucket fields (tokens, last_refill, sig) are regional and never gossiped; token-bucket slots have
-// no a cells, which travel as zeros.
+// t[o]). Token-bucket fields (tokens, last_refill, sig) are regional and never gossiped; token-bucket slots carry
+// y[o][d] (tokens moved with the share) in the a cells.
 
 /** Slots kept per key (current, previous, one early window): see docs/architecture.md. */
 export const SLOTS_PER_KEY = 3;

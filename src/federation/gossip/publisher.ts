@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { withDeadline } from '../../deadline.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
-import { KEY_SHARDS, STATE_KEY_PATTERN, peerPendingKey, ruleNameOf, shardMarkerKey, watchSetKey } from '../../keys.ts';
+import { KEY_SHARDS, STATE_KEY_PATTERN, fastSetKey, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { RebalancePolicy } from '../protocol.ts';
@@ -37,6 +37,12 @@ export interface PublisherDeps {
 export interface Publisher {
   /** One publishing round to every peer; never throws (failures are counted per peer). */
   round(): Promise<void>;
+  /**
+   * The fast lane: send the keys queued in the fast-lane sets (decide.lua: a first admission in a window/epoch;
+   * apply_gossip.lua: a grant) to every peer now, then forget them in the pending sets where that version is
+   * still the newest. Run every FAST_LANE_MS, so one key goes out at most that often; never throws.
+   */
+  fastRound(): Promise<number>;
   /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
   requestResync(): void;
   /** Keys pending per peer, sampled from the pending sets (also updates the backlog gauge). */
@@ -44,6 +50,12 @@ export interface Publisher {
 }
 
 type PendingReply = [string, string, string[]][];
+
+/** How often the fast lane runs (and so the least time between two fast sends of one key). */
+export const FAST_LANE_MS = 20;
+
+/** Keys taken from one shard's fast-lane set per fast round. */
+const FAST_KEYS_PER_SHARD = 64;
 
 /** Watched keys swept per shard and round: bounds one round's work (a random sample when there are more). */
 const SWEEP_KEYS_PER_SHARD = 256;
@@ -211,8 +223,48 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     await Promise.all([...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => redis.ackPending(1, peerPendingKey(shard, link.index), ...ack)));
   };
 
+  const fastRound = async (): Promise<number> => {
+    try {
+      // One command per shard (their keys live in different cluster slots), issued together.
+      const perShard = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)));
+      const popped = perShard.flat();
+      if (popped.length === 0) return 0;
+      const states = await Promise.all(popped.map((key) => redis.hgetall(key)));
+      const entries: GossipEntry[] = [];
+      const versions: [string, number][] = [];
+      states.forEach((fields, i) => {
+        const state = decodeState(fields, n);
+        if (state.slots.length === 0) return;
+        entries.push({ k: popped[i]!, t: state.changedAt, s: state.slots.map(flattenSlot) });
+        versions.push([popped[i]!, state.version]);
+      });
+      if (entries.length === 0) return 0;
+      await Promise.all(
+        links.map(async (link) => {
+          if (!(await send(link, fitToSize(entries, (chunk) => build(link, 'gossip', chunk))))) return;
+          metrics.fastLane.inc({ region, peer: link.name }, entries.length);
+          // Sent: forget each key in this peer's pending set if that version is still the newest.
+          const byShard = new Map<number, string[]>();
+          for (const [key, version] of versions) {
+            const shard = shardOfKey(key);
+            const ack = byShard.get(shard) ?? [];
+            ack.push(key, String(version));
+            byShard.set(shard, ack);
+          }
+          await Promise.all([...byShard].map(([shard, ack]) => redis.ackPending(1, peerPendingKey(shard, link.index), ...ack)));
+        }),
+      );
+      return entries.length;
+    } catch (error) {
+      // Local Redis trouble: the keys are still pending and go out with the next sync round.
+      logger.debug({ event: 'federation.fast_lane_failed', error: (error as Error).message }, 'fast lane round failed');
+      return 0;
+    }
+  };
+
   return {
     sampleBacklog,
+    fastRound,
     requestResync() {
       for (const link of links) {
         resyncWanted.add(link.name);
