@@ -572,7 +572,9 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.changedMerges).toBeGreaterThan(0);
     expect(stats.sweeps).toBeGreaterThan(0);
     expect(stats.fastFirst).toBeGreaterThan(0);
-    expect(stats.swept).toBeGreaterThan(0);
+    // Free donors now give at the merge, so a sweep that still transfers is rare: the short run in the fast
+    // project (DIFFERENTIAL_RUNS=30) may not meet one; the full run in the slow project must.
+    if (runs >= 100) expect(stats.swept).toBeGreaterThan(0);
     expect(stats.tokenChecks).toBeGreaterThan(0);
     // Beyond the 1e-9 tolerance: the numeric contract (docs/federation.md §7) makes tokens bit-identical.
     expect(stats.tokensExact).toBe(stats.tokenChecks);
