@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { withScripts } from '../../src/engine/scripts.ts';
-import { applyGossipCall } from '../../src/federation/gossip/apply.ts';
+import { applyGossipCall, runApplyGossip } from '../../src/engine/script-calls.ts';
 import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } from '../../src/federation/gossip/cells.ts';
 import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/publisher.ts';
@@ -64,7 +64,7 @@ describe('the publisher sweep over the watch sets', () => {
     // a (index 0) admitted 40 of its 50 just now: hungry. b gives half its surplus on merge and watches the key.
     const slot = { id, c: [40, 0], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [now, 0] };
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: now, s: [flattenSlot(slot)] });
-    expect(await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)).toEqual([1, expect.any(Number)]);
+    expect(await runApplyGossip(redis, call)).toEqual({ changed: true, lagMs: expect.any(Number) });
     const k = id % 3;
     expect(await redis.hget(key, `x${k}.1.0`)).toBe('24');
     expect(await redis.sismember(watchSetKey(shard), key)).toBe(1);
