@@ -10,6 +10,7 @@
   then 4 values per key: algorithm (tb|fw|sw|sl|cc), period ms, cost, lease id
   Returns the number of keys refunded.
 ]]
+--- @include "includes/federation"
 local self_index = ARGV[1]
 local now = tonumber(ARGV[2])
 local refunded = 0
@@ -18,7 +19,7 @@ for i = 1, #KEYS do
   local base = 2 + (i - 1) * 4
   local algorithm, period, cost, lease = ARGV[base + 1], tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), ARGV[base + 4]
   local id = math.floor(now / period)
-  local k = id % 3
+  local k = slot_index(id)
   if algorithm == 'sl' or algorithm == 'cc' then
     local members = {}
     for j = 1, cost do members[j] = lease .. '#' .. j end
@@ -28,14 +29,14 @@ for i = 1, #KEYS do
     if algorithm == 'tb' then
       local tokens = tonumber(redis.call('HGET', key, 'tokens'))
       exists = tokens ~= nil
-      if exists then redis.call('HSET', key, 'tokens', string.format('%.17g', tokens + cost)) end
+      if exists then redis.call('HSET', key, 'tokens', fmt(tokens + cost)) end
     end
     if exists then
-      if tonumber(redis.call('HGET', key, 'w' .. k)) == id then
-        local field = 'c' .. k .. '.' .. self_index
+      if tonumber(redis.call('HGET', key, 'w' .. label(k))) == id then
+        local field = 'c' .. label(k) .. '.' .. self_index
         local count = tonumber(redis.call('HGET', key, field)) or 0
         if count > cost then
-          redis.call('HSET', key, field, string.format('%.17g', count - cost))
+          redis.call('HSET', key, field, fmt(count - cost))
         elseif count == cost then
           redis.call('HDEL', key, field)
         end

@@ -4,6 +4,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { ALGORITHM_CODES, decideCall } from '../../src/engine/script-calls.ts';
 import { decideLibrary, luaSource } from '../../src/engine/scripts.ts';
 import { HIGH_LIMIT, type Section } from '../lib/context.ts';
 import { progress } from '../lib/progress.ts';
@@ -42,18 +43,30 @@ export const ceilingSection: Section = async (ctx) => {
   const decideSha = (await admin.script('LOAD', luaSource('decide'))) as string;
   const leanSha = (await admin.script('LOAD', readFileSync(new URL('../alternatives/lean-fixed-window.lua', import.meta.url), 'utf8'))) as string;
   const flexibleSha = (await admin.script('LOAD', flexibleScript())) as string;
-  const rule = (code: string) => [code, String(HIGH_LIMIT), '60000', String(HIGH_LIMIT), '1', '0', '30000', '', '0'];
-  // KEYS: shard marker + one state key; ARGV: self 0, one region, weights "1", skew, one rule, Redis TIME.
-  const decideArgs = (code: string, key: string) => ['EVALSHA', decideSha, '2', 'qf:{s1}:m', key, '0', '1', '1', '1000', '1', '', ...rule(code)];
+  // KEYS: shard marker + one state key; ARGV: self 0, one region, weights "1", skew, one rule, Redis TIME; then the rule.
+  const decideArgs = (code: string, key: string) => [
+    'EVALSHA',
+    decideSha,
+    ...decideCall({
+      fixedKeys: ['qf:{s1}:m'],
+      ruleKeys: [key],
+      rules: [{ head: [code, HIGH_LIMIT, 60_000, HIGH_LIMIT], budget: 0, leaseTtl: 30_000, shadow: 0 }],
+      topology: { selfIndex: 0, unitsCsv: '1', maxClockSkewMs: 1000 },
+      regions: 1,
+      cost: 1,
+      leaseId: '',
+      now: '',
+    }).map(String),
+  ];
   // The same decide as the engine sends it: FCALL of the library built from the same source.
   const library = decideLibrary();
   await admin.call('FUNCTION', 'LOAD', 'REPLACE', library.source);
   const fcallArgs = (code: string, key: string) => ['FCALL', library.fn, ...decideArgs(code, key).slice(2)];
   const cases: { name: string; id: string; args: (keyed: boolean) => string[] }[] = [
     { name: 'PING', id: 'ping', args: () => ['PING'] },
-    { name: 'decide.lua, fixed window (EVALSHA)', id: 'decide_fw', args: (many) => decideArgs('fw', many ? 'qf:{s1}:r:__rand_int__' : 'qf:{s1}:r:hot') },
-    { name: 'decide library, fixed window (FCALL, what the engine sends)', id: 'decide_fw_fcall', args: (many) => fcallArgs('fw', many ? 'qf:{s1}:f:__rand_int__' : 'qf:{s1}:f:hot') },
-    { name: 'decide.lua, token bucket (EVALSHA)', id: 'decide_tb', args: (many) => decideArgs('tb', many ? 'qf:{s1}:t:__rand_int__' : 'qf:{s1}:t:hot') },
+    { name: 'decide.lua, fixed window (EVALSHA)', id: 'decide_fw', args: (many) => decideArgs(ALGORITHM_CODES.fixedWindow, many ? 'qf:{s1}:r:__rand_int__' : 'qf:{s1}:r:hot') },
+    { name: 'decide library, fixed window (FCALL, what the engine sends)', id: 'decide_fw_fcall', args: (many) => fcallArgs(ALGORITHM_CODES.fixedWindow, many ? 'qf:{s1}:f:__rand_int__' : 'qf:{s1}:f:hot') },
+    { name: 'decide.lua, token bucket (EVALSHA)', id: 'decide_tb', args: (many) => decideArgs(ALGORITHM_CODES.tokenBucket, many ? 'qf:{s1}:t:__rand_int__' : 'qf:{s1}:t:hot') },
     { name: "rate-limiter-flexible's script (EVALSHA)", id: 'rlf', args: (many) => ['EVALSHA', flexibleSha, '1', many ? 'rlf:__rand_int__' : 'rlf:hot', '1', '60'] },
     { name: 'bench/alternatives/lean-fixed-window.lua (proposal)', id: 'lean_fw', args: (many) => ['EVALSHA', leanSha, '1', many ? 'qf:{s1}:l:__rand_int__' : 'qf:{s1}:l:hot', String(HIGH_LIMIT), '60000', '1'] },
   ];

@@ -7,7 +7,7 @@ import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
 import { withScripts } from '../../src/engine/scripts.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
-import { applyGossipCall } from '../../src/federation/gossip/apply.ts';
+import { applyGossipCall, runApplyGossip } from '../../src/engine/script-calls.ts';
 import { flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { apiKeyRequest, benchConfig, type BenchContext, type RuleInput, type Section } from '../lib/context.ts';
 import { runCountOrThrow } from '../lib/load.ts';
@@ -94,8 +94,8 @@ async function applyPeerCells(config: Config, rule: RuleInput, keys: readonly st
       `memory: apply_gossip from region ${sender}`,
       async (i) => {
         const call = applyGossipCall(topology, configured, config.federation.leakageBudget, sender, { k: keys[i]!, t: Date.now(), s: [flattenSlot(slot)] });
-        const reply = (await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number | string, number | string];
-        changed += Number(reply[0]);
+        const reply = await runApplyGossip(redis, call);
+        changed += reply.changed ? 1 : 0;
       },
       keys.length,
       256,

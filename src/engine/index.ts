@@ -1,7 +1,8 @@
 // The decision engine: matching a request to rules, the Redis client and the Lua scripts, one atomic decision per
 // request in the region's Redis, and the resilient wrapper (deadline, breaker, fail modes, local fallback). What the
 // rest of quotafed and library users import from it is exported here.
-export { createRedisEngine, bindingOutcome, ALGORITHM_CODES, type RedisEngineOptions } from './redis-engine.ts';
+export { createRedisEngine, bindingOutcome, type RedisEngineOptions } from './redis-engine.ts';
+export { ALGORITHM_CODES } from './script-calls.ts';
 export { createRegionRedis, waitReady, type RegionRedis } from './redis-client.ts';
 export { matchRules, type MatchedRule } from './rules.ts';
 export { StoreUnavailableError, BadRequestError } from './errors.ts';

@@ -13,6 +13,7 @@
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
 // evicted first.
 import { randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
 import { portion } from '../federation/protocol.ts';
 import { localFallbackKeys } from '../metrics.ts';
@@ -103,21 +104,13 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
     return portion(amount, federation.units) + portion(Math.max(0, federation.budget(rule)), federation.units);
   };
   const capacity = options.capacity ?? DEFAULT_LOCAL_CAPACITY;
-  const entries = new Map<string, Entry>();
-
-  const touch = (key: string, entry: Entry) => {
-    entries.delete(key);
-    entries.set(key, entry);
-    while (entries.size > capacity) {
-      const oldest = entries.keys().next().value as string;
-      entries.delete(oldest);
-    }
-  };
+  // Least recently committed first out; a read (peek) does not refresh a key, a commit (set) does.
+  const entries = new LRUCache<string, Entry>({ max: capacity });
 
   const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
     const { rule } = input;
     const base = { rule: rule.name, algorithm: rule.algorithm, limit: advertisedLimit(rule), periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode, source: 'local-fallback' as const };
-    const current = entries.get(input.key);
+    const current = entries.peek(input.key);
 
     if (rule.algorithm === 'concurrency') {
       const allowedSlots = share(rule.limit, options.instancesPerRegion);
@@ -175,7 +168,7 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
       if (allowed && commit) {
         for (const proposal of proposals) {
           if (!proposal.outcome.allowed) continue;
-          touch(proposal.input.key, proposal.next);
+          entries.set(proposal.input.key, proposal.next);
           if (proposal.next.kind === 'concurrency') leases.push({ key: proposal.input.key, id: `${LOCAL_LEASE_PREFIX}${randomUUID()}`, slots: cost });
         }
       }
@@ -189,14 +182,15 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
           remote.push(lease);
           continue;
         }
-        const entry = entries.get(lease.key);
+        const entry = entries.peek(lease.key);
         if (entry?.kind === 'concurrency') entry.inFlight = Math.max(0, entry.inFlight - lease.slots);
       }
       return remote;
     },
     unsettled(nowMs) {
       const out: Unsettled[] = [];
-      for (const [key, entry] of entries) {
+      for (const key of entries.rkeys()) {
+        const entry = entries.peek(key)!;
         if (entry.kind !== 'window' || entry.unsettled <= 0 || !SETTLED_ALGORITHMS.has(entry.rule.algorithm)) continue;
         if (entry.windowStart < nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period) continue;
         out.push({ rule: entry.rule, key, shard: entry.shard, windowStart: entry.windowStart, count: entry.unsettled });
@@ -205,12 +199,14 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
     },
     settled(items) {
       for (const item of items) {
-        const entry = entries.get(item.key);
+        const entry = entries.peek(item.key);
         if (entry?.kind === 'window' && entry.windowStart === item.windowStart) entry.unsettled = Math.max(0, entry.unsettled - item.count);
       }
     },
     prune(nowMs) {
-      for (const [key, entry] of entries) {
+      const finished: string[] = [];
+      for (const key of entries.rkeys()) {
+        const entry = entries.peek(key)!;
         let done: boolean;
         if (entry.kind === 'window') {
           const ended = entry.windowStart + entry.rule.period <= nowMs;
@@ -222,8 +218,9 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
           // A bucket that has refilled is the same as no entry.
           done = nowMs - entry.last >= entry.fillMs;
         }
-        if (done) entries.delete(key);
+        if (done) finished.push(key);
       }
+      for (const key of finished) entries.delete(key);
       localFallbackKeys.set(entries.size);
     },
     clear() {

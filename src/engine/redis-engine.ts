@@ -2,8 +2,8 @@
 // a refund when a request spans identities and one of them denies, and a local over-limit cache that
 // answers callers known to be exhausted without a Redis hop.
 import { randomUUID } from 'node:crypto';
-import { FEDERATED_ALGORITHMS, type Algorithm, type Config, type Rule } from '../config/schema.ts';
-import { scriptBudget, topologyOf, type Topology } from '../federation/topology.ts';
+import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
+import { topologyOf, type Topology } from '../federation/topology.ts';
 import { KEY_SHARDS, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
@@ -12,16 +12,20 @@ import type { RegionRedis } from './redis-client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
+import {
+  decideCall,
+  decideRuleArgs,
+  parseDecideReply,
+  refundCall,
+  releaseLeasesCall,
+  runRefund,
+  runReleaseLeases,
+  runSettleFallback,
+  settleFallbackCall,
+  type DecideReply,
+} from './script-calls.ts';
 import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
-
-export const ALGORITHM_CODES: Record<Algorithm, string> = {
-  tokenBucket: 'tb',
-  fixedWindow: 'fw',
-  slidingWindow: 'sw',
-  slidingLog: 'sl',
-  concurrency: 'cc',
-};
 
 export interface RedisEngineOptions {
   config: Config;
@@ -94,10 +98,6 @@ export function bindingOutcome(outcomes: readonly RuleOutcome[]): RuleOutcome | 
   return binding ?? outcomes[0];
 }
 
-function toNumber(value: unknown): number {
-  return typeof value === 'number' ? value : Number(value);
-}
-
 function storeError(error: unknown): StoreUnavailableError {
   if (error instanceof StoreUnavailableError) return error;
   return new StoreUnavailableError(`Redis could not decide: ${errorMessage(error)}`, { cause: error });
@@ -129,36 +129,28 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     }
     fixedKeysOf.push(keys);
   }
-  const scriptArgs = (rule: Rule) => ({
-    head: [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit] as const,
-    budget: scriptBudget(rule, config.federation.leakageBudget, regions),
-    leaseTtl: rule.leaseTtl,
-    shadow: rule.shadow ? 1 : 0,
-  });
+  const scriptArgs = (rule: Rule) => decideRuleArgs(rule, config.federation.leakageBudget, regions);
   const ruleArgs = new Map(config.rules.map((rule) => [rule, scriptArgs(rule)]));
   // A rule object of another config (a caller's own matchRules) is built per call, as before.
   const argsOf = (rule: Rule) => ruleArgs.get(rule) ?? scriptArgs(rule);
 
-  const decideGroup = async (group: ShardGroup, cost: number, leaseId: string) => {
-    const fixedKeys = fixedKeysOf[group.shard] ?? [shardMarkerKey(group.shard)];
-    const ruleCount = group.rules.length;
-    // One array: numkeys, the keys, then the arguments (KEYS and ARGV layout of decide.lua).
-    const call: (string | number)[] = [fixedKeys.length + ruleCount, ...fixedKeys];
-    for (let i = 0; i < ruleCount; i++) call.push(group.rules[i]!.key);
-    call.push(topology.selfIndex, regions, topology.unitsCsv, topology.maxClockSkewMs, ruleCount, options.nowMs ? options.nowMs() : '');
-    for (let i = 0; i < ruleCount; i++) {
-      const { head, budget, leaseTtl, shadow } = argsOf(group.rules[i]!.rule);
-      call.push(head[0], head[1], head[2], head[3], cost, budget, leaseTtl, leaseId, shadow);
-    }
-    const reply = (await callDecide(call, group.shard)) as unknown[];
-    return { group, allAllowed: toNumber(reply[0]) === 1, now: toNumber(reply[1]), reply };
+  const decideGroup = async (group: ShardGroup, cost: number, leaseId: string): Promise<{ group: ShardGroup; reply: DecideReply }> => {
+    const call = decideCall({
+      fixedKeys: fixedKeysOf[group.shard] ?? [shardMarkerKey(group.shard)],
+      ruleKeys: group.rules.map((entry) => entry.key),
+      rules: group.rules.map((entry) => argsOf(entry.rule)),
+      topology,
+      regions,
+      cost,
+      leaseId,
+      now: options.nowMs ? options.nowMs() : '',
+    });
+    return { group, reply: parseDecideReply(await callDecide(call, group.shard), group.rules.length) };
   };
 
   const refund = async (result: Awaited<ReturnType<typeof decideGroup>>, cost: number, leaseId: string) => {
-    const keys = result.group.rules.map((entry) => entry.key);
-    const args: (string | number)[] = [topology.selfIndex, result.now];
-    for (const { rule } of result.group.rules) args.push(ALGORITHM_CODES[rule.algorithm], rule.period, cost, leaseId);
-    await redis.refund(keys.length, ...keys, ...args);
+    const rules = result.group.rules.map(({ key, rule }) => ({ key, algorithm: rule.algorithm, period: rule.period }));
+    await runRefund(redis, refundCall(topology.selfIndex, result.reply.now, rules, cost, leaseId));
   };
 
   const decideMatched = async (matched: readonly MatchedRule[], request: RequestContext): Promise<Decision> => {
@@ -177,10 +169,10 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     } catch (error) {
       throw storeError(error);
     }
-    const allowed = results.every((result) => result.allAllowed);
+    const allowed = results.every((result) => result.reply.allAllowed);
     if (!allowed && results.length > 1) {
       try {
-        await Promise.all(results.filter((result) => result.allAllowed).map((result) => refund(result, cost, leaseId)));
+        await Promise.all(results.filter((result) => result.reply.allAllowed).map((result) => refund(result, cost, leaseId)));
       } catch (error) {
         throw storeError(error);
       }
@@ -190,16 +182,11 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     const leases: Lease[] = [];
     for (const result of results) {
       result.group.rules.forEach(({ rule, key }, index) => {
-        const at = 2 + index * 4;
-        const { reply } = result;
-        const ruleAllowed = toNumber(reply[at]);
-        const remaining = toNumber(reply[at + 1]);
-        const resetAtMs = toNumber(reply[at + 2]);
-        const retryAfterMs = toNumber(reply[at + 3]);
+        const { allowed: ruleAllowed, remaining, resetAtMs, retryAfterMs } = result.reply.rules[index]!;
         const outcome: RuleOutcome = {
           rule: rule.name,
           algorithm: rule.algorithm,
-          allowed: ruleAllowed === 1,
+          allowed: ruleAllowed,
           limit: advertisedLimit(rule),
           remaining,
           resetAtMs,
@@ -230,9 +217,8 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
       await Promise.all(
         [...byShard].map(([shard, list]) => {
           const pending = federated ? topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)) : [];
-          const args: (string | number)[] = [topology.selfIndex, regions, topology.unitsCsv, topology.maxClockSkewMs, list.length];
-          for (const item of list) args.push(item.rule.period, item.windowStart, item.count);
-          return redis.settleFallback(pending.length + list.length, ...pending, ...list.map((item) => item.key), ...args);
+          const items = list.map((item) => ({ key: item.key, period: item.rule.period, windowStart: item.windowStart, count: item.count }));
+          return runSettleFallback(redis, settleFallbackCall(topology, regions, pending, items));
         }),
       );
     } catch (error) {
@@ -251,7 +237,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
 
     async release(leases: readonly Lease[]): Promise<void> {
       try {
-        await Promise.all(leases.map((lease) => redis.releaseLeases(1, lease.key, lease.id, lease.slots)));
+        await Promise.all(leases.map((lease) => runReleaseLeases(redis, releaseLeasesCall(lease))));
       } catch (error) {
         throw storeError(error);
       }

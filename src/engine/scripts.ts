@@ -79,6 +79,22 @@ export function withScripts(redis: Redis | Cluster): ScriptedRedis {
   return scripted;
 }
 
+const definedOn = new WeakMap<Redis | Cluster, Set<ScriptName>>();
+
+/**
+ * Registers one script on a client another library owns (BullMQ's worker connection, which has commands of
+ * its own, `releaseLock` among them): only that command is added, and always ours.
+ */
+export function withScript<N extends ScriptName>(redis: Redis | Cluster, name: N): (Redis | Cluster) & Pick<QuotafedCommands, N> {
+  let registered = definedOn.get(redis);
+  if (registered === undefined) definedOn.set(redis, (registered = new Set()));
+  if (!registered.has(name)) {
+    redis.defineCommand(name, { lua: luaSource(name) });
+    registered.add(name);
+  }
+  return redis as (Redis | Cluster) & Pick<QuotafedCommands, N>;
+}
+
 /** The decide scripts: decide.lua (every rule shape, federated or not) and decide_lean.lua (one region). */
 export type DecideScript = 'decide' | 'decideLean';
 

@@ -5,6 +5,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createResilientEngine } from '../../src/engine/resilient.ts';
 import { IDENTITY_CACHE_MAX, identityCacheSize, matchRules } from '../../src/engine/rules.ts';
+import { decideCall, parseDecideReply } from '../../src/engine/script-calls.ts';
 import { decideLibrary, luaSource } from '../../src/engine/scripts.ts';
 import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -36,13 +37,24 @@ describe('decide through Redis Functions', () => {
     // The script path, on a fresh key, gives the same answers call by call.
     const key = ruleKey('fw', { principal: 'b', dimensions: ['b'] });
     const sha = (await redis.script('LOAD', luaSource('decide'))) as string;
-    const viaScript: unknown[] = [];
+    const viaScript: ReturnType<typeof parseDecideReply>[] = [];
     for (let i = 0; i < 4; i++) {
       // KEYS: marker, state key; ARGV: self 0, one region, units, skew, one rule, now; then the rule's nine values.
-      viaScript.push(await redis.evalsha(sha, 2, shardMarkerKey(shardOf('b')), key, 0, 1, '1000000', 1000, 1, clock, 'fw', 3, 60_000, 3, 1, 0, 30_000, '', 0));
+      const call = decideCall({
+        fixedKeys: [shardMarkerKey(shardOf('b'))],
+        ruleKeys: [key],
+        rules: [{ head: ['fw', 3, 60_000, 3], budget: 0, leaseTtl: 30_000, shadow: 0 }],
+        topology: { selfIndex: 0, unitsCsv: '1000000', maxClockSkewMs: 1000 },
+        regions: 1,
+        cost: 1,
+        leaseId: '',
+        now: clock,
+      });
+      expect(call).toEqual([2, shardMarkerKey(shardOf('b')), key, 0, 1, '1000000', 1000, 1, clock, 'fw', 3, 60_000, 3, 1, 0, 30_000, '', 0]);
+      viaScript.push(parseDecideReply(await redis.evalsha(sha, ...(call as [number, ...(string | number)[]])), 1));
     }
-    expect(viaScript.map((reply) => (reply as number[])[2])).toEqual([1, 1, 1, 0]);
-    expect(viaScript.map((reply) => (reply as number[])[3])).toEqual([2, 1, 0, 0]);
+    expect(viaScript.map((reply) => reply.rules[0]!.allowed)).toEqual([true, true, true, false]);
+    expect(viaScript.map((reply) => reply.rules[0]!.remaining)).toEqual([2, 1, 0, 0]);
     await engine.close();
   });
 });

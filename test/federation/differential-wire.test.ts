@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { withScripts } from '../../src/engine/scripts.ts';
-import { applyGossipCall } from '../../src/federation/gossip/apply.ts';
+import { applyGossipCall, runApplyGossip } from '../../src/engine/script-calls.ts';
 import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } from '../../src/federation/gossip/cells.ts';
 import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/publisher.ts';
@@ -66,7 +66,7 @@ describe('the publisher sweep over the watch sets', () => {
     const slot = { id, c: [40, 5], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [now, now] };
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: now, s: [flattenSlot(slot)] });
     // Changed, the lag, and granted: the grant puts the key on the fast lane.
-    expect(await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)).toEqual([1, expect.any(Number), 1]);
+    expect(await runApplyGossip(redis, call)).toEqual({ changed: true, lagMs: expect.any(Number), granted: true });
     expect(await redis.sismember(fastSetKey(shard), key)).toBe(1);
     const k = id % 3;
     expect(await redis.hget(key, `x${k}.1.0`)).toBe('20');

@@ -11,10 +11,9 @@ import { parseConfig } from '../../src/config/load.ts';
 import type { Config, LeakageBudget, Rule } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { withScripts, type ScriptedRedis } from '../../src/engine/scripts.ts';
-import { applyGossipCall } from '../../src/federation/gossip/apply.ts';
+import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/engine/script-calls.ts';
 import { decodeState, flattenSlot, unflattenSlot, type SlotCells } from '../../src/federation/gossip/cells.ts';
 import type { GossipEntry } from '../../src/federation/gossip/message.ts';
-import { sweepCall } from '../../src/federation/gossip/publisher.ts';
 import {
   bucketHasHungryPeer,
   decideBucket,
@@ -265,7 +264,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     fenceOnScriptCall(to);
     const now = localNow(to);
     const call = applyGossipCall(topologies[to]!, rule, configs[to]!.federation.leakageBudget, from, entry, { now, policy: setup.policy });
-    const reply = (await clients[to]!.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number, number, number];
+    const reply = await runApplyGossip(clients[to]!, call);
     await clients[to]!.srem(fastSetKey(SHARD), KEY); // (checked through the granted flag below)
     const s = spec[to]!;
     const ownGiven = (slots: readonly (WindowSlot | EpochSlot)[] | undefined) =>
@@ -287,9 +286,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     }
     stats.merges++;
     if (changed) stats.changedMerges++;
-    expect(Number(reply[0]), `merge changed flag (${trace.join(' ')})`).toBe(changed ? 1 : 0);
+    expect(reply.changed ? 1 : 0, `merge changed flag (${trace.join(' ')})`).toBe(changed ? 1 : 0);
     const granted = changed && ownGiven(windowed ? s.window.slots : s.bucket?.slots) > givenBefore;
-    expect(Number(reply[2]), `merge granted flag (${trace.join(' ')})`).toBe(granted ? 1 : 0);
+    expect(reply.granted ? 1 : 0, `merge granted flag (${trace.join(' ')})`).toBe(granted ? 1 : 0);
   };
 
   const step = async (op: Op): Promise<void> => {
@@ -355,7 +354,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         fenceOnScriptCall(r);
         const now = localNow(r);
         const call = sweepCall(topologies[r]!, SHARD, [{ key: KEY, rule }], configs[r]!.federation.leakageBudget, { now, policy: setup.policy });
-        const reply = (await clients[r]!.sweepWatch(call.keys.length, ...call.keys, ...call.args)) as [number, number];
+        const reply = await runSweepWatch(clients[r]!, call);
         let changed = false;
         if (!hungryPeer(r)) {
           s.watched = false;
@@ -370,8 +369,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         }
         stats.sweeps++;
         if (changed) stats.swept++;
-        expect(Number(reply[0]), `sweep rebalanced (${trace.join(' ')})`).toBe(changed ? 1 : 0);
-        expect(Number(reply[1]), `sweep removed (${trace.join(' ')})`).toBe(s.watched ? 0 : 1);
+        expect(reply.rebalanced, `sweep rebalanced (${trace.join(' ')})`).toBe(changed ? 1 : 0);
+        expect(reply.unwatched, `sweep removed (${trace.join(' ')})`).toBe(s.watched ? 0 : 1);
         return;
       }
       case 'advance':

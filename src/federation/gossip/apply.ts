@@ -3,63 +3,19 @@
 // when the sender was last heard. A rejected job never reaches a counter.
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
-import { ALGORITHM_CODES } from '../../engine/redis-engine.ts';
+import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../engine/script-calls.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
-import { META_KEY, fastSetKey, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
+import { META_KEY, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
-import { REBALANCE, type RebalancePolicy } from '../protocol.ts';
-import { scriptBudget, type Topology } from '../topology.ts';
+import type { Topology } from '../topology.ts';
 import { verify, type GossipEntry, type RejectReason } from './message.ts';
 import { alreadyApplied, recordApplied } from './replay.ts';
 
 /** Meta field the receiver sets to the time it last heard from a region (read by that region's recovery). */
 export function heardField(region: string): string {
   return `heard:${region}`;
-}
-
-/** REBALANCE as apply_gossip.lua and sweep_watch.lua take it (five values, protocol.ts order). */
-export function policyArgs(policy: RebalancePolicy = REBALANCE): number[] {
-  return [policy.hungerFraction, policy.reserveFraction, policy.giveFraction, policy.minSurplus, policy.idleMs];
-}
-
-/** A rule as apply_gossip.lua and sweep_watch.lua take it: algorithm, limit, period, capacity, budget. */
-export function ruleArgs(rule: Rule, fallbackBudget: Config['federation']['leakageBudget'], regions: number): (string | number)[] {
-  return [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit, scriptBudget(rule, fallbackBudget, regions)];
-}
-
-export interface ScriptCall {
-  keys: string[];
-  args: (string | number)[];
-}
-
-/** The apply_gossip.lua call for one entry. `now` pins the clock (tests); `policy` defaults to REBALANCE. */
-export function applyGossipCall(
-  topology: Topology,
-  rule: Rule,
-  fallbackBudget: Config['federation']['leakageBudget'],
-  senderIndex: number,
-  entry: GossipEntry,
-  options: { now?: number; policy?: RebalancePolicy } = {},
-): ScriptCall {
-  const shard = shardOfKey(entry.k);
-  const n = topology.regions.length;
-  const keys = [entry.k, shardMarkerKey(shard), watchSetKey(shard), fastSetKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
-  const args: (string | number)[] = [
-    topology.selfIndex,
-    n,
-    topology.unitsCsv,
-    topology.maxClockSkewMs,
-    ...ruleArgs(rule, fallbackBudget, n),
-    ...policyArgs(options.policy),
-    senderIndex,
-    options.now ?? '',
-    entry.t,
-    entry.s.length,
-  ];
-  for (const slot of entry.s) for (const value of slot) args.push(value);
-  return { keys, args };
 }
 
 export type ApplyOutcome =
@@ -88,12 +44,11 @@ export function createApplier(deps: ApplierDeps): Applier {
   // Only federated rules: an entry of any other rule is skipped.
   const rules = new Map<string, Rule>(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
 
-  const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<[number, number, number] | undefined> => {
+  const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<ApplyGossipReply | undefined> => {
     const rule = rules.get(ruleNameOf(entry.k));
     if (!rule) return undefined;
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry);
-    const reply = (await redis.applyGossip(call.keys.length, ...call.keys, ...call.args)) as [number | string, number | string, number | string];
-    return [Number(reply[0]), Number(reply[1]), Number(reply[2])];
+    return runApplyGossip(redis, call);
   };
 
   const reject = (reason: RejectReason, from: string | undefined, detail: string): ApplyOutcome => {
@@ -125,11 +80,11 @@ export function createApplier(deps: ApplierDeps): Applier {
           skipped++;
           continue;
         }
-        if (result[0] === 1) {
+        if (result.changed) {
           changed++;
-          metrics.syncLag.observe({ region, peer: message.from }, Math.max(0, result[1]) / 1000);
+          metrics.syncLag.observe({ region, peer: message.from }, Math.max(0, result.lagMs) / 1000);
         }
-        if (result[2] === 1) metrics.grants.inc({ region, peer: message.from });
+        if (result.granted) metrics.grants.inc({ region, peer: message.from });
       }
       if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
     } else if (message.kind === 'resync') {

@@ -2,6 +2,7 @@
 // lock only saves work; two publishers at once are still correct (jobs are idempotent, acks are
 // version-guarded), so a lock lost to a pause costs duplicates, never data.
 import { randomUUID } from 'node:crypto';
+import { releaseLockCall, renewLockCall, runReleaseLock, runRenewLock } from '../../engine/script-calls.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
 import { PUBLISHER_LOCK_KEY } from '../../keys.ts';
 
@@ -20,14 +21,14 @@ export function createPublisherLock(redis: ScriptedRedis, ttlMs: number): Publis
   return {
     owner,
     async hold() {
-      if (held && Number(await redis.renewLock(1, PUBLISHER_LOCK_KEY, owner, ttlMs)) === 1) return true;
+      if (held && (await runRenewLock(redis, renewLockCall(PUBLISHER_LOCK_KEY, owner, ttlMs)))) return true;
       held = (await redis.set(PUBLISHER_LOCK_KEY, owner, 'PX', ttlMs, 'NX')) === 'OK';
       return held;
     },
     async release() {
       if (!held) return;
       held = false;
-      await redis.releaseLock(1, PUBLISHER_LOCK_KEY, owner);
+      await runReleaseLock(redis, releaseLockCall(PUBLISHER_LOCK_KEY, owner));
     },
   };
 }

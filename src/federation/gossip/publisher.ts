@@ -7,13 +7,13 @@
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { withDeadline } from '../../deadline.ts';
+import { ackPendingCall, runAckPending, runSweepWatch, runTakePending, sweepCall, takePendingCall } from '../../engine/script-calls.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
 import { KEY_SHARDS, STATE_KEY_PATTERN, fastSetKey, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { RebalancePolicy } from '../protocol.ts';
 import type { Topology } from '../topology.ts';
-import { policyArgs, ruleArgs, type ScriptCall } from './apply.ts';
 import { decodeState, flattenSlot } from './cells.ts';
 import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
@@ -49,8 +49,6 @@ export interface Publisher {
   sampleBacklog(): Promise<Map<number, number[]>>;
 }
 
-type PendingReply = [string, string, string[]][];
-
 /** How often the fast lane runs (and so the least time between two fast sends of one key). */
 export const FAST_LANE_MS = 20;
 
@@ -59,32 +57,6 @@ const FAST_KEYS_PER_SHARD = 64;
 
 /** Watched keys swept per shard and round: bounds one round's work (a random sample when there are more). */
 const SWEEP_KEYS_PER_SHARD = 256;
-
-/** The sweep_watch.lua call for watched keys of one shard. `now` pins the clock (tests). */
-export function sweepCall(
-  topology: Topology,
-  shard: number,
-  watched: readonly { key: string; rule: Rule }[],
-  fallbackBudget: Config['federation']['leakageBudget'],
-  options: { now?: number; policy?: RebalancePolicy } = {},
-): ScriptCall {
-  const n = topology.regions.length;
-  const keys = [watchSetKey(shard), shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
-  const args: (string | number)[] = [
-    topology.selfIndex,
-    n,
-    topology.unitsCsv,
-    topology.maxClockSkewMs,
-    ...policyArgs(options.policy),
-    options.now ?? '',
-    watched.length,
-  ];
-  for (const { key, rule } of watched) {
-    keys.push(key);
-    args.push(...ruleArgs(rule, fallbackBudget, n));
-  }
-  return { keys, args };
-}
 
 /** Rebalances the watched keys of every shard once (the sync loop's sweep); returns the keys rebalanced. */
 export async function sweepWatched(redis: ScriptedRedis, config: Config, topology: Topology): Promise<number> {
@@ -104,8 +76,7 @@ export async function sweepWatched(redis: ScriptedRedis, config: Config, topolog
       if (stale.length > 0) await redis.srem(watchSetKey(shard), ...stale);
       if (watched.length === 0) return 0;
       const call = sweepCall(topology, shard, watched, config.federation.leakageBudget);
-      const reply = (await redis.sweepWatch(call.keys.length, ...call.keys, ...call.args)) as [number, number];
-      return Number(reply[0]);
+      return (await runSweepWatch(redis, call)).rebalanced;
     }),
   );
   return swept.reduce((a, b) => a + b, 0);
@@ -201,12 +172,12 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     }
 
     const entries: GossipEntry[] = [];
-    const acks = new Map<number, string[]>();
-    const replies = await Promise.all(allotted.map(([shard, take]) => redis.takePending(1, peerPendingKey(shard, link.index), take) as Promise<PendingReply>));
+    const acks = new Map<number, { key: string; version: string }[]>();
+    const replies = await Promise.all(allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(shard, link.index, take))));
     allotted.forEach(([shard], i) => {
-      const ack: string[] = [];
-      for (const [key, version, fields] of replies[i]!) {
-        ack.push(key, version);
+      const ack: { key: string; version: string }[] = [];
+      for (const { key, version, fields } of replies[i]!) {
+        ack.push({ key, version });
         // An expired key has nothing left to say; it is only forgotten.
         if (fields.length === 0) continue;
         const state = decodeState(fields, n);
@@ -220,7 +191,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     } else if (Date.now() - (lastSent.get(link.name) ?? 0) >= deps.heartbeatMs) {
       await send(link, [measured(build(link, 'heartbeat', []))]);
     }
-    await Promise.all([...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => redis.ackPending(1, peerPendingKey(shard, link.index), ...ack)));
+    await Promise.all([...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))));
   };
 
   const fastRound = async (): Promise<number> => {
@@ -244,14 +215,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
           if (!(await send(link, fitToSize(entries, (chunk) => build(link, 'gossip', chunk))))) return;
           metrics.fastLane.inc({ region, peer: link.name }, entries.length);
           // Sent: forget each key in this peer's pending set if that version is still the newest.
-          const byShard = new Map<number, string[]>();
+          const byShard = new Map<number, { key: string; version: string }[]>();
           for (const [key, version] of versions) {
             const shard = shardOfKey(key);
             const ack = byShard.get(shard) ?? [];
-            ack.push(key, String(version));
+            ack.push({ key, version: String(version) });
             byShard.set(shard, ack);
           }
-          await Promise.all([...byShard].map(([shard, ack]) => redis.ackPending(1, peerPendingKey(shard, link.index), ...ack)));
+          await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))));
         }),
       );
       return entries.length;

@@ -10,10 +10,11 @@
 //   - a job whose data is not JSON (or that slipped past the screen oversized) is turned into a refusal before
 //     BullMQ parses it, then failed without retries: counted under its reason and logged once, never cycled.
 import { UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
-import type { Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { luaSource } from '../../engine/scripts.ts';
+import { runScreenGossip, screenGossipCall } from '../../engine/script-calls.ts';
+import { withScript } from '../../engine/scripts.ts';
 import { GOSSIP_QUEUE_PREFIX } from '../../keys.ts';
 import type { Applier } from './apply.ts';
 import { workerClusterConnection, workerOptions } from './connections.ts';
@@ -32,8 +33,6 @@ interface Refusal {
 
 /** Reports a job refused before it reached the applier (count it, log it once). */
 export type RefusalReporter = (reason: RejectReason, detail: string) => void;
-
-type ScreenClient = { screenGossip(numKeys: number, ...args: (string | number)[]): Promise<unknown> };
 
 class GossipQueueWorker extends Worker {
   /** The JSON size of each job's data as read (so it is not serialised again to be measured). */
@@ -69,16 +68,11 @@ class GossipQueueWorker extends Worker {
     return super.processJob(job, token, () => false);
   }
 
-  private scriptReady = false;
   private async screen(): Promise<void> {
     try {
-      const client = (await this.backend.client) as unknown as ScreenClient & { defineCommand(name: string, spec: { lua: string }): void };
-      if (!this.scriptReady) {
-        client.defineCommand('screenGossip', { lua: luaSource('screenGossip') });
-        this.scriptReady = true;
-      }
-      const refused = (await client.screenGossip(2, this.keys.wait!, this.keys.failed!, this.toKey(''), LIMITS.maxBytes, SCREEN_DEPTH, Date.now())) as (string | number)[];
-      for (let i = 0; i < refused.length; i += 2) this.onScreened(String(refused[i]), Number(refused[i + 1]));
+      const client = withScript((await this.backend.client) as unknown as Redis | Cluster, 'screenGossip');
+      const call = screenGossipCall({ waitKey: this.keys.wait!, failedKey: this.keys.failed!, jobPrefix: this.toKey(''), maxBytes: LIMITS.maxBytes, depth: SCREEN_DEPTH, now: Date.now() });
+      for (const { id, bytes } of await runScreenGossip(client, call)) this.onScreened(id, bytes);
     } catch {
       // The screen is a guard, not a gate: the size check in createJob still refuses an oversized job.
     }

@@ -1,0 +1,81 @@
+// The typed script calls (src/engine/script-calls.ts) against a real redis-server: a refund built by refundCall
+// undoes exactly what a decide built by decideCall committed, and a reply of another shape is an error naming the
+// script, never a misread number.
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import type { Algorithm } from '../../src/config/schema.ts';
+import {
+  decideCall,
+  decideRuleArgs,
+  parseApplyGossipReply,
+  parseDecideReply,
+  parseScreenGossipReply,
+  parseTakePendingReply,
+  refundCall,
+  runRefund,
+  runScript,
+} from '../../src/engine/script-calls.ts';
+import { withScripts } from '../../src/engine/scripts.ts';
+import { topologyOf } from '../../src/federation/topology.ts';
+import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const server = await useRedis();
+const redis = withScripts(client(server.url));
+
+describe('refundCall undoes decideCall', () => {
+  const cases: [string, Algorithm][] = [
+    ['fw', 'fixedWindow'],
+    ['sw', 'slidingWindow'],
+    ['tb', 'tokenBucket'],
+  ];
+  for (const [name, algorithm] of cases) {
+    it(`${algorithm}: the refunded state is the state before the decide`, async () => {
+      const config = parseConfig({ region: 'solo', rules: [{ name, by: ['apiKey'], algorithm, limit: 10, period: '1m' }] });
+      const rule = config.rules[0]!;
+      const topology = topologyOf(config);
+      const principal = `refund-${name}`;
+      const key = ruleKey(name, { principal, dimensions: [principal] });
+      const now = 1_800_000_000_000 + 12_345;
+      const decide = (cost: number) =>
+        decideCall({
+          fixedKeys: [shardMarkerKey(shardOf(principal))],
+          ruleKeys: [key],
+          rules: [decideRuleArgs(rule, config.federation.leakageBudget, 1)],
+          topology,
+          regions: 1,
+          cost,
+          leaseId: '',
+          now,
+        });
+      const first = parseDecideReply(await redis.decide(...(decide(1) as [number, ...(string | number)[]])), 1);
+      expect(first.allAllowed).toBe(true);
+      const before = await redis.hgetall(key);
+      const second = parseDecideReply(await redis.decide(...(decide(3) as [number, ...(string | number)[]])), 1);
+      expect(second.rules[0]!.allowed).toBe(true);
+      expect(await redis.hgetall(key)).not.toEqual(before);
+      expect(await runRefund(redis, refundCall(topology.selfIndex, second.now, [{ key, algorithm, period: rule.period }], 3, ''))).toBe(1);
+      // Same clock, so a token bucket's refill is zero: the tokens come back to the very same double.
+      expect(await redis.hgetall(key)).toEqual(before);
+    });
+  }
+});
+
+describe('reply parsers', () => {
+  it('read the shapes the scripts answer', async () => {
+    expect(parseDecideReply([1, 5, 1, 9, 60_000, 0], 1)).toEqual({ allAllowed: true, now: 5, rules: [{ allowed: true, remaining: 9, resetAtMs: 60_000, retryAfterMs: 0 }] });
+    expect(parseApplyGossipReply([0, -3])).toEqual({ changed: false, lagMs: -3 });
+    expect(parseTakePendingReply([['k', '7', ['f', 'v']]])).toEqual([{ key: 'k', version: '7', fields: ['f', 'v'] }]);
+    expect(parseScreenGossipReply(['12', 70_000])).toEqual([{ id: '12', bytes: 70_000 }]);
+    // And a real reply: take_pending on an empty set.
+    expect(parseTakePendingReply(await runScript(redis, 'takePending', { keys: ['qf:{s0}:p:1'], args: [10] }))).toEqual([]);
+  });
+
+  it('throw an error naming the script on a reply of another shape', () => {
+    expect(() => parseDecideReply([1, 5, 1], 1)).toThrow(/lua\/decide\.lua answered an unexpected reply/);
+    expect(() => parseDecideReply([1, 5, 'x', 9, 0, 0], 1)).toThrow(/decide\.lua.*a number/);
+    expect(() => parseApplyGossipReply('OK')).toThrow(/apply_gossip\.lua/);
+    expect(() => parseTakePendingReply([['k', '7']])).toThrow(/take_pending\.lua/);
+    expect(() => parseScreenGossipReply(['12'])).toThrow(/screen_gossip\.lua/);
+  });
+});
