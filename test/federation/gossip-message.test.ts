@@ -76,3 +76,26 @@ describe('signature', () => {
     expect(verify(message, 100, topology, 'b', SECRET)).toMatchObject({ ok: false, reason: 'bad_mac' });
   });
 });
+
+describe('ranges', () => {
+  const n = 3;
+  const message = (slot: number[]): GossipMessage =>
+    sign({ v: MESSAGE_VERSION, kind: 'gossip', from: 'a', to: 'b', fp: topology.fingerprint, seq: 1, sentAt: 1_700_000_000_000, entries: [{ k: key, t: 1_700_000_000_000, s: [slot] }] }, SECRET);
+  const slot = () => [29_000_000, ...new Array<number>(slotLength(n) - 1).fill(0)];
+  const aCell = 1 + n + n * n; // id, c[n], x[n·n], then a[n·n] (tokens moved with share, y, for token buckets)
+
+  it('accepts the fractional tokens a token bucket sends in its a cells (a grant of 333.333 tokens)', () => {
+    const cells = slot();
+    cells[1 + n + 0 * n + 2] = 333_333; // x[a→c]: share units
+    cells[aCell + 0 * n + 2] = 333.33300000000003; // y[a→c]: tokens
+    expect(verify(message(cells), 100, topology, 'b', SECRET)).toMatchObject({ ok: true });
+  });
+
+  it('still refuses fractional, negative or non-finite counts and transfers, and negative tokens', () => {
+    for (const [at, value] of [[1, 0.5], [1 + n, 2.5], [1, -1], [aCell, -0.5]] as const) {
+      const cells = slot();
+      cells[at] = value;
+      expect(verify(message(cells), 100, topology, 'b', SECRET), `cell ${at} = ${value}`).toMatchObject({ ok: false, reason: 'out_of_range' });
+    }
+  });
+});

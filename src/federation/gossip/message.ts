@@ -97,19 +97,23 @@ export type Verdict = { ok: true; message: GossipMessage; senderIndex: number } 
 
 const isCount = (value: number) => Number.isInteger(value) && value >= 0 && value <= LIMITS.maxCount;
 const isTime = (value: number) => Number.isInteger(value) && value >= 0 && value <= LIMITS.maxTime;
+/** The `a` cells carry, for token buckets, the tokens moved with share (y, fractional); windows send integers. */
+const isAmount = (value: number) => Number.isFinite(value) && value >= 0 && value <= LIMITS.maxCount;
 
 function rangeProblem(message: GossipMessage, n: number): string | undefined {
   if (!Number.isSafeInteger(message.seq) || message.seq < 0) return 'seq';
   if (!isTime(message.sentAt)) return 'sentAt';
   const width = slotLength(n);
   const times = timeCellsOffset(n);
+  const amounts = 1 + n + n * n; // slot layout: id, c[n], x[n·n], a[n·n], t[n]
   for (const entry of message.entries) {
     if (shardOfKey(entry.k) >= KEY_SHARDS) return `shard of ${entry.k}`;
     if (!isTime(entry.t)) return `t of ${entry.k}`;
     for (const slot of entry.s) {
       if (slot.length !== width) return `slot width of ${entry.k}`;
       if (!isTime(slot[0]!)) return `window id of ${entry.k}`;
-      for (let i = 1; i < times; i++) if (!isCount(slot[i]!)) return `cell ${i} of ${entry.k}`;
+      for (let i = 1; i < amounts; i++) if (!isCount(slot[i]!)) return `cell ${i} of ${entry.k}`;
+      for (let i = amounts; i < times; i++) if (!isAmount(slot[i]!)) return `cell ${i} of ${entry.k}`;
       for (let i = times; i < width; i++) if (!isTime(slot[i]!)) return `time cell ${i} of ${entry.k}`;
     }
   }
