@@ -30,7 +30,15 @@ const service = await startRegionService(
   { logger: silentLogger(), federation: false },
 );
 try {
-  const load = await runLoad({ url: service.url, method: 'POST', path: '/v1/check', connections, durationS: seconds, warmupS: 1, apiKeys: 10_000_000 });
+  const load = await runLoad({
+    url: service.url,
+    method: 'POST',
+    path: '/v1/check',
+    connections,
+    durationS: seconds,
+    warmupS: 1,
+    apiKeys: 10_000_000,
+  });
   const page = await (await fetch(`${service.url}/metrics`)).text();
   const buckets = new Map<number, number>();
   let count = 0;
@@ -40,10 +48,14 @@ try {
     const total = /^quotafed_redis_command_duration_seconds_count\{command="decide"\} (\d+)/.exec(line);
     if (total) count = Number(total[1]);
   }
-  console.log(`load: ${connections} connections, ${seconds} s, ${Math.round(load.rps)} req/s, p50 ${load.p50Ms} ms, p99 ${load.p99Ms} ms, statuses ${JSON.stringify(load.statuses)}`);
+  console.log(
+    `load: ${connections} connections, ${seconds} s, ${Math.round(load.rps)} req/s, p50 ${load.p50Ms} ms, p99 ${load.p99Ms} ms, statuses ${JSON.stringify(load.statuses)}`,
+  );
   console.log(`decide calls: ${count} (command timeout ${commandTimeoutMs} ms)`);
   const sum = (pattern: RegExp) => [...page.matchAll(pattern)].reduce((total, match) => total + Number(match[1]), 0);
-  console.log(`decide errors/timeouts: ${sum(/^quotafed_redis_errors_total\{[^}]*command="decide"[^}]*\} (\S+)/gm)}, breaker opened: ${sum(/^quotafed_breaker_transitions_total\{[^}]*to="open"[^}]*\} (\S+)/gm)} times`);
+  console.log(
+    `decide errors/timeouts: ${sum(/^quotafed_redis_errors_total\{[^}]*command="decide"[^}]*\} (\S+)/gm)}, breaker opened: ${sum(/^quotafed_breaker_transitions_total\{[^}]*to="open"[^}]*\} (\S+)/gm)} times`,
+  );
   console.log('| decide slower than | calls | share |');
   console.log('| --- | --- | --- |');
   for (const [le, atMost] of [...buckets].sort((a, b) => a[0] - b[0])) {

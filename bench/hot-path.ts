@@ -26,18 +26,25 @@ const VARIANTS = {
   'default, EVALSHA': { redisFunctions: false },
   'resilient + default': {},
 } as const;
-const callCount = async () => Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
+const callCount = async () =>
+  Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
 for (let r = 0; r < rounds; r++) {
   for (const [variant, knobs] of Object.entries(VARIANTS)) {
     await admin.flushall();
     const redis = createRegionRedis(config);
     await waitReady(redis);
     const inner = createRedisEngine({ config, redis, ...knobs });
-    const engine = !variant.startsWith('resilient') ? inner : createResilientEngine({ config, inner, probe: () => redis.ping(), logger: silentLogger() });
+    const engine = !variant.startsWith('resilient')
+      ? inner
+      : createResilientEngine({ config, inner, probe: () => redis.ping(), logger: silentLogger() });
     const micros = await scriptMicros(admin);
     const callsBefore = await callCount();
     const cpu = process.cpuUsage();
-    const result = await closedLoop((i) => engine.decide(apiKeyRequest(keyOf(i, 100_000))), { concurrency: 64, durationMs: 1_500, warmupMs: 300 });
+    const result = await closedLoop((i) => engine.decide(apiKeyRequest(keyOf(i, 100_000))), {
+      concurrency: 64,
+      durationMs: 1_500,
+      warmupMs: 300,
+    });
     const used = process.cpuUsage(cpu);
     const row = (rows[variant] ??= { client: [], redis: [], rate: [], perCall: [] });
     row.perCall.push(result.calls / ((await callCount()) - callsBefore));
@@ -49,7 +56,9 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 for (const [variant, row] of Object.entries(rows)) {
-  console.log(`${variant.padEnd(30)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ${Math.round(median(row.rate))}/s  ${median(row.perCall).toFixed(1)} per call`);
+  console.log(
+    `${variant.padEnd(30)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ${Math.round(median(row.rate))}/s  ${median(row.perCall).toFixed(1)} per call`,
+  );
 }
 await admin.quit();
 await server.stop();

@@ -30,12 +30,19 @@ const hot = process.argv[4] === 'hot';
 
 function label(node: ProfileNode): string {
   const { functionName, url, lineNumber } = node.callFrame;
-  const file = url.replace(/^.*\/node_modules\//, '').replace(/^.*\/(src|bench)\//, '$1/').replace(/^file:\/\//, '');
+  const file = url
+    .replace(/^.*\/node_modules\//, '')
+    .replace(/^.*\/(src|bench)\//, '$1/')
+    .replace(/^file:\/\//, '');
   return `${functionName || '(anonymous)'} ${file ? `${file}:${lineNumber + 1}` : ''}`.trim();
 }
 
 /** Self time per frame and inclusive time under frames whose label matches one of `under`. */
-export function summarise(profile: Profile, under: RegExp[], lastMs: number): { total: number; idle: number; top: [string, number][]; inclusive: [string, number][] } {
+export function summarise(
+  profile: Profile,
+  under: RegExp[],
+  lastMs: number,
+): { total: number; idle: number; top: [string, number][]; inclusive: [string, number][] } {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
@@ -86,8 +93,11 @@ async function main(): Promise<void> {
     ...(upstream ? { upstream: { url: upstream.url } } : {}),
   };
   // rlf-check: Hono + rate-limiter-flexible on the same route and body, for comparison.
-  const [mode, options] = target === 'rlf-check' ? ['rlf-check', { redisUrl: redis.url, limit: 1000 }] : ['service', { redisUrl: redis.url, config }];
-  const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', SERVER, mode, JSON.stringify(options)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const [mode, options] =
+    target === 'rlf-check' ? ['rlf-check', { redisUrl: redis.url, limit: 1000 }] : ['service', { redisUrl: redis.url, config }];
+  const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', SERVER, mode, JSON.stringify(options)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const url = await new Promise<string>((resolve) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -96,18 +106,44 @@ async function main(): Promise<void> {
       if (match) resolve(match[1]!);
     });
   });
-  const figures = await runLoad({ url, method: target === 'gateway' ? 'GET' : 'POST', path: target === 'gateway' ? '/items' : '/v1/check', connections: 32, durationS: seconds, warmupS: 1, apiKeys: 1_000_000, ...(hot ? { apiKey: 'hot-key' } : {}) });
+  const figures = await runLoad({
+    url,
+    method: target === 'gateway' ? 'GET' : 'POST',
+    path: target === 'gateway' ? '/items' : '/v1/check',
+    connections: 32,
+    durationS: seconds,
+    warmupS: 1,
+    apiKeys: 1_000_000,
+    ...(hot ? { apiKey: 'hot-key' } : {}),
+  });
   await stopChild(child, 15_000);
   upstream && (await upstream.stop());
   await redis.stop();
   const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'));
   if (!file) throw new Error('no profile written');
   const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile;
-  const under = [/bodyLimit/, /^(readBody|readJson)/, /decide /, /decideMatched/, /newRequest|getRequestCache|Request /, /\(garbage collector\)/, /writeFromReadableStream|responseViaResponseObject|responseViaCache/, /rateLimitHeaders|applyHeaders/, /safeParse|acceptCheckBody/, /observe|inc /, /proxy /, /matchRules/, /withDeadline|setTimeout/, /stringify/];
+  const under = [
+    /bodyLimit/,
+    /^(readBody|readJson)/,
+    /decide /,
+    /decideMatched/,
+    /newRequest|getRequestCache|Request /,
+    /\(garbage collector\)/,
+    /writeFromReadableStream|responseViaResponseObject|responseViaCache/,
+    /rateLimitHeaders|applyHeaders/,
+    /safeParse|acceptCheckBody/,
+    /observe|inc /,
+    /proxy /,
+    /matchRules/,
+    /withDeadline|setTimeout/,
+    /stringify/,
+  ];
   const summary = summarise(profile, under, (seconds - 0.2) * 1000);
   const busy = summary.total - summary.idle;
   const pct = (count: number) => `${((100 * count) / busy).toFixed(1)}%`;
-  process.stdout.write(`${target}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99Ms} ms, statuses ${JSON.stringify(figures.statuses)}; profile ${join(dir, file)}\n`);
+  process.stdout.write(
+    `${target}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99Ms} ms, statuses ${JSON.stringify(figures.statuses)}; profile ${join(dir, file)}\n`,
+  );
   process.stdout.write(`busy samples ${busy} of ${summary.total}\n\nself time (share of busy):\n`);
   for (const [name, count] of summary.top) process.stdout.write(`  ${pct(count).padStart(6)}  ${name}\n`);
   process.stdout.write('\ninclusive (share of busy):\n');

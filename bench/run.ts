@@ -46,7 +46,9 @@ async function main(): Promise<void> {
   const options = parseArgs(process.argv.slice(2));
   const unknown = options.only.filter((name) => !SECTIONS.some(([known]) => known === name));
   if (unknown.length) throw new Error(`unknown section(s) ${unknown.join(', ')}; known: ${SECTIONS.map(([name]) => name).join(', ')}`);
-  progress(`quotafed bench (${options.quick ? 'quick' : 'full'}) on ${cpus().length} CPU(s), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`);
+  progress(
+    `quotafed bench (${options.quick ? 'quick' : 'full'}) on ${cpus().length} CPU(s), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
+  );
   const redisServer = await startRedis();
   const admin = newClient(redisServer.url);
   const ctx: BenchContext = {
@@ -69,7 +71,11 @@ async function main(): Promise<void> {
         continue;
       }
       const started = elapsedSeconds();
-      progress(`section ${name}: start (load average ${loadavg().map((v) => v.toFixed(1)).join(' ')})`);
+      progress(
+        `section ${name}: start (load average ${loadavg()
+          .map((v) => v.toFixed(1))
+          .join(' ')})`,
+      );
       loads[name] = loadavg()[0]!;
       try {
         const produced = await section(ctx);
@@ -94,14 +100,25 @@ async function main(): Promise<void> {
     when: new Date().toISOString(),
     mode: options.quick ? 'quick' : 'full',
     node: process.version,
-    cpus: cpus().map((cpu) => cpu.model).join(' | '),
+    cpus: cpus()
+      .map((cpu) => cpu.model)
+      .join(' | '),
     seconds: Math.round(elapsedSeconds()),
     /** 1-minute load average when each section started: this machine is shared. */
     loadAverageAtSectionStart: loads,
   };
   mkdirSync(options.out, { recursive: true });
   writeFileSync(join(options.out, 'results.json'), `${JSON.stringify({ meta, figures: ctx.figures, tables, failures }, null, 2)}\n`);
-  const markdown = [`# quotafed bench (${meta.mode}), ${meta.when}`, '', `Node ${meta.node}; ${cpus().length} CPU(s): ${meta.cpus}; ${meta.seconds} s. Load average (1 min) at section start: ${Object.entries(loads).map(([name, load]) => `${name} ${load.toFixed(1)}`).join(', ')}.`, ...tables.map((t) => `\n${renderTable(t)}`)];
+  const markdown = [
+    `# quotafed bench (${meta.mode}), ${meta.when}`,
+    '',
+    `Node ${meta.node}; ${cpus().length} CPU(s): ${meta.cpus}; ${meta.seconds} s. Load average (1 min) at section start: ${Object.entries(
+      loads,
+    )
+      .map(([name, load]) => `${name} ${load.toFixed(1)}`)
+      .join(', ')}.`,
+    ...tables.map((t) => `\n${renderTable(t)}`),
+  ];
   if (failures.length) markdown.push('', '## Failed sections', '', ...failures.map((f) => `    ${f.split('\n')[0]}`));
   writeFileSync(join(options.out, 'results.md'), `${markdown.join('\n')}\n`);
   progress(`done in ${meta.seconds} s; wrote ${join(options.out, 'results.json')} and results.md`);

@@ -101,14 +101,20 @@ function requestFor(i: number): { kind: string; run: (base: string) => Promise<s
   };
   if (slot < 14) {
     // An API key never seen before: the service must not remember it.
-    return { kind: 'distinct', run: (base) => fetch(`${base}/api/items/${i}`, { headers: { 'X-API-Key': `soak-${process.pid}-${i}` } }).then(status) };
+    return {
+      kind: 'distinct',
+      run: (base) => fetch(`${base}/api/items/${i}`, { headers: { 'X-API-Key': `soak-${process.pid}-${i}` } }).then(status),
+    };
   }
   if (slot < 16) return { kind: 'hot', run: (base) => fetch(`${base}/hot`, { headers: { 'X-API-Key': `hot-${i % 7}` } }).then(status) };
   if (slot < 19) return { kind: 'slow', run: (base) => fetch(`${base}/slow`, { headers: { 'X-API-Key': `conc-${i % 5}` } }).then(status) };
   return {
     kind: 'check-release',
     run: async (base) => {
-      const res = await fetch(`${base}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: `conc-${i % 5}`, method: 'GET', path: '/slow' }) });
+      const res = await fetch(`${base}/v1/check`, {
+        method: 'POST',
+        body: JSON.stringify({ apiKey: `conc-${i % 5}`, method: 'GET', path: '/slow' }),
+      });
       const decision = (await res.json()) as { allowed: boolean; leases: unknown[] };
       if (!decision.allowed) return 'denied';
       // One in ten callers never releases: its slot must come back through the lease TTL.
@@ -181,10 +187,42 @@ function serviceConfig(port: number, redisUrl: string, upstreamUrl: string): Rec
     upstream: { url: upstreamUrl, timeoutMs: 5_000 },
     breaker: { failureThreshold: 5, probeIntervalMs: 200, successThreshold: 2, localFallback: true },
     rules: [
-      { name: 'per-key', match: { identity: 'apiKey', endpoints: ['/api/*'] }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 600, period: '1m', failMode: 'open' },
-      { name: 'hot', match: { identity: 'apiKey', endpoints: ['/hot'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 5, period: '10s', failMode: 'open' },
-      { name: CONCURRENCY_RULE, match: { identity: 'apiKey', endpoints: ['/slow'] }, by: ['apiKey'], algorithm: 'concurrency', limit: 4, leaseTtl: LEASE_TTL_MS, failMode: 'closed' },
-      { name: 'anonymous', match: { identity: 'anonymous' }, by: ['ip'], algorithm: 'fixedWindow', limit: 100, period: '1m', failMode: 'closed' },
+      {
+        name: 'per-key',
+        match: { identity: 'apiKey', endpoints: ['/api/*'] },
+        by: ['apiKey'],
+        algorithm: 'tokenBucket',
+        limit: 600,
+        period: '1m',
+        failMode: 'open',
+      },
+      {
+        name: 'hot',
+        match: { identity: 'apiKey', endpoints: ['/hot'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: 5,
+        period: '10s',
+        failMode: 'open',
+      },
+      {
+        name: CONCURRENCY_RULE,
+        match: { identity: 'apiKey', endpoints: ['/slow'] },
+        by: ['apiKey'],
+        algorithm: 'concurrency',
+        limit: 4,
+        leaseTtl: LEASE_TTL_MS,
+        failMode: 'closed',
+      },
+      {
+        name: 'anonymous',
+        match: { identity: 'anonymous' },
+        by: ['ip'],
+        algorithm: 'fixedWindow',
+        limit: 100,
+        period: '1m',
+        failMode: 'closed',
+      },
     ],
   };
 }
@@ -200,7 +238,8 @@ function rssMb(pid: number): number {
 
 function metric(text: string, name: string): number {
   let total = 0;
-  for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) total += Number(line.slice(line.lastIndexOf(' ') + 1));
   return total;
 }
 
@@ -224,10 +263,14 @@ async function liveSlots(redis: Redis): Promise<number | null> {
 }
 
 function spawnLoad(base: string, seconds: number, rate: number): { done: Promise<SoakResult['load']>; pid: number | undefined } {
-  const child = spawn(process.execPath, ['--import', 'tsx', SELF, '--role', 'load', '--url', base, '--seconds', String(seconds), '--rate', String(rate)], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', SELF, '--role', 'load', '--url', base, '--seconds', String(seconds), '--rate', String(rate)],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   const done = new Promise<SoakResult['load']>((resolveLoad, reject) => {
@@ -296,7 +339,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     const port = await freePort();
     const configPath = join(dir, 'soak.yaml');
     writeFileSync(configPath, stringify(serviceConfig(port, redis.url, upstream.url)));
-    const env = { ...process.env, NODE_OPTIONS: [process.env.NODE_OPTIONS, `--max-old-space-size=${SERVICE_HEAP_MB}`].filter(Boolean).join(' ') };
+    const env = {
+      ...process.env,
+      NODE_OPTIONS: [process.env.NODE_OPTIONS, `--max-old-space-size=${SERVICE_HEAP_MB}`].filter(Boolean).join(' '),
+    };
     let crashed: string | undefined;
     service = await startServiceProcess({
       region: 'soak',
@@ -320,7 +366,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     const startedAt = Date.now();
     let pendingEvent: string | undefined;
     const sample = async (phase: Sample['phase']): Promise<Sample> => {
-      const text = await fetch(`${service!.url}/metrics`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.text(), () => '');
+      const text = await fetch(`${service!.url}/metrics`, { signal: AbortSignal.timeout(5_000) }).then(
+        (r) => r.text(),
+        () => '',
+      );
       const decisions = metric(text, 'quotafed_decisions_total');
       const now = performance.now();
       const s: Sample = {
@@ -381,7 +430,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       verdict.ok = false;
     }
     const result: SoakResult = {
-      options: { seconds: options.seconds, rate: options.rate, sampleMs: options.sampleMs, hiccupEveryMs: options.hiccupEveryMs, warmupMs: options.warmupMs, maxHeapGrowthMb: options.maxHeapGrowthMb, outDir: options.outDir, name: options.name },
+      options: {
+        seconds: options.seconds,
+        rate: options.rate,
+        sampleMs: options.sampleMs,
+        hiccupEveryMs: options.hiccupEveryMs,
+        warmupMs: options.warmupMs,
+        maxHeapGrowthMb: options.maxHeapGrowthMb,
+        outDir: options.outDir,
+        name: options.name,
+      },
       startedAt: new Date(startedAt).toISOString(),
       samples,
       load: loadResult,
@@ -442,7 +500,10 @@ export function svgChart(result: SoakResult): string {
     `<rect width="${w}" height="${h}" fill="#fff"/>`,
     `<text x="${pad.l}" y="16" font-size="13">quotafed soak: service memory (${result.options.seconds} s at ${result.options.rate} req/s) — ${result.verdict.ok ? 'PASS' : 'FAIL'}</text>`,
     `<rect x="${x(0)}" y="${pad.t}" width="${Math.max(0, x(warmupEnd) - x(0))}" height="${h - pad.t - pad.b}" fill="#f2f2f2"/>`,
-    ...ticks.map((v) => `<line x1="${pad.l}" x2="${w - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end">${Math.round(v)} MB</text>`),
+    ...ticks.map(
+      (v) =>
+        `<line x1="${pad.l}" x2="${w - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end">${Math.round(v)} MB</text>`,
+    ),
     ...events.map((s) => `<line x1="${x(s.t)}" x2="${x(s.t)}" y1="${pad.t}" y2="${h - pad.b}" stroke="#e39" stroke-dasharray="3,3"/>`),
     line((s) => s.rssMb, '#1f77b4'),
     line((s) => s.heapTotalMb, '#9ecae1'),
@@ -458,7 +519,8 @@ export function svgChart(result: SoakResult): string {
 export function markdownReport(result: SoakResult, svgName: string): string {
   const v = result.verdict;
   const rows = result.samples.map(
-    (s) => `| ${s.t} | ${s.phase} | ${s.rssMb} | ${s.heapUsedMb} | ${s.heapTotalMb} | ${s.liveSlots ?? '?'} | ${s.localFallbackKeys} | ${s.breakerOpen ? 'open' : 'closed'} | ${s.decisionsPerSec} | ${s.event ?? ''} |`,
+    (s) =>
+      `| ${s.t} | ${s.phase} | ${s.rssMb} | ${s.heapUsedMb} | ${s.heapTotalMb} | ${s.liveSlots ?? '?'} | ${s.localFallbackKeys} | ${s.breakerOpen ? 'open' : 'closed'} | ${s.decisionsPerSec} | ${s.event ?? ''} |`,
   );
   const outcomes = Object.entries(result.load.byOutcome)
     .sort((a, b) => b[1] - a[1])

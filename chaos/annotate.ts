@@ -34,7 +34,14 @@ export function createAnnotator(serviceUrl: (region: RegionName) => string, admi
       const links = cutLinks(fault).map((link) => ({ ...link, oneWay: fault.kind === 'oneWay' }));
       const region = fault.kind === 'partition' || fault.kind === 'redisDown' || fault.kind === 'serviceDown' ? fault.region : undefined;
       if (!region && links.length === 0) return;
-      post({ partition: { ...(region ? { region } : {}), ...(links.length ? { links } : {}), ...(since ? { since } : {}), ...(until ? { until } : {}) } });
+      post({
+        partition: {
+          ...(region ? { region } : {}),
+          ...(links.length ? { links } : {}),
+          ...(since ? { since } : {}),
+          ...(until ? { until } : {}),
+        },
+      });
     },
     leakage: (reading) => post({ leakage: reading }),
   };

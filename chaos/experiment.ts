@@ -56,7 +56,9 @@ async function slowCommands(lab: Lab): Promise<string[]> {
     const slow = entries.filter((entry) => entry[2] >= 100_000);
     if (slow.length === 0) continue;
     const worst = slow.reduce((a, b) => (b[2] > a[2] ? b : a));
-    found.push(`${region}'s Redis ran ${slow.length} command(s) over 100 ms (worst ${Math.round(worst[2] / 1000)} ms: ${worst[3].slice(0, 2).join(' ')})`);
+    found.push(
+      `${region}'s Redis ran ${slow.length} command(s) over 100 ms (worst ${Math.round(worst[2] / 1000)} ms: ${worst[3].slice(0, 2).join(' ')})`,
+    );
   }
   return found;
 }
@@ -68,8 +70,16 @@ async function warmUp(lab: Lab, peer: UpstashPeer | undefined): Promise<void> {
     fetch(`${lab.serviceUrl(region)}/v1/check`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ apiKey: `warmup-${region}-${i % 4}`, method: 'GET', path: RULE_PATHS[i % 2 ? 'window' : 'bucket'], ip: '10.0.0.1' }),
-    }).then((response) => response.body?.cancel(), () => undefined);
+      body: JSON.stringify({
+        apiKey: `warmup-${region}-${i % 4}`,
+        method: 'GET',
+        path: RULE_PATHS[i % 2 ? 'window' : 'bucket'],
+        ip: '10.0.0.1',
+      }),
+    }).then(
+      (response) => response.body?.cancel(),
+      () => undefined,
+    );
   for (let round = 0; round < WARMUP_ROUNDS; round++) {
     await Promise.all([
       ...REGIONS.flatMap((region) => Array.from({ length: 8 }, (_, i) => one(region, round * 8 + i))),
@@ -83,7 +93,10 @@ async function scrapeSyncLag(lab: Lab): Promise<RunResult['syncLagMs']> {
   let metric: string | null = null;
   for (const region of REGIONS) {
     try {
-      const response = await fetch(`${lab.serviceUrl(region)}/metrics`, { headers: { authorization: `Bearer ${lab.adminToken}` }, signal: AbortSignal.timeout(2_000) });
+      const response = await fetch(`${lab.serviceUrl(region)}/metrics`, {
+        headers: { authorization: `Bearer ${lab.adminToken}` },
+        signal: AbortSignal.timeout(2_000),
+      });
       const text = await response.text();
       const name = histogramNames(text, SYNC_LAG_METRIC)[0];
       if (!name) continue;
@@ -103,7 +116,11 @@ async function scrapeSyncLag(lab: Lab): Promise<RunResult['syncLagMs']> {
 
 /** Regions untouched by a Redis or service fault decided at least 75% of their requests with Redis. */
 function decidedByRedis(decisions: readonly Decision[], spec: ScenarioSpec): boolean {
-  const faulted = new Set(spec.faults.flatMap((fault) => (fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' ? [fault.region] : [])));
+  const faulted = new Set(
+    spec.faults.flatMap((fault) =>
+      fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' ? [fault.region] : [],
+    ),
+  );
   return REGIONS.filter((region) => !faulted.has(region)).every((region) => {
     const answered = decisions.filter((d) => d.region === region && d.outcome !== 'error');
     const degraded = answered.filter((d) => d.source !== undefined && d.source !== 'redis' && d.source !== 'cache').length;
@@ -114,7 +131,10 @@ function decidedByRedis(decisions: readonly Decision[], spec: ScenarioSpec): boo
 function topKeys(keys: readonly string[], count: number): string[] {
   const tally = new Map<string, number>();
   for (const key of keys) tally.set(key, (tally.get(key) ?? 0) + 1);
-  return [...tally.entries()].sort((a, b) => b[1] - a[1]).slice(0, count).map(([key]) => key);
+  return [...tally.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([key]) => key);
 }
 
 /**
@@ -136,7 +156,17 @@ interface Flood {
 function startFlood(lab: Lab, connections: number): Flood {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', join(lab.root, 'chaos/flood.ts'), '--urls', REGIONS.map((region) => lab.serviceUrl(region)).join(','), '--connections', String(connections), '--paths', Object.values(RULE_PATHS).join(',')],
+    [
+      '--import',
+      'tsx',
+      join(lab.root, 'chaos/flood.ts'),
+      '--urls',
+      REGIONS.map((region) => lab.serviceUrl(region)).join(','),
+      '--connections',
+      String(connections),
+      '--paths',
+      Object.values(RULE_PATHS).join(','),
+    ],
     { cwd: lab.root, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let output = '';
@@ -144,16 +174,20 @@ function startFlood(lab: Lab, connections: number): Flood {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let stopping: ReturnType<Flood['stop']> | undefined;
   return {
-    stop: () => (stopping ??= (async () => {
-      child.kill('SIGTERM');
-      const done = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5_000))]);
-      if (!done) child.kill('SIGKILL');
-      try {
-        return JSON.parse(output.trim().split('\n').at(-1) ?? '') as { requests: number; answered: number; ms: number };
-      } catch {
-        return undefined;
-      }
-    })()),
+    stop: () =>
+      (stopping ??= (async () => {
+        child.kill('SIGTERM');
+        const done = await Promise.race([
+          exited.then(() => true),
+          new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5_000)),
+        ]);
+        if (!done) child.kill('SIGKILL');
+        try {
+          return JSON.parse(output.trim().split('\n').at(-1) ?? '') as { requests: number; answered: number; ms: number };
+        } catch {
+          return undefined;
+        }
+      })()),
   };
 }
 
@@ -165,7 +199,11 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
 
   await lab.resetState();
   if (spec.linkLatency) {
-    await Promise.all(lab.network.links().map((link) => lab.network.addLatency(link, spec.linkLatency!.latencyMs, spec.linkLatency!.jitterMs, 'baseline-latency')));
+    await Promise.all(
+      lab.network
+        .links()
+        .map((link) => lab.network.addLatency(link, spec.linkLatency!.latencyMs, spec.linkLatency!.jitterMs, 'baseline-latency')),
+    );
   }
   await lab.startServices({
     syncIntervalMs: spec.syncIntervalMs,
@@ -179,7 +217,11 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
   annotate.scenario(spec.name);
   const peer = spec.peer
     ? await startUpstashPeer(
-        REGIONS.map((region) => ({ region, ownRedisUrl: lab.redisUrls[region], peerRedisUrls: REGIONS.filter((r) => r !== region).map((to) => lab.network.peerRedisUrl(region, to)) })),
+        REGIONS.map((region) => ({
+          region,
+          ownRedisUrl: lab.redisUrls[region],
+          peerRedisUrls: REGIONS.filter((r) => r !== region).map((to) => lab.network.peerRedisUrl(region, to)),
+        })),
         policy.windowLimit,
         policy.windowPeriodMs,
       )
@@ -193,7 +235,10 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     if (spec.alignToWindow) await alignToWindow(Math.max(policy.windowPeriodMs, policy.bucketPeriodMs), spec.durationMs, progress);
     const plan = planTraffic(spec.traffic, spec.durationMs, options.seed);
     flood = spec.flood ? startFlood(lab, spec.flood.connections) : undefined;
-    const watched = topKeys(plan.filter((p) => p.rule === 'window').map((p) => p.key), 3);
+    const watched = topKeys(
+      plan.filter((p) => p.rule === 'window').map((p) => p.key),
+      3,
+    );
     const startPerf = performance.now();
     const startEpoch = performance.timeOrigin + startPerf;
     const convergence: Array<Promise<RunResult['convergenceMs'][number]>> = [];
@@ -209,7 +254,10 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
         concurrency: options.concurrency ?? 64,
         serial: spec.traffic.pattern?.kind === 'sequential',
         peer,
-        onProgress: (sent, total) => progress(`  ${spec.name}: ${((performance.now() - startPerf) / 1000).toFixed(0)}/${spec.durationMs / 1000} s, ${sent}/${total} requests`),
+        onProgress: (sent, total) =>
+          progress(
+            `  ${spec.name}: ${((performance.now() - startPerf) / 1000).toFixed(0)}/${spec.durationMs / 1000} s, ${sent}/${total} requests`,
+          ),
       }),
       runFaults(lab, spec.faults, startPerf, {
         onStart: (fault, t) => {
@@ -233,7 +281,12 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     const flooded = await flood?.stop();
     const convergenceMs = await Promise.all(convergence);
     // The raw trace, for anyone who wants to check a number by hand.
-    writeFileSync(join(options.dir, 'decisions.ndjson'), [...load.quotafed.map((d) => ({ limiter: 'quotafed', ...d })), ...load.peer.map((d) => ({ limiter: 'upstash', ...d }))].map((d) => JSON.stringify(d)).join('\n'));
+    writeFileSync(
+      join(options.dir, 'decisions.ndjson'),
+      [...load.quotafed.map((d) => ({ limiter: 'quotafed', ...d })), ...load.peer.map((d) => ({ limiter: 'upstash', ...d }))]
+        .map((d) => JSON.stringify(d))
+        .join('\n'),
+    );
     const syncLagMs = await scrapeSyncLag(lab);
     notes.push(...(await slowCommands(lab)));
 
@@ -248,24 +301,49 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     const judged = !spec.failOpen;
     const within = (rule: 'window' | 'bucket') => budget[rule] === null || (quotafed.leakage[rule]?.max ?? 0) <= budget[rule]!;
     const withinBudget = !judged || (within('window') && within('bucket'));
-    annotate.leakage({ leakage: quotafed.leakage.window?.max ?? 0, budget: budget.window, limit: policy.windowLimit, key: 'chaos-window (worst key)' });
+    annotate.leakage({
+      leakage: quotafed.leakage.window?.max ?? 0,
+      budget: budget.window,
+      limit: policy.windowLimit,
+      key: 'chaos-window (worst key)',
+    });
 
-    if (load.lateness.p99 > 250) notes.push(`the load generator ran late (p50 ${load.lateness.p50} ms, p99 ${load.lateness.p99} ms behind the plan): the machine was short of CPU, so the offered rate was lower than planned`);
-    if (load.delayed > plan.length * 0.01) notes.push(`${load.delayed} of ${plan.length} requests left later than planned (all ${options.concurrency ?? 64} slots busy): the machine was saturated`);
+    if (load.lateness.p99 > 250)
+      notes.push(
+        `the load generator ran late (p50 ${load.lateness.p50} ms, p99 ${load.lateness.p99} ms behind the plan): the machine was short of CPU, so the offered rate was lower than planned`,
+      );
+    if (load.delayed > plan.length * 0.01)
+      notes.push(
+        `${load.delayed} of ${plan.length} requests left later than planned (all ${options.concurrency ?? 64} slots busy): the machine was saturated`,
+      );
     const degraded = new Map<string, number>();
-    for (const d of load.quotafed) if (d.source && d.source !== 'redis' && d.source !== 'cache') degraded.set(`${d.region} ${d.source}`, (degraded.get(`${d.region} ${d.source}`) ?? 0) + 1);
-    if (degraded.size > 0) notes.push(`decisions without Redis (breaker open or Redis timing out): ${[...degraded].map(([what, n]) => `${what} ×${n}`).join(', ')}`);
+    for (const d of load.quotafed)
+      if (d.source && d.source !== 'redis' && d.source !== 'cache')
+        degraded.set(`${d.region} ${d.source}`, (degraded.get(`${d.region} ${d.source}`) ?? 0) + 1);
+    if (degraded.size > 0)
+      notes.push(
+        `decisions without Redis (breaker open or Redis timing out): ${[...degraded].map(([what, n]) => `${what} ×${n}`).join(', ')}`,
+      );
     const errors = load.quotafed.filter((d) => d.outcome === 'error').length;
     if (errors > 0) notes.push(`${errors} requests got no decision (service down, timed out or 5xx)`);
     if (!judged) notes.push('fail-open run: Redis loss is outside the leakage guarantee; reported, not judged');
-    if (flooded) notes.push(`background load: ${flooded.requests} random-key requests on ${spec.flood!.connections} connections (${Math.round((flooded.answered * 1000) / Math.max(1, flooded.ms))} answered/s)`);
+    if (flooded)
+      notes.push(
+        `background load: ${flooded.requests} random-key requests on ${spec.flood!.connections} connections (${Math.round((flooded.answered * 1000) / Math.max(1, flooded.ms))} answered/s)`,
+      );
     for (const rule of ['window', 'bucket'] as const) {
       const under = quotafed.underAdmission[rule];
       const admittedHere = load.quotafed.filter((d) => d.rule === rule && d.outcome === 'admitted').length;
-      if (under) notes.push(`${rule} rule: the federation admitted ${admittedHere}; an exact global limiter on the same trace ${under.exactAdmitted}, of which the federation refused ${under.refused} (${under.percent.toFixed(1)}%)`);
+      if (under)
+        notes.push(
+          `${rule} rule: the federation admitted ${admittedHere}; an exact global limiter on the same trace ${under.exactAdmitted}, of which the federation refused ${under.refused} (${under.percent.toFixed(1)}%)`,
+        );
     }
     const valid = spec.degradedExpected === true || decidedByRedis(load.quotafed, spec);
-    if (!valid) notes.push('INVALID: a region no fault touched decided most requests without Redis; the numbers describe its fail mode, not the federation');
+    if (!valid)
+      notes.push(
+        'INVALID: a region no fault touched decided most requests without Redis; the numbers describe its fail mode, not the federation',
+      );
 
     return {
       scenario: spec,
@@ -281,7 +359,11 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
       syncLagMs,
       timeline: {
         binMs: TIMELINE_BIN_MS,
-        bins: admissionsTimeline(load.quotafed.filter((d) => d.rule === 'window'), spec.durationMs, TIMELINE_BIN_MS),
+        bins: admissionsTimeline(
+          load.quotafed.filter((d) => d.rule === 'window'),
+          spec.durationMs,
+          TIMELINE_BIN_MS,
+        ),
         ...(peer ? { peerBins: admissionsTimeline(load.peer, spec.durationMs, TIMELINE_BIN_MS) } : {}),
       },
       lateness: load.lateness,
@@ -299,4 +381,3 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
 export function runDir(base: string, index: number, spec: ScenarioSpec): string {
   return join(base, `${String(index).padStart(2, '0')}-${spec.name}`);
 }
-

@@ -36,17 +36,24 @@ export function cutLinks(fault: ChaosFault): Link[] {
   const others = (region: RegionName) => REGIONS.filter((r) => r !== region);
   switch (fault.kind) {
     case 'partition':
-      return others(fault.region).flatMap((peer) => [{ from: fault.region, to: peer }, { from: peer, to: fault.region }]);
+      return others(fault.region).flatMap((peer) => [
+        { from: fault.region, to: peer },
+        { from: peer, to: fault.region },
+      ]);
     case 'oneWay':
       return others(fault.region).map((peer) => ({ from: fault.region, to: peer }));
     case 'flap':
-      return [{ from: fault.from, to: fault.to }, { from: fault.to, to: fault.from }];
+      return [
+        { from: fault.from, to: fault.to },
+        { from: fault.to, to: fault.from },
+      ];
     default:
       return [];
   }
 }
 
-const sleepUntil = (startPerf: number, offset: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, startPerf + offset - performance.now())));
+const sleepUntil = (startPerf: number, offset: number) =>
+  new Promise((resolve) => setTimeout(resolve, Math.max(0, startPerf + offset - performance.now())));
 
 async function setLinks(lab: Lab, links: readonly Link[], enabled: boolean): Promise<void> {
   await Promise.all(links.map((link) => lab.network.setEnabled(link, enabled)));

@@ -8,7 +8,10 @@ import { parseArgs } from 'node:util';
 const { values } = parseArgs({
   options: { urls: { type: 'string' }, connections: { type: 'string', default: '32' }, paths: { type: 'string', default: '/' } },
 });
-const urls = (values.urls ?? '').split(',').filter(Boolean).map((url) => new URL('/v1/check', url));
+const urls = (values.urls ?? '')
+  .split(',')
+  .filter(Boolean)
+  .map((url) => new URL('/v1/check', url));
 const connections = Number(values.connections);
 const paths = values.paths!.split(',');
 if (urls.length === 0 || !Number.isInteger(connections) || connections < 1) {
@@ -25,7 +28,15 @@ const started = Date.now();
 function once(url: URL, body: string): Promise<void> {
   return new Promise((resolve) => {
     const req = request(
-      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: 5_000 },
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        timeout: 5_000,
+      },
       (res) => {
         res.resume();
         res.on('end', () => {

@@ -49,15 +49,32 @@ function postCheck(agent: Agent, baseUrl: string, body: string, timeoutMs: numbe
   const url = new URL('/v1/check', baseUrl);
   return new Promise((resolve) => {
     const req = request(
-      { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: timeoutMs },
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        timeout: timeoutMs,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
         res.on('end', () => {
           try {
-            const json = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { allowed?: boolean; outcomes?: Array<{ resetAtMs?: number; periodMs?: number; source?: string }> };
+            const json = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+              allowed?: boolean;
+              outcomes?: Array<{ resetAtMs?: number; periodMs?: number; source?: string }>;
+            };
             const outcome = json.outcomes?.[0];
-            resolve({ status: res.statusCode ?? 0, allowed: json.allowed, resetAtMs: outcome?.resetAtMs, periodMs: outcome?.periodMs, source: outcome?.source });
+            resolve({
+              status: res.statusCode ?? 0,
+              allowed: json.allowed,
+              resetAtMs: outcome?.resetAtMs,
+              periodMs: outcome?.periodMs,
+              source: outcome?.source,
+            });
           } catch {
             resolve({ status: res.statusCode ?? 0 });
           }
@@ -74,7 +91,9 @@ function postCheck(agent: Agent, baseUrl: string, body: string, timeoutMs: numbe
 const now = () => performance.timeOrigin + performance.now();
 
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
-  const agents = new Map<RegionName, Agent>(REGIONS.map((region) => [region, new Agent({ keepAlive: true, maxSockets: options.concurrency })]));
+  const agents = new Map<RegionName, Agent>(
+    REGIONS.map((region) => [region, new Agent({ keepAlive: true, maxSockets: options.concurrency })]),
+  );
   const timeoutMs = options.requestTimeoutMs ?? 5_000;
   const quotafed: Decision[] = [];
   const peer: Decision[] = [];
@@ -98,7 +117,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     const period = planned.rule === 'window' ? options.windowPeriodMs : options.bucketPeriodMs;
     const answered = answer.status === 200 && typeof answer.allowed === 'boolean';
     // The fixed window's reset is the end of the window the deciding Redis counted the request in.
-    const window = answer.resetAtMs !== undefined && answer.periodMs ? Math.round(answer.resetAtMs / answer.periodMs) - 1 : Math.floor((sentAt + doneAt) / 2 / period);
+    const window =
+      answer.resetAtMs !== undefined && answer.periodMs
+        ? Math.round(answer.resetAtMs / answer.periodMs) - 1
+        : Math.floor((sentAt + doneAt) / 2 / period);
     quotafed.push({
       t,
       region: planned.region,
@@ -116,10 +138,24 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     try {
       const decision = await options.peer!.limit(planned.region, planned.key);
       const t = (sentAt + now()) / 2 - options.startEpochMs;
-      peer.push({ t, region: planned.region, key: planned.key, rule: 'window', outcome: decision.allowed ? 'admitted' : 'limited', window: decision.window });
+      peer.push({
+        t,
+        region: planned.region,
+        key: planned.key,
+        rule: 'window',
+        outcome: decision.allowed ? 'admitted' : 'limited',
+        window: decision.window,
+      });
     } catch {
       const t = (sentAt + now()) / 2 - options.startEpochMs;
-      peer.push({ t, region: planned.region, key: planned.key, rule: 'window', outcome: 'error', window: Math.floor((sentAt + now()) / 2 / options.windowPeriodMs) });
+      peer.push({
+        t,
+        region: planned.region,
+        key: planned.key,
+        rule: 'window',
+        outcome: 'error',
+        window: Math.floor((sentAt + now()) / 2 / options.windowPeriodMs),
+      });
     }
   };
 
@@ -145,7 +181,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     }
     inFlight += 1;
     late.push(Math.max(0, performance.now() - options.startPerfMs - planned.at));
-    const work = planned.rule === 'window' && options.peer ? Promise.all([sendOne(planned), sendPeer(planned)]).then(() => undefined) : sendOne(planned);
+    const work =
+      planned.rule === 'window' && options.peer
+        ? Promise.all([sendOne(planned), sendPeer(planned)]).then(() => undefined)
+        : sendOne(planned);
     all.push(work.finally(release));
     if (options.onProgress && performance.now() - lastProgress > 1_000) {
       lastProgress = performance.now();

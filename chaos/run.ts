@@ -34,6 +34,7 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<number> {
+  // biome-ignore lint/suspicious/noImplicitAnyLet: typed by the parseArgs destructuring below
   let values;
   try {
     ({ values } = parseArgs({
@@ -88,7 +89,9 @@ async function main(): Promise<number> {
   const outDir = resolve(values.out ?? join(root, 'reports/chaos', stamp));
   const log = (line: string) => process.stdout.write(`${line}\n`);
   const started = Date.now();
-  log(`chaos lab: ${selected.length} run(s), seed ${seed}${options.quick ? ', quick' : ''}; report in ${relative(process.cwd(), outDir) || '.'}`);
+  log(
+    `chaos lab: ${selected.length} run(s), seed ${seed}${options.quick ? ', quick' : ''}; report in ${relative(process.cwd(), outDir) || '.'}`,
+  );
 
   const lab = await startLab({ root, toxiproxyUrl: process.env.TOXIPROXY_URL, progress: (line) => log(`lab: ${line}`) });
   let interrupted = false;
@@ -106,7 +109,12 @@ async function main(): Promise<number> {
       if (interrupted) break;
       log(`[${index + 1}/${selected.length}] ${spec.name}: ${spec.description}`);
       try {
-        const run = await runScenario(lab, spec, { seed, policy: DEFAULT_POLICY, dir: join(root, '.chaos', stamp, runDir('', index, spec)), progress: log });
+        const run = await runScenario(lab, spec, {
+          seed,
+          policy: DEFAULT_POLICY,
+          dir: join(root, '.chaos', stamp, runDir('', index, spec)),
+          progress: log,
+        });
         runs.push(run);
         const q = run.quotafed;
         log(
@@ -136,7 +144,9 @@ async function main(): Promise<number> {
   log('');
   if (scenarioRuns.length) log(resultsText(scenarioRuns));
   if (runs.length > scenarioRuns.length) log(`\n${runs.length - scenarioRuns.length} sweep runs: see the report`);
-  log(`\nreport: ${relative(process.cwd(), report.markdown)} (json: ${relative(process.cwd(), report.json)}); ${(wallMs / 1000).toFixed(0)} s`);
+  log(
+    `\nreport: ${relative(process.cwd(), report.markdown)} (json: ${relative(process.cwd(), report.json)}); ${(wallMs / 1000).toFixed(0)} s`,
+  );
   const over = runs.filter((run) => !run.withinBudget);
   const invalid = runs.filter((run) => !run.valid);
   const failed = selected.length - runs.length;

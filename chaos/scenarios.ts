@@ -21,10 +21,22 @@ const TRAFFIC: TrafficSpec = { ratePerSec: 160, shape: { kind: 'even' }, windowS
  * The healthy-accuracy cases of issue 11 on minute-long windows and buckets (as the seed's 1,000/min rule), so a
  * whole case sits in one window or epoch: 300 per minute, capacity 300, budget 5% (15).
  */
-export const MINUTE_POLICY: Policy = { windowLimit: 300, windowPeriodMs: 60_000, bucketLimit: 300, bucketPeriodMs: 60_000, bucketBurst: 300 };
+export const MINUTE_POLICY: Policy = {
+  windowLimit: 300,
+  windowPeriodMs: 60_000,
+  bucketLimit: 300,
+  bucketPeriodMs: 60_000,
+  bucketBurst: 300,
+};
 
 /** Issue 15's probe rule: 100 per 30 s (fail closed in the lab), budget 5%: at most 105 per window for a key. */
-export const PROBE_POLICY: Policy = { windowLimit: 100, windowPeriodMs: 30_000, bucketLimit: 100, bucketPeriodMs: 30_000, bucketBurst: 100 };
+export const PROBE_POLICY: Policy = {
+  windowLimit: 100,
+  windowPeriodMs: 30_000,
+  bucketLimit: 100,
+  bucketPeriodMs: 30_000,
+  bucketBurst: 100,
+};
 
 /** A fresh key's burst (1.1 × the limit per rule) into us-east. */
 const BURST_REQUESTS = Math.round(1.1 * MINUTE_POLICY.windowLimit);
@@ -43,15 +55,52 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
   const peer = options.peer ?? true;
   const duration = scale(12_000, quick);
   const s = (ms: number) => scale(ms, quick);
-  const base = { durationMs: duration, syncIntervalMs: 100, leakageBudget: '5%' as LeakageBudget, traffic: TRAFFIC, faults: [] as ChaosFault[], peer };
+  const base = {
+    durationMs: duration,
+    syncIntervalMs: 100,
+    leakageBudget: '5%' as LeakageBudget,
+    traffic: TRAFFIC,
+    faults: [] as ChaosFault[],
+    peer,
+  };
   return [
     { ...base, name: 'baseline', description: 'healthy links, traffic spread evenly over the three regions' },
-    { ...base, name: 'one-region', description: 'every request arrives in us-east (the accuracy case: one region should get nearly the whole limit)', traffic: { ...TRAFFIC, shape: { kind: 'region', region: 'us-east' } } },
-    { ...base, name: 'shifting', description: 'all traffic in one region at a time, moving every 2 s', traffic: { ...TRAFFIC, shape: { kind: 'shifting', everyMs: 2_000 } } },
-    { ...base, name: 'hot-key', description: 'one hot key (70% of requests) among 50 cold ones, even regions', traffic: { ...TRAFFIC, ratePerSec: 200, hotKey: { hotShare: 0.7, coldKeys: 50 } } },
-    { ...base, name: 'latency-50', description: '50 ± 10 ms one-way latency on every link for the whole run', linkLatency: { latencyMs: 50, jitterMs: 10 } },
-    { ...base, name: 'latency-200', description: '200 ± 40 ms one-way latency on every link', linkLatency: { latencyMs: 200, jitterMs: 40 } },
-    { ...base, name: 'latency-1000', description: '1000 ± 200 ms one-way latency on every link', linkLatency: { latencyMs: 1_000, jitterMs: 200 } },
+    {
+      ...base,
+      name: 'one-region',
+      description: 'every request arrives in us-east (the accuracy case: one region should get nearly the whole limit)',
+      traffic: { ...TRAFFIC, shape: { kind: 'region', region: 'us-east' } },
+    },
+    {
+      ...base,
+      name: 'shifting',
+      description: 'all traffic in one region at a time, moving every 2 s',
+      traffic: { ...TRAFFIC, shape: { kind: 'shifting', everyMs: 2_000 } },
+    },
+    {
+      ...base,
+      name: 'hot-key',
+      description: 'one hot key (70% of requests) among 50 cold ones, even regions',
+      traffic: { ...TRAFFIC, ratePerSec: 200, hotKey: { hotShare: 0.7, coldKeys: 50 } },
+    },
+    {
+      ...base,
+      name: 'latency-50',
+      description: '50 ± 10 ms one-way latency on every link for the whole run',
+      linkLatency: { latencyMs: 50, jitterMs: 10 },
+    },
+    {
+      ...base,
+      name: 'latency-200',
+      description: '200 ± 40 ms one-way latency on every link',
+      linkLatency: { latencyMs: 200, jitterMs: 40 },
+    },
+    {
+      ...base,
+      name: 'latency-1000',
+      description: '1000 ± 200 ms one-way latency on every link',
+      linkLatency: { latencyMs: 1_000, jitterMs: 200 },
+    },
     {
       ...base,
       name: 'partition',
@@ -107,7 +156,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     {
       ...base,
       name: 'sequential',
-      description: 'one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (issue 11\'s 400/400/400 of 1,000), 300/min rules',
+      description:
+        "one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (issue 11's 400/400/400 of 1,000), 300/min rules",
       durationMs: 10_000,
       policy: MINUTE_POLICY,
       alignToWindow: true,
@@ -128,7 +178,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     {
       ...base,
       name: 'redis-stall',
-      description: "eu-west's redis-server SIGSTOPped for 8 s under light traffic (20 requests/s), fail-closed 100-per-30 s rules, the product's Redis timeouts and breaker",
+      description:
+        "eu-west's redis-server SIGSTOPped for 8 s under light traffic (20 requests/s), fail-closed 100-per-30 s rules, the product's Redis timeouts and breaker",
       durationMs: s(20_000),
       policy: PROBE_POLICY,
       productRedisDefaults: true,
@@ -139,7 +190,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     {
       ...base,
       name: 'cpu-load',
-      description: "no fault: random-key load on /v1/check from 32 connections saturates the host while one key sends 15 requests/s per fail-closed 100-per-30 s rule, the product's Redis timeouts and breaker",
+      description:
+        "no fault: random-key load on /v1/check from 32 connections saturates the host while one key sends 15 requests/s per fail-closed 100-per-30 s rule, the product's Redis timeouts and breaker",
       durationMs: s(20_000),
       policy: PROBE_POLICY,
       productRedisDefaults: true,

@@ -53,7 +53,12 @@ export function planPattern(pattern: TrafficPattern): PlannedRequest[] {
     case 'burst':
       (['window', 'bucket'] as const).forEach((rule, r) => {
         for (let i = 0; i < pattern.requests; i++) {
-          plan.push({ at: r * pattern.ruleGapMs + (pattern.spreadMs * i) / pattern.requests, region: pattern.region, key: SINGLE_KEY, rule });
+          plan.push({
+            at: r * pattern.ruleGapMs + (pattern.spreadMs * i) / pattern.requests,
+            region: pattern.region,
+            key: SINGLE_KEY,
+            rule,
+          });
         }
       });
       return plan.sort((a, b) => a.at - b.at);

@@ -23,7 +23,9 @@ export function registerDefaultMetrics(): void {
 export const OTHER_ENDPOINT = '(other)';
 
 /** Sub-5 ms resolution: the seed's limiter budget is p99 < 5 ms, so the buckets must resolve below it. */
-const FAST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+const FAST_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+];
 
 export const decisionsTotal = new Counter({
   name: 'quotafed_decisions_total',

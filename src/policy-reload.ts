@@ -11,9 +11,7 @@ import type { QuotafedEnv } from './http/env.ts';
 import type { Logger } from './log.ts';
 import { restartOnlyChanges, type PolicyHolder } from './policy.ts';
 
-export type ReloadResult =
-  | { ok: true; rules: string[]; changed: boolean }
-  | { ok: false; error: string; fields: string[] };
+export type ReloadResult = { ok: true; rules: string[]; changed: boolean } | { ok: false; error: string; fields: string[] };
 
 export interface PolicyReloaderOptions {
   configPath: string;

@@ -71,10 +71,17 @@ function urlOf(server: Server, host: string): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-function listen(fetch: (request: Request, env: never) => Response | Promise<Response>, port: number, hostname: string, settings: Config['server']): Promise<Server> {
+function listen(
+  fetch: (request: Request, env: never) => Response | Promise<Response>,
+  port: number,
+  hostname: string,
+  settings: Config['server'],
+): Promise<Server> {
   return new Promise((resolve, reject) => {
     // Slow-loris guard (server timeouts); Node's own header limit (16 KB) answers oversized headers with 431.
-    const server = serve({ fetch: fetch as never, port, hostname, serverOptions: serverTimeouts(settings) }, () => resolve(server as Server)) as Server;
+    const server = serve({ fetch: fetch as never, port, hostname, serverOptions: serverTimeouts(settings) }, () =>
+      resolve(server as Server),
+    ) as Server;
     server.once('error', reject);
     guardServer(server);
   });
@@ -129,7 +136,10 @@ export async function createRegionEngine(
     await waitReady(redis, config.redis.connectTimeoutMs);
   } catch (error) {
     // Serve anyway: the breaker and the fail modes decide until Redis comes up.
-    logger.warn({ event: 'redis.unavailable_at_start', error: (error as Error).message }, 'Redis not reachable at startup; starting degraded');
+    logger.warn(
+      { event: 'redis.unavailable_at_start', error: (error as Error).message },
+      'Redis not reachable at startup; starting degraded',
+    );
   }
   const engine = createResilientEngine({ config, inner: innerEngine(options, config, redis), probe: () => redis.ping(), logger });
   return {
@@ -149,7 +159,8 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
-  const federation = options.federation === false ? undefined : await startFederation({ config, redis, logger, newFederation: options.newFederation });
+  const federation =
+    options.federation === false ? undefined : await startFederation({ config, redis, logger, newFederation: options.newFederation });
   // One holder of the rules in force: the engine and the federation (gossip applies, sweeps and resyncs) take a
   // reload here; the admin view and the dashboard read it at request time.
   const policy = createPolicyHolder(config);
@@ -157,7 +168,15 @@ export async function startRegionService(config: Config, options: RegionServiceO
   if (federation) policy.onChange((next) => federation.updateRules(next));
   const adminRoutes = [...(options.adminRoutes ?? [])];
   if (federation) {
-    adminRoutes.push(federationAdminRoutes({ get config() { return policy.config; }, redis, status: () => federation.status() }));
+    adminRoutes.push(
+      federationAdminRoutes({
+        get config() {
+          return policy.config;
+        },
+        redis,
+        status: () => federation.status(),
+      }),
+    );
   }
   const reloader = options.configPath ? createPolicyReloader({ configPath: options.configPath, policy, logger }) : undefined;
   if (reloader) {
@@ -204,11 +223,17 @@ export async function startRegionService(config: Config, options: RegionServiceO
     ...(dashboardSource ? { dashboard: { source: dashboardSource, annotations } } : {}),
   };
   const publicServer = await listen(createPublicApp(deps).fetch, config.port, config.host, config.server);
-  const adminServer = config.admin.port === undefined ? undefined : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host, config.server);
+  const adminServer =
+    config.admin.port === undefined
+      ? undefined
+      : await listen(createAdminListenerApp(deps).fetch, config.admin.port, config.host, config.server);
   const rls = config.grpc ? await startRlsServer({ engine, grpc: config.grpc, host: config.host, logger }) : undefined;
   const url = urlOf(publicServer, config.host);
   const adminUrl = adminServer ? urlOf(adminServer, config.host) : undefined;
-  logger.info({ event: 'service.listening', url, adminUrl, upstream: config.upstream.url ?? null, rules: config.rules.map((r) => r.name) }, 'quotafed region service listening');
+  logger.info(
+    { event: 'service.listening', url, adminUrl, upstream: config.upstream.url ?? null, rules: config.rules.map((r) => r.name) },
+    'quotafed region service listening',
+  );
 
   // Gossip flushes and BullMQ closes while Redis is still up; then the dashboard's probes stop.
   const hooks: ShutdownHook[] = [];

@@ -19,7 +19,9 @@ try {
     const response = await client.shouldRateLimit(request);
     // Bytes fields (raw_body, raw_value) as text, as grpcurl shows them decoded.
     const bytesAsText = (_key: string, value: unknown) =>
-      value && typeof value === 'object' && (value as { type?: unknown }).type === 'Buffer' ? Buffer.from((value as { data: number[] }).data).toString('utf8') : value;
+      value && typeof value === 'object' && (value as { type?: unknown }).type === 'Buffer'
+        ? Buffer.from((value as { data: number[] }).data).toString('utf8')
+        : value;
     process.stdout.write(`${JSON.stringify(response, bytesAsText, 2)}\n`);
   }
 } catch (error) {

@@ -22,11 +22,16 @@ await client.health();
 const codes: Record<string, number> = {};
 const result = await closedLoop(
   async (index) => {
-    const response = await client.shouldRateLimit({ domain: options.domain, descriptors: [{ entries: [{ key: options.descriptorKey, value: `grpc-key-${index % options.keys}` }] }] });
+    const response = await client.shouldRateLimit({
+      domain: options.domain,
+      descriptors: [{ entries: [{ key: options.descriptorKey, value: `grpc-key-${index % options.keys}` }] }],
+    });
     codes[response.overall_code] = (codes[response.overall_code] ?? 0) + 1;
   },
   { concurrency: options.concurrency, durationMs: options.durationS * 1000, warmupMs: options.warmupS * 1000 },
 );
 client.close();
-process.stdout.write(`${JSON.stringify({ rps: result.achievedPerSec, p50Ms: result.latency.p50Ms, p99Ms: result.latency.p99Ms, errors: result.errors, codes })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ rps: result.achievedPerSec, p50Ms: result.latency.p50Ms, p99Ms: result.latency.p99Ms, errors: result.errors, codes })}\n`,
+);
 process.exit(0);

@@ -13,7 +13,10 @@ const options = JSON.parse(process.argv[2]!) as GrpcServerOptions;
 // The bench holds our stdin open; when it goes away (even killed), stop rather than linger.
 process.stdin.resume();
 process.stdin.once('end', () => process.kill(process.pid, 'SIGTERM'));
-const config = parseConfig({ logLevel: 'silent', ...options.config, port: 0, grpc: { port: 0 }, redis: { url: options.redisUrl, commandTimeoutMs: 2_000 } }, 'bench config');
+const config = parseConfig(
+  { logLevel: 'silent', ...options.config, port: 0, grpc: { port: 0 }, redis: { url: options.redisUrl, commandTimeoutMs: 2_000 } },
+  'bench config',
+);
 const service = await startRegionService(config, { dashboard: false, federation: false });
 process.stdout.write(`READY ${service.url} ${service.grpcAddress}\n`);
 process.once('SIGTERM', () => {

@@ -50,7 +50,11 @@ const run = (durationS: number) =>
         setupRequest: (request: Record<string, unknown>) => {
           const apiKey = keyOf();
           if (options.method === 'POST') {
-            return { ...request, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiKey, method: 'GET', path: '/v1/items', ip: '10.0.0.1' }) };
+            return {
+              ...request,
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ apiKey, method: 'GET', path: '/v1/items', ip: '10.0.0.1' }),
+            };
           }
           return { ...request, headers: { authorization: `Bearer ${apiKey}` } };
         },

@@ -62,7 +62,9 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
       });
       // What reading the caller's identity costs: through Hono (which makes @hono/node-server build a full
       // web Request) and straight from Node's IncomingMessage (c.env.incoming), which does not.
-      app.get('/auth-hono/*', (c) => c.body(apiKeyOf(c.req.header('authorization')) ? BODY : '{}', 200, { 'content-type': 'application/json' }));
+      app.get('/auth-hono/*', (c) =>
+        c.body(apiKeyOf(c.req.header('authorization')) ? BODY : '{}', 200, { 'content-type': 'application/json' }),
+      );
       app.get('/auth-node/*', (c) => {
         const incoming = (c.env as { incoming: { headers: Record<string, string | undefined> } }).incoming;
         return c.body(apiKeyOf(incoming.headers.authorization) ? BODY : '{}', 200, { 'content-type': 'application/json' });
@@ -96,7 +98,13 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
       });
       app.get('*', (c) => c.body(BODY, 200, { 'content-type': 'application/json' }));
       const server = await listen(app);
-      return { url: urlOf(server), close: async () => { await new Promise((resolve) => server.close(() => resolve(undefined))); await redis.quit(); } };
+      return {
+        url: urlOf(server),
+        close: async () => {
+          await new Promise((resolve) => server.close(() => resolve(undefined)));
+          await redis.quit();
+        },
+      };
     }
     case 'rlf-check': {
       // What a Node user would write today for POST /v1/check: Hono, the JSON body, rate-limiter-flexible's
@@ -119,16 +127,44 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
           allowed = false;
         }
         const reset = Math.ceil(result.msBeforeNext / 1000);
-        const headers: Record<string, string> = { 'X-RateLimit-Limit': String(limit), 'X-RateLimit-Remaining': String(result.remainingPoints), 'X-RateLimit-Reset': String(reset) };
+        const headers: Record<string, string> = {
+          'X-RateLimit-Limit': String(limit),
+          'X-RateLimit-Remaining': String(result.remainingPoints),
+          'X-RateLimit-Reset': String(reset),
+        };
         if (!allowed) headers['Retry-After'] = String(Math.max(1, reset));
-        return c.json({ allowed, status: allowed ? 200 : 429, limit, remaining: result.remainingPoints, reset, retryAfter: allowed ? null : Math.max(1, reset), rule: 'per-key', headers }, 200, headers);
+        return c.json(
+          {
+            allowed,
+            status: allowed ? 200 : 429,
+            limit,
+            remaining: result.remainingPoints,
+            reset,
+            retryAfter: allowed ? null : Math.max(1, reset),
+            rule: 'per-key',
+            headers,
+          },
+          200,
+          headers,
+        );
       });
       const server = await listen(app);
-      return { url: urlOf(server), close: async () => { await new Promise((resolve) => server.close(() => resolve(undefined))); await redis.quit(); } };
+      return {
+        url: urlOf(server),
+        close: async () => {
+          await new Promise((resolve) => server.close(() => resolve(undefined)));
+          await redis.quit();
+        },
+      };
     }
     case 'middleware': {
       // Hono with quotafed's exported middleware on the bare Redis engine: like for like with the rlf app.
-      const config = parseConfig({ region: 'bench', logLevel: 'silent', redis: { url: options.redisUrl!, commandTimeoutMs: 2_000 }, rules: [{ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: options.limit ?? 1_000_000_000, period: '1m' }] });
+      const config = parseConfig({
+        region: 'bench',
+        logLevel: 'silent',
+        redis: { url: options.redisUrl!, commandTimeoutMs: 2_000 },
+        rules: [{ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: options.limit ?? 1_000_000_000, period: '1m' }],
+      });
       const redis = createRegionRedis(config);
       await waitReady(redis);
       const engine = createRedisEngine({ config, redis });
@@ -136,13 +172,26 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
       app.use('*', quotafed({ engine }) as never);
       app.get('*', (c) => c.body(BODY, 200, { 'content-type': 'application/json' }));
       const server = await listen(app);
-      return { url: urlOf(server), close: async () => { await new Promise((resolve) => server.close(() => resolve(undefined))); await redis.quit(); } };
+      return {
+        url: urlOf(server),
+        close: async () => {
+          await new Promise((resolve) => server.close(() => resolve(undefined)));
+          await redis.quit();
+        },
+      };
     }
     case 'service': {
-      const config = parseConfig({ ...options.config, port: options.config?.port ?? 0, logLevel: 'silent', redis: { url: options.redisUrl!, commandTimeoutMs: 2_000 } });
+      const config = parseConfig({
+        ...options.config,
+        port: options.config?.port ?? 0,
+        logLevel: 'silent',
+        redis: { url: options.redisUrl!, commandTimeoutMs: 2_000 },
+      });
       const service = await startRegionService(config, {
         logger: silentLogger(),
-        ...(options.noCache ? { createEngine: ({ config: c, redis }) => createRedisEngine({ config: c, redis, overLimitCache: false }) } : {}),
+        ...(options.noCache
+          ? { createEngine: ({ config: c, redis }) => createRedisEngine({ config: c, redis, overLimitCache: false }) }
+          : {}),
       });
       return { url: service.url, close: () => service.close() };
     }

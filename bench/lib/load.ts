@@ -47,7 +47,14 @@ export async function closedLoop(call: Call, options: { concurrency: number; dur
   };
   await Promise.all(Array.from({ length: options.concurrency }, worker));
   const elapsed = Math.max(performance.now(), end) - measureFrom;
-  return { mode: 'closed', calls: index, concurrency: options.concurrency, achievedPerSec: (completed * 1000) / elapsed, errors, latency: latency.summary() };
+  return {
+    mode: 'closed',
+    calls: index,
+    concurrency: options.concurrency,
+    achievedPerSec: (completed * 1000) / elapsed,
+    errors,
+    latency: latency.summary(),
+  };
 }
 
 export async function openLoop(
@@ -71,20 +78,22 @@ export async function openLoop(
     const sent = process.hrtime.bigint();
     const dueNs = t0Ns + BigInt(Math.round(dueMs * 1e6));
     inFlight++;
-    const done = call(issued++).then(
-      () => undefined,
-      () => {
-        if (measuring) errors++;
-      },
-    ).then(() => {
-      inFlight--;
-      if (measuring) {
-        latency.since(sent);
-        fromDue.since(dueNs);
-        completed++;
-      }
-      pending.delete(done);
-    });
+    const done = call(issued++)
+      .then(
+        () => undefined,
+        () => {
+          if (measuring) errors++;
+        },
+      )
+      .then(() => {
+        inFlight--;
+        if (measuring) {
+          latency.since(sent);
+          fromDue.since(dueNs);
+          completed++;
+        }
+        pending.delete(done);
+      });
     pending.add(done);
   };
   for (;;) {
@@ -134,7 +143,13 @@ export async function runCount(call: Call, count: number, concurrency: number, o
 }
 
 /** runCount for setup work that must not fail: the first error, with how many calls failed, is thrown. */
-export async function runCountOrThrow(what: string, call: Call, count: number, concurrency: number, onProgress?: (done: number) => void): Promise<void> {
+export async function runCountOrThrow(
+  what: string,
+  call: Call,
+  count: number,
+  concurrency: number,
+  onProgress?: (done: number) => void,
+): Promise<void> {
   let first: unknown;
   const errors = await runCount(
     (index) =>
@@ -146,5 +161,6 @@ export async function runCountOrThrow(what: string, call: Call, count: number, c
     concurrency,
     onProgress,
   );
-  if (errors > 0) throw new Error(`${what}: ${errors} of ${count} calls failed; first: ${(first as Error)?.message ?? String(first)}`, { cause: first });
+  if (errors > 0)
+    throw new Error(`${what}: ${errors} of ${count} calls failed; first: ${(first as Error)?.message ?? String(first)}`, { cause: first });
 }

@@ -22,7 +22,15 @@ export async function scriptMicros(redis: Redis): Promise<number> {
 export function callsDelta(before: CommandCalls, after: CommandCalls): CommandCalls {
   const delta: CommandCalls = {};
   for (const [name, count] of Object.entries(after)) {
-    if (name === 'info' || name === 'config|resetstat' || name === 'config' || name === 'memory|usage' || name === 'client|setname' || name === 'client') continue;
+    if (
+      name === 'info' ||
+      name === 'config|resetstat' ||
+      name === 'config' ||
+      name === 'memory|usage' ||
+      name === 'client|setname' ||
+      name === 'client'
+    )
+      continue;
     const diff = count - (before[name] ?? 0);
     if (diff > 0) delta[name] = diff;
   }

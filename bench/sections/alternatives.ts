@@ -68,8 +68,17 @@ export const alternativesSection: Section = async (ctx) => {
   const cases: { id: string; name: string; decide: Decide }[] = [
     { id: 'engine', name: 'quotafed engine (today)', decide: (i) => engine.decide(apiKeyRequest(keyOf(i, keys))) },
     { id: 'rlf', name: 'rate-limiter-flexible', decide: (i) => flexible.consume(keyOf(i, keys), 1) },
-    { id: 'lean', name: 'lean single-region fixed-window script, one call per decision', decide: (i) => (plain as unknown as { qfLeanFw(...a: (string | number)[]): Promise<unknown> }).qfLeanFw(stateKey(i), HIGH_LIMIT, 60_000, 1) },
-    { id: 'batched', name: 'lean script, decisions of one tick batched into one call (<= 128)', decide: (i) => batcher.decide(stateKey(i)) },
+    {
+      id: 'lean',
+      name: 'lean single-region fixed-window script, one call per decision',
+      decide: (i) =>
+        (plain as unknown as { qfLeanFw(...a: (string | number)[]): Promise<unknown> }).qfLeanFw(stateKey(i), HIGH_LIMIT, 60_000, 1),
+    },
+    {
+      id: 'batched',
+      name: 'lean script, decisions of one tick batched into one call (<= 128)',
+      decide: (i) => batcher.decide(stateKey(i)),
+    },
   ];
   const measured = new Map<string, { rate: number[]; client: number[]; redis: number[] }>();
   try {

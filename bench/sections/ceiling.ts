@@ -29,7 +29,11 @@ interface BenchmarkResult {
 }
 
 async function redisBenchmark(port: number, requests: number, pipeline: number, args: string[]): Promise<BenchmarkResult> {
-  const { stdout } = await run('redis-benchmark', ['-p', String(port), '-n', String(requests), '-c', '50', '-P', String(pipeline), '-r', '100000', '--csv', ...args], { maxBuffer: 1 << 24 });
+  const { stdout } = await run(
+    'redis-benchmark',
+    ['-p', String(port), '-n', String(requests), '-c', '50', '-P', String(pipeline), '-r', '100000', '--csv', ...args],
+    { maxBuffer: 1 << 24 },
+  );
   const lines = stdout.trim().split('\n');
   const header = lines[0]!.split(',').map((cell) => cell.replace(/"/g, ''));
   const values = lines[lines.length - 1]!.split(',').map((cell) => cell.replace(/"/g, ''));
@@ -41,7 +45,10 @@ export const ceilingSection: Section = async (ctx) => {
   const { admin, redisServer } = ctx;
   await admin.flushall();
   const decideSha = (await admin.script('LOAD', luaSource('decide'))) as string;
-  const leanSha = (await admin.script('LOAD', readFileSync(new URL('../alternatives/lean-fixed-window.lua', import.meta.url), 'utf8'))) as string;
+  const leanSha = (await admin.script(
+    'LOAD',
+    readFileSync(new URL('../alternatives/lean-fixed-window.lua', import.meta.url), 'utf8'),
+  )) as string;
   const flexibleSha = (await admin.script('LOAD', flexibleScript())) as string;
   // KEYS: shard marker + one state key; ARGV: self 0, one region, weights "1", skew, one rule, Redis TIME; then the rule.
   const decideArgs = (code: string, key: string) => [
@@ -64,11 +71,31 @@ export const ceilingSection: Section = async (ctx) => {
   const fcallArgs = (code: string, key: string) => ['FCALL', library.fn, ...decideArgs(code, key).slice(2)];
   const cases: { name: string; id: string; args: (keyed: boolean) => string[] }[] = [
     { name: 'PING', id: 'ping', args: () => ['PING'] },
-    { name: 'decide.lua, fixed window (EVALSHA)', id: 'decide_fw', args: (many) => decideArgs(ALGORITHM_CODES.fixedWindow, many ? 'qf:{s1}:r:__rand_int__' : 'qf:{s1}:r:hot') },
-    { name: 'decide library, fixed window (FCALL, what the engine sends)', id: 'decide_fw_fcall', args: (many) => fcallArgs(ALGORITHM_CODES.fixedWindow, many ? 'qf:{s1}:f:__rand_int__' : 'qf:{s1}:f:hot') },
-    { name: 'decide.lua, token bucket (EVALSHA)', id: 'decide_tb', args: (many) => decideArgs(ALGORITHM_CODES.tokenBucket, many ? 'qf:{s1}:t:__rand_int__' : 'qf:{s1}:t:hot') },
-    { name: "rate-limiter-flexible's script (EVALSHA)", id: 'rlf', args: (many) => ['EVALSHA', flexibleSha, '1', many ? 'rlf:__rand_int__' : 'rlf:hot', '1', '60'] },
-    { name: 'bench/alternatives/lean-fixed-window.lua (proposal)', id: 'lean_fw', args: (many) => ['EVALSHA', leanSha, '1', many ? 'qf:{s1}:l:__rand_int__' : 'qf:{s1}:l:hot', String(HIGH_LIMIT), '60000', '1'] },
+    {
+      name: 'decide.lua, fixed window (EVALSHA)',
+      id: 'decide_fw',
+      args: (many) => decideArgs(ALGORITHM_CODES.fixedWindow, many ? 'qf:{s1}:r:__rand_int__' : 'qf:{s1}:r:hot'),
+    },
+    {
+      name: 'decide library, fixed window (FCALL, what the engine sends)',
+      id: 'decide_fw_fcall',
+      args: (many) => fcallArgs(ALGORITHM_CODES.fixedWindow, many ? 'qf:{s1}:f:__rand_int__' : 'qf:{s1}:f:hot'),
+    },
+    {
+      name: 'decide.lua, token bucket (EVALSHA)',
+      id: 'decide_tb',
+      args: (many) => decideArgs(ALGORITHM_CODES.tokenBucket, many ? 'qf:{s1}:t:__rand_int__' : 'qf:{s1}:t:hot'),
+    },
+    {
+      name: "rate-limiter-flexible's script (EVALSHA)",
+      id: 'rlf',
+      args: (many) => ['EVALSHA', flexibleSha, '1', many ? 'rlf:__rand_int__' : 'rlf:hot', '1', '60'],
+    },
+    {
+      name: 'bench/alternatives/lean-fixed-window.lua (proposal)',
+      id: 'lean_fw',
+      args: (many) => ['EVALSHA', leanSha, '1', many ? 'qf:{s1}:l:__rand_int__' : 'qf:{s1}:l:hot', String(HIGH_LIMIT), '60000', '1'],
+    },
   ];
   const rows: Row[] = [];
   const requests = ctx.options.quick ? 20_000 : 60_000;
@@ -88,7 +115,10 @@ export const ceilingSection: Section = async (ctx) => {
     }
   }
   const engineRows: Row[] = [];
-  for (const [keys, suffix] of [[1, 'k1'], [100_000, 'k100000']] as const) {
+  for (const [keys, suffix] of [
+    [1, 'k1'],
+    [100_000, 'k100000'],
+  ] as const) {
     const engine = ctx.figures[`engine.qf_fw.${suffix}.saturation`];
     const ceilingP16 = ctx.figures[`ceiling.decide_fw.${suffix}.P16`];
     const ceilingP1 = ctx.figures[`ceiling.decide_fw.${suffix}.P1`];
@@ -110,12 +140,23 @@ export const ceilingSection: Section = async (ctx) => {
       title: '3. The ceiling: redis-benchmark (50 connections) on the same redis-server',
       columns: ['command', 'keys', '-P 1 ops/s', '-P 1 p99 ms', '-P 16 ops/s'],
       rows,
-      notes: ['decide.lua is SCRIPT LOADed from luaSource("decide") and called by SHA with one rule (limit 1e9/min), with the engine\'s keys and arguments; the FCALL row calls the same source loaded as a Redis Functions library (src/engine/scripts.ts decideLibrary), which is what the engine sends since the hot-path work.'],
+      notes: [
+        'decide.lua is SCRIPT LOADed from luaSource("decide") and called by SHA with one rule (limit 1e9/min), with the engine\'s keys and arguments; the FCALL row calls the same source loaded as a Redis Functions library (src/engine/scripts.ts decideLibrary), which is what the engine sends since the hot-path work.',
+      ],
     },
     {
       id: 'ceiling-vs-engine',
       title: '3b. Engine against the ceiling (same run)',
-      columns: ['keys', 'engine fw decisions/s (section 1)', 'redis-benchmark decide -P 1', 'redis-benchmark decide -P 16', 'engine / -P 16', 'decide -P 16 / rlf script -P 16', 'lean fw -P 16 / decide -P 16', 'decide FCALL / EVALSHA -P 16'],
+      columns: [
+        'keys',
+        'engine fw decisions/s (section 1)',
+        'redis-benchmark decide -P 1',
+        'redis-benchmark decide -P 16',
+        'engine / -P 16',
+        'decide -P 16 / rlf script -P 16',
+        'lean fw -P 16 / decide -P 16',
+        'decide FCALL / EVALSHA -P 16',
+      ],
       rows: engineRows,
     },
   ];

@@ -68,7 +68,14 @@ export const commandsSection: Section = async (ctx) => {
       id: 'multi',
       rules: [
         { name: 'per-key', by: ['apiKey'], algorithm: 'tokenBucket', limit: HIGH_LIMIT, period: '1m' },
-        { name: 'search', match: { endpoints: ['/search'] }, by: ['apiKey', 'endpoint'], algorithm: 'slidingWindow', limit: HIGH_LIMIT, period: '1m' },
+        {
+          name: 'search',
+          match: { endpoints: ['/search'] },
+          by: ['apiKey', 'endpoint'],
+          algorithm: 'slidingWindow',
+          limit: HIGH_LIMIT,
+          period: '1m',
+        },
         { name: 'minute', by: ['apiKey'], algorithm: 'fixedWindow', limit: HIGH_LIMIT, period: '1m' },
       ],
       cache: true,
@@ -122,7 +129,10 @@ export const commandsSection: Section = async (ctx) => {
       decisions: n,
       allowed,
       'answered by': [...sources].join(', '),
-      'Redis commands': Object.entries(delta).map(([name, count]) => `${name} ${count}`).join(', ') || 'none',
+      'Redis commands':
+        Object.entries(delta)
+          .map(([name, count]) => `${name} ${count}`)
+          .join(', ') || 'none',
       'round trips / decision': Math.round(perDecision * 1000) / 1000,
       'in-script calls / decision': Math.round(((totalCalls(delta) - roundTrips) / n) * 1000) / 1000,
     });
@@ -135,7 +145,7 @@ export const commandsSection: Section = async (ctx) => {
       columns: ['case', 'decisions', 'allowed', 'answered by', 'Redis commands', 'round trips / decision', 'in-script calls / decision'],
       rows,
       notes: [
-        'Every command Redis executed between the snapshots is listed (the bench\'s own INFO calls excluded); commandstats also counts the calls a script makes inside Redis. A round trip is one FCALL (decide, a Redis Functions library) or EVALSHA/EVAL (a refund): the engine sends nothing else on the decision path.',
+        "Every command Redis executed between the snapshots is listed (the bench's own INFO calls excluded); commandstats also counts the calls a script makes inside Redis. A round trip is one FCALL (decide, a Redis Functions library) or EVALSHA/EVAL (a refund): the engine sends nothing else on the decision path.",
         'Decisions submitted together: the first goes alone, those that arrive while it is in flight share the next FCALL (src/engine/decide-batcher.ts), so round trips per decision fall below one.',
         'Rules of two identities live in two cluster slots, so they take one script per slot (two round trips, sent concurrently) unless both hash to the same shard.',
       ],

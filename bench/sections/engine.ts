@@ -20,7 +20,13 @@ interface Limiter {
   close(): Promise<void>;
 }
 
-async function quotafedLimiter(ctx: BenchContext, id: string, name: string, algorithm: 'fixedWindow' | 'tokenBucket', autoPipelining: boolean): Promise<Limiter> {
+async function quotafedLimiter(
+  ctx: BenchContext,
+  id: string,
+  name: string,
+  algorithm: 'fixedWindow' | 'tokenBucket',
+  autoPipelining: boolean,
+): Promise<Limiter> {
   const config = benchConfig(ctx.redisServer.url, [allowRule(algorithm, 'r')], { redis: { autoPipelining } });
   const redis = createRegionRedis(config);
   await waitReady(redis);
@@ -37,7 +43,11 @@ async function quotafedLimiter(ctx: BenchContext, id: string, name: string, algo
 }
 
 async function flexibleLimiter(ctx: BenchContext, id: string, name: string, autoPipelining: boolean): Promise<Limiter> {
-  const redis = new Redis(ctx.redisServer.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: autoPipelining });
+  const redis = new Redis(ctx.redisServer.url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    enableAutoPipelining: autoPipelining,
+  });
   await new Promise((resolve) => redis.once('ready', resolve));
   const limiter = new RateLimiterRedis({ storeClient: redis, points: HIGH_LIMIT, duration: 60, keyPrefix: 'rlf' });
   return {
@@ -75,11 +85,31 @@ export const engineSection: Section = async (ctx) => {
   const warmupMs = ctx.ms(500, 200);
   const keySets = [1, 100_000];
   const makers: { id: string; name: string; make: () => Promise<Limiter> }[] = [
-    { id: 'qf_fw', name: 'quotafed engine, fixed window', make: () => quotafedLimiter(ctx, 'qf_fw', 'quotafed engine, fixed window', 'fixedWindow', true) },
-    { id: 'rlf', name: 'rate-limiter-flexible (ioredis defaults)', make: () => flexibleLimiter(ctx, 'rlf', 'rate-limiter-flexible (ioredis defaults)', false) },
-    { id: 'qf_tb', name: 'quotafed engine, token bucket', make: () => quotafedLimiter(ctx, 'qf_tb', 'quotafed engine, token bucket', 'tokenBucket', true) },
-    { id: 'rlf_ap', name: 'rate-limiter-flexible + autoPipelining', make: () => flexibleLimiter(ctx, 'rlf_ap', 'rate-limiter-flexible + autoPipelining', true) },
-    { id: 'qf_fw_noap', name: 'quotafed engine, fixed window, autoPipelining off', make: () => quotafedLimiter(ctx, 'qf_fw_noap', 'quotafed engine, fixed window, autoPipelining off', 'fixedWindow', false) },
+    {
+      id: 'qf_fw',
+      name: 'quotafed engine, fixed window',
+      make: () => quotafedLimiter(ctx, 'qf_fw', 'quotafed engine, fixed window', 'fixedWindow', true),
+    },
+    {
+      id: 'rlf',
+      name: 'rate-limiter-flexible (ioredis defaults)',
+      make: () => flexibleLimiter(ctx, 'rlf', 'rate-limiter-flexible (ioredis defaults)', false),
+    },
+    {
+      id: 'qf_tb',
+      name: 'quotafed engine, token bucket',
+      make: () => quotafedLimiter(ctx, 'qf_tb', 'quotafed engine, token bucket', 'tokenBucket', true),
+    },
+    {
+      id: 'rlf_ap',
+      name: 'rate-limiter-flexible + autoPipelining',
+      make: () => flexibleLimiter(ctx, 'rlf_ap', 'rate-limiter-flexible + autoPipelining', true),
+    },
+    {
+      id: 'qf_fw_noap',
+      name: 'quotafed engine, fixed window, autoPipelining off',
+      make: () => quotafedLimiter(ctx, 'qf_fw_noap', 'quotafed engine, fixed window, autoPipelining off', 'fixedWindow', false),
+    },
   ];
   const rows: Row[] = [];
   const ratioRows: Row[] = [];
@@ -93,14 +123,19 @@ export const engineSection: Section = async (ctx) => {
       for (const { make } of makers) {
         await ctx.admin.flushall();
         const limiter = await make();
-        progress(`engine: round ${r + 1}/${rounds}: ${limiter.name}, ${keys.toLocaleString('en-US')} key(s), saturation (${concurrency} callers)`);
+        progress(
+          `engine: round ${r + 1}/${rounds}: ${limiter.name}, ${keys.toLocaleString('en-US')} key(s), saturation (${concurrency} callers)`,
+        );
         const micros = await scriptMicros(ctx.admin);
         const cpu = process.cpuUsage();
         const result = await closedLoop((i) => limiter.decide(i, keys), { concurrency, durationMs: satMs, warmupMs });
         const used = process.cpuUsage(cpu);
         // CPU per decision is what the shared machine cannot distort much: the client's own CPU time and the
         // time Redis reports for the scripts, each divided by the calls made.
-        cost.set(`${r}.${limiter.id}`, { client: (used.user + used.system) / result.calls, redis: ((await scriptMicros(ctx.admin)) - micros) / result.calls });
+        cost.set(`${r}.${limiter.id}`, {
+          client: (used.user + used.system) / result.calls,
+          redis: ((await scriptMicros(ctx.admin)) - micros) / result.calls,
+        });
         results.set(limiter.id, result);
         await limiter.close();
       }
@@ -128,23 +163,24 @@ export const engineSection: Section = async (ctx) => {
         'Redis µs': round(redisUs, 1),
       });
     }
-    const pairedRatio = (a: string, b: string) => round(median(perRound.map((results) => results.get(a)!.achievedPerSec / results.get(b)!.achievedPerSec)));
+    const pairedRatio = (a: string, b: string) =>
+      round(median(perRound.map((results) => results.get(a)!.achievedPerSec / results.get(b)!.achievedPerSec)));
     // Fixed offered loads: the same absolute rates for every limiter, 25% and 50% of the engine's saturation.
     const reference = saturation.get('qf_fw')!;
     for (const { make, id } of makers) {
       if (!OPEN_LOOP_IDS.has(id)) continue;
       const limiter = await make();
-      {
-        for (const fraction of [0.25, 0.5]) {
-          await ctx.admin.flushall();
-          const rate = Math.round(reference * fraction);
-          progress(`engine: ${limiter.name}, ${keys.toLocaleString('en-US')} key(s), open loop at ${rate}/s (${fraction * 100}% of engine saturation)`);
-          const result = await openLoop((i) => limiter.decide(i, keys), { ratePerSec: rate, durationMs: openMs, warmupMs });
-          ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.p99`] = result.latency.p99Ms;
-          ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.p50`] = result.latency.p50Ms;
-          ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.achieved`] = result.achievedPerSec / rate;
-          sectionRows.push(loadRow(limiter.name, keys, `open loop, ${fraction * 100}% of engine sat.`, result));
-        }
+      for (const fraction of [0.25, 0.5]) {
+        await ctx.admin.flushall();
+        const rate = Math.round(reference * fraction);
+        progress(
+          `engine: ${limiter.name}, ${keys.toLocaleString('en-US')} key(s), open loop at ${rate}/s (${fraction * 100}% of engine saturation)`,
+        );
+        const result = await openLoop((i) => limiter.decide(i, keys), { ratePerSec: rate, durationMs: openMs, warmupMs });
+        ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.p99`] = result.latency.p99Ms;
+        ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.p50`] = result.latency.p50Ms;
+        ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.achieved`] = result.achievedPerSec / rate;
+        sectionRows.push(loadRow(limiter.name, keys, `open loop, ${fraction * 100}% of engine sat.`, result));
       }
       await limiter.close();
     }
@@ -173,7 +209,9 @@ export const engineSection: Section = async (ctx) => {
     progress(`engine: abusive key over its limit, over-limit cache ${cache ? 'on' : 'off'}`);
     const result = await closedLoop(() => engine.decide(apiKeyRequest('abuser')), { concurrency, durationMs: satMs, warmupMs });
     ctx.figures[`engine.abusive.${cache ? 'cache' : 'nocache'}`] = result.achievedPerSec;
-    abuseRows.push(loadRow(`quotafed engine, over-limit cache ${cache ? 'on' : 'off'}`, 1, `saturation, ${concurrency} callers, all denied`, result));
+    abuseRows.push(
+      loadRow(`quotafed engine, over-limit cache ${cache ? 'on' : 'off'}`, 1, `saturation, ${concurrency} callers, all denied`, result),
+    );
     await engine.close();
     await redis.quit();
   }
@@ -183,7 +221,20 @@ export const engineSection: Section = async (ctx) => {
     {
       id: 'engine',
       title: '1. Engine in-process vs rate-limiter-flexible (same redis-server, allow path, limit 1e9/min)',
-      columns: ['limiter', 'keys', 'load', 'offered/s', 'decisions/s', 'p50 ms', 'p99 ms', 'p99 from due ms', 'errors', 'rounds', 'client CPU µs', 'Redis µs'],
+      columns: [
+        'limiter',
+        'keys',
+        'load',
+        'offered/s',
+        'decisions/s',
+        'p50 ms',
+        'p99 ms',
+        'p99 from due ms',
+        'errors',
+        'rounds',
+        'client CPU µs',
+        'Redis µs',
+      ],
       rows,
       notes: [
         'Saturation: median decisions/s over the rounds (each round runs every limiter once, in turn); latency from the best round. The ratios in 1b are medians of per-round ratios.',
@@ -194,7 +245,14 @@ export const engineSection: Section = async (ctx) => {
     {
       id: 'engine-ratios',
       title: '1b. Saturation ratios (paired within each round)',
-      columns: ['keys', 'engine fw / rlf', 'engine tb / rlf', 'engine fw / rlf+autoPipelining', 'autoPipelining on / off (engine fw)', 'CPU/decision: rlf / engine fw (>1 = engine cheaper)'],
+      columns: [
+        'keys',
+        'engine fw / rlf',
+        'engine tb / rlf',
+        'engine fw / rlf+autoPipelining',
+        'autoPipelining on / off (engine fw)',
+        'CPU/decision: rlf / engine fw (>1 = engine cheaper)',
+      ],
       rows: ratioRows,
     },
   ];

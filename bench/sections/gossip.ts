@@ -44,16 +44,20 @@ export const gossipSection: Section = async (ctx) => {
     for (const [keys, perKey] of cases) {
       await ctx.admin.flushall();
       await Promise.all(peerAdmins.map((admin) => admin.flushall()));
-      const config = benchConfig(ctx.redisServer.url, [{ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m' }], {
-        region: 'us-east',
-        federation: {
-          maxBatchKeys: MAX_BATCH_KEYS,
-          peers: [
-            { name: 'eu-west', redisUrl: peersRedis[0]!.url },
-            { name: 'ap-south', redisUrl: peersRedis[1]!.url },
-          ],
+      const config = benchConfig(
+        ctx.redisServer.url,
+        [{ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m' }],
+        {
+          region: 'us-east',
+          federation: {
+            maxBatchKeys: MAX_BATCH_KEYS,
+            peers: [
+              { name: 'eu-west', redisUrl: peersRedis[0]!.url },
+              { name: 'ap-south', redisUrl: peersRedis[1]!.url },
+            ],
+          },
         },
-      });
+      );
       const topology = topologyOf(config);
       // A serving region has its shard markers; without them the first decision per shard fences the window.
       await markShardsIntact(ctx.admin);
@@ -62,8 +66,16 @@ export const gossipSection: Section = async (ctx) => {
       await waitReady(redis);
       const engine = createRedisEngine({ config, redis, overLimitCache: false });
       const decisions = keys * perKey;
-      progress(`gossip: ${keys.toLocaleString('en-US')} active keys x ${perKey} request(s): ${decisions.toLocaleString('en-US')} decisions`);
-      await runCountOrThrow('gossip: decisions', (i) => engine.decide(apiKeyRequest(`g-${i % keys}`)), decisions, 256, (done) => progress(`gossip: ${done.toLocaleString('en-US')} / ${decisions.toLocaleString('en-US')} decisions`));
+      progress(
+        `gossip: ${keys.toLocaleString('en-US')} active keys x ${perKey} request(s): ${decisions.toLocaleString('en-US')} decisions`,
+      );
+      await runCountOrThrow(
+        'gossip: decisions',
+        (i) => engine.decide(apiKeyRequest(`g-${i % keys}`)),
+        decisions,
+        256,
+        (done) => progress(`gossip: ${done.toLocaleString('en-US')} / ${decisions.toLocaleString('en-US')} decisions`),
+      );
       await engine.close();
 
       const metrics = federationMetrics(new Registry());
@@ -74,11 +86,22 @@ export const gossipSection: Section = async (ctx) => {
       await Promise.all(peerAdmins.map((admin) => admin.ping()));
       await new Promise((resolve) => setTimeout(resolve, 200));
       const local = withScripts(redis);
-      const publisher = createPublisher({ config, topology, redis: local, links, metrics, peers, logger: silentLogger(), addTimeoutMs: 10_000, heartbeatMs: 60_000 });
+      const publisher = createPublisher({
+        config,
+        topology,
+        redis: local,
+        links,
+        metrics,
+        peers,
+        logger: silentLogger(),
+        addTimeoutMs: 10_000,
+        heartbeatMs: 60_000,
+      });
 
       const backlog = async () => {
         let total = 0;
-        for (const peer of topology.peerIndexes) for (let shard = 0; shard < KEY_SHARDS; shard++) total += await ctx.admin.zcard(peerPendingKey(shard, peer));
+        for (const peer of topology.peerIndexes)
+          for (let shard = 0; shard < KEY_SHARDS; shard++) total += await ctx.admin.zcard(peerPendingKey(shard, peer));
         return total;
       };
       const pendingBefore = await backlog();
@@ -135,14 +158,30 @@ export const gossipSection: Section = async (ctx) => {
   const same = (k: number) => {
     const one = ctx.figures[`gossip.k${k}.r1.bytesToPeers`];
     const ten = ctx.figures[`gossip.k${k}.r10.bytesToPeers`];
-    return one && ten ? `${k.toLocaleString('en-US')} keys: 10x requests -> ${round(ten / one)}x bytes, ${round(ctx.figures[`gossip.k${k}.r10.roundTrips`]! / ctx.figures[`gossip.k${k}.r1.roundTrips`]!)}x round trips` : undefined;
+    return one && ten
+      ? `${k.toLocaleString('en-US')} keys: 10x requests -> ${round(ten / one)}x bytes, ${round(ctx.figures[`gossip.k${k}.r10.roundTrips`]! / ctx.figures[`gossip.k${k}.r1.roundTrips`]!)}x round trips`
+      : undefined;
   };
   await ctx.admin.flushall();
   return [
     {
       id: 'gossip',
       title: '5. Gossip cost of one sync interval vs active keys (three regions, real publisher, two peer Redis servers)',
-      columns: ['active keys', 'requests/key', 'decisions', 'pending entries', 'rounds', 'origin round trips', 'take+ack scripts', 'in-script calls', 'origin bytes out', 'bytes to peers', 'bytes to peers / key', 'publish ms', 'left pending'],
+      columns: [
+        'active keys',
+        'requests/key',
+        'decisions',
+        'pending entries',
+        'rounds',
+        'origin round trips',
+        'take+ack scripts',
+        'in-script calls',
+        'origin bytes out',
+        'bytes to peers',
+        'bytes to peers / key',
+        'publish ms',
+        'left pending',
+      ],
       rows,
       notes: [
         `Publisher rounds with maxBatchKeys ${MAX_BATCH_KEYS} until the pending sets are empty (one round per sync interval in service; more keys than a batch take several intervals). Round trips on the origin: 64 ZCARDs per peer per round (backlog sample) plus take_pending/ack_pending scripts. Bytes to peers: BullMQ job adds, measured as the peers' total_net_input_bytes.`,

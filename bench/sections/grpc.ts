@@ -61,7 +61,13 @@ export const grpcSection: Section = async (ctx) => {
       region: 'us-east',
       rules: [
         { name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: HIGH_LIMIT, period: '1m' },
-        { name: 'rls-per-key', match: { envoy: { domain: 'bench', descriptor: [{ key: 'api_key' }] } }, algorithm: 'fixedWindow', limit: HIGH_LIMIT, period: '1m' },
+        {
+          name: 'rls-per-key',
+          match: { envoy: { domain: 'bench', descriptor: [{ key: 'api_key' }] } },
+          algorithm: 'fixedWindow',
+          limit: HIGH_LIMIT,
+          period: '1m',
+        },
       ],
     },
   };
@@ -73,7 +79,15 @@ export const grpcSection: Section = async (ctx) => {
   try {
     const [, url, address] = await output(server, /READY (\S+) (\S+)/, 90_000);
     const grpcLoad = async (): Promise<Figures> => {
-      const options: GrpcLoadOptions = { address: address!, domain: 'bench', descriptorKey: 'api_key', concurrency, durationS, warmupS, keys: 10_000 };
+      const options: GrpcLoadOptions = {
+        address: address!,
+        domain: 'bench',
+        descriptorKey: 'api_key',
+        concurrency,
+        durationS,
+        warmupS,
+        keys: 10_000,
+      };
       const load = child(LOAD, options);
       const [line] = await output(load, /\{.*\}\n/, (durationS + warmupS) * 1000 + 30_000);
       const figures = JSON.parse(line) as Figures & { codes: Record<string, number> };
@@ -85,7 +99,10 @@ export const grpcSection: Section = async (ctx) => {
       const order = round_ % 2 === 0 ? (['check', 'rls'] as const) : (['rls', 'check'] as const);
       for (const which of order) {
         progress(`grpc: ${which === 'check' ? 'POST /v1/check (autocannon)' : 'ShouldRateLimit (grpc-js)'}, saturation, ${durationS} s`);
-        if (which === 'check') check.push(await runLoad({ url: url!, method: 'POST', path: '/v1/check', connections: concurrency, durationS, warmupS, apiKeys: 10_000 }));
+        if (which === 'check')
+          check.push(
+            await runLoad({ url: url!, method: 'POST', path: '/v1/check', connections: concurrency, durationS, warmupS, apiKeys: 10_000 }),
+          );
         else rls.push(await grpcLoad());
       }
     }
@@ -109,7 +126,10 @@ export const grpcSection: Section = async (ctx) => {
       id: 'grpc',
       title: '8. Envoy RLS (gRPC ShouldRateLimit) beside POST /v1/check, same service and Redis',
       columns: ['interface', 'decisions/s', 'p50 ms', 'p99 ms', 'errors', 'vs /v1/check'],
-      rows: [row('POST /v1/check (autocannon, 50 connections)', check, { 'vs /v1/check': 1 }), row('ShouldRateLimit, 1 descriptor (grpc-js, 50 in flight, 1 channel)', rls, { 'vs /v1/check': ratio })],
+      rows: [
+        row('POST /v1/check (autocannon, 50 connections)', check, { 'vs /v1/check': 1 }),
+        row('ShouldRateLimit, 1 descriptor (grpc-js, 50 in flight, 1 channel)', rls, { 'vs /v1/check': ratio }),
+      ],
       notes: [
         `Median of ${rounds} round(s) of ${durationS} s each, taken on a loaded shared machine (2 cores); the ratio is per round. The load generators differ (autocannon is leaner than a grpc-js client), so the gRPC figure includes more client cost.`,
       ],

@@ -51,16 +51,25 @@ export const httpSection: Section = async (ctx) => {
     const conns = extra.overallRate ? FIXED_RATE_CONNECTIONS : connections;
     const figures = await runLoad({ url, method, path, connections: conns, durationS, warmupS, apiKeys: 10_000, ...extra });
     const cpuAfter = server.cpuMicros();
-    const entry = runs.get(id) ?? { name, method: `${method} ${path}`, load: extra.overallRate ? `fixed ${extra.overallRate}/s, ${conns} conns` : `saturation, ${connections} conns`, figures: [], cpuPerRequest: [] };
+    const entry = runs.get(id) ?? {
+      name,
+      method: `${method} ${path}`,
+      load: extra.overallRate ? `fixed ${extra.overallRate}/s, ${conns} conns` : `saturation, ${connections} conns`,
+      figures: [],
+      cpuPerRequest: [],
+    };
     entry.figures.push(figures);
     // The server process's own CPU per request (the master only under node:cluster, so not shown there).
-    if (cpuBefore !== undefined && cpuAfter !== undefined && figures.allRequests > 0) entry.cpuPerRequest.push((cpuAfter - cpuBefore) / figures.allRequests);
+    if (cpuBefore !== undefined && cpuAfter !== undefined && figures.allRequests > 0)
+      entry.cpuPerRequest.push((cpuAfter - cpuBefore) / figures.allRequests);
     runs.set(id, entry);
     return figures;
   };
   /** Median over rounds of a per-round ratio (pairs measured back to back). */
-  const ratio = (a: string, b: string) => round(median(runs.get(a)!.figures.map((figures, i) => figures.rps / runs.get(b)!.figures[i]!.rps)));
-  const p99Gap = () => round(median(runs.get('check-half')!.figures.map((figures, i) => figures.p99Ms - runs.get('bare-post-half')!.figures[i]!.p99Ms)), 2);
+  const ratio = (a: string, b: string) =>
+    round(median(runs.get(a)!.figures.map((figures, i) => figures.rps / runs.get(b)!.figures[i]!.rps)));
+  const p99Gap = () =>
+    round(median(runs.get('check-half')!.figures.map((figures, i) => figures.p99Ms - runs.get('bare-post-half')!.figures[i]!.p99Ms)), 2);
   try {
     const upstream = await started('upstream');
     const withUpstream = (limit: number) => ({ ...perKey(limit), upstream: { url: upstream.url } });
@@ -80,7 +89,19 @@ export const httpSection: Section = async (ctx) => {
     ]);
     const failed = startedAll.find((result): result is PromiseRejectedResult => result.status === 'rejected');
     if (failed) throw failed.reason;
-    const [bare, service, rlf, middleware, bareProxy, abusive, abusiveNoCache, clustered, rlfCheck] = startedAll.map((result) => (result as PromiseFulfilledResult<ServerProcess>).value) as ServerProcess[] as [ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess, ServerProcess];
+    const [bare, service, rlf, middleware, bareProxy, abusive, abusiveNoCache, clustered, rlfCheck] = startedAll.map(
+      (result) => (result as PromiseFulfilledResult<ServerProcess>).value,
+    ) as ServerProcess[] as [
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+      ServerProcess,
+    ];
 
     for (let r = 0; r < rounds; r++) {
       progress(`http: round ${r + 1}/${rounds}`);
@@ -103,8 +124,14 @@ export const httpSection: Section = async (ctx) => {
       await load('gateway', 'quotafed gateway to the upstream, fresh keys', service, 'GET', fresh);
 
       await load('bare-get-2', 'bare Hono', bare, 'GET');
-      await load('abusive', 'quotafed gateway, one abusive key over its limit (cache on)', abusive, 'GET', { apiKey: 'abuser', apiKeys: 1 });
-      await load('abusive-nocache', 'quotafed gateway, one abusive key, over-limit cache off', abusiveNoCache, 'GET', { apiKey: 'abuser', apiKeys: 1 });
+      await load('abusive', 'quotafed gateway, one abusive key over its limit (cache on)', abusive, 'GET', {
+        apiKey: 'abuser',
+        apiKeys: 1,
+      });
+      await load('abusive-nocache', 'quotafed gateway, one abusive key, over-limit cache off', abusiveNoCache, 'GET', {
+        apiKey: 'abuser',
+        apiKeys: 1,
+      });
 
       // Limiter overhead at half of saturation: the same fixed rate against the bare handler and /v1/check.
       const rate = Math.max(100, Math.round(check.rps / 2 / 100) * 100);
@@ -128,7 +155,9 @@ export const httpSection: Section = async (ctx) => {
       'req/s': Math.round(rps),
       'p50 ms': median(entry.figures.map((figures) => figures.p50Ms)),
       'p99 ms': median(entry.figures.map((figures) => figures.p99Ms)),
-      statuses: Object.entries(best.statuses).map(([code, count]) => `${code}: ${count}`).join(', '),
+      statuses: Object.entries(best.statuses)
+        .map(([code, count]) => `${code}: ${count}`)
+        .join(', '),
       errors: entry.figures.reduce((sum, figures) => sum + figures.errors + figures.timeouts, 0),
       rounds: entry.figures.map((figures) => Math.round(figures.rps)).join(' / '),
       'server CPU µs/req': id.includes('cluster') || entry.cpuPerRequest.length === 0 ? null : round(median(entry.cpuPerRequest), 1),
@@ -138,8 +167,14 @@ export const httpSection: Section = async (ctx) => {
   const ratios: Row[] = [
     { comparison: 'quotafed /v1/check / Hono + rate-limiter-flexible, fresh keys', ratio: ratio('check', 'rlf-check') },
     { comparison: 'quotafed /v1/check / Hono + rate-limiter-flexible, one hot key', ratio: ratio('check-hot', 'rlf-check-hot') },
-    { comparison: 'server CPU per request: rate-limiter-flexible / quotafed /v1/check, fresh keys (>1: quotafed cheaper)', ratio: cpuRatio('rlf-check', 'check') },
-    { comparison: 'server CPU per request: rate-limiter-flexible / quotafed /v1/check, one hot key (>1: quotafed cheaper)', ratio: cpuRatio('rlf-check-hot', 'check-hot') },
+    {
+      comparison: 'server CPU per request: rate-limiter-flexible / quotafed /v1/check, fresh keys (>1: quotafed cheaper)',
+      ratio: cpuRatio('rlf-check', 'check'),
+    },
+    {
+      comparison: 'server CPU per request: rate-limiter-flexible / quotafed /v1/check, one hot key (>1: quotafed cheaper)',
+      ratio: cpuRatio('rlf-check-hot', 'check-hot'),
+    },
     { comparison: 'quotafed /v1/check / bare Hono POST (stretch 0.85)', ratio: ratio('check', 'bare-post') },
     { comparison: 'Hono + rate-limiter-flexible / bare Hono POST', ratio: ratio('rlf-check', 'bare-post') },
     { comparison: 'quotafed gateway / bare Hono proxy', ratio: ratio('gateway', 'bare-proxy') },
@@ -169,6 +204,11 @@ export const httpSection: Section = async (ctx) => {
         '"server CPU µs/req": the server process\'s user + system CPU time (/proc) over the warm-up and the run, per request answered; it excludes Redis and the load generator, and holds up on a busy machine far better than req/s. Not shown under node:cluster (the workers are other processes).',
       ],
     },
-    { id: 'http-ratios', title: '2b. HTTP ratios (each against the baseline measured just before it; median of per-round ratios)', columns: ['comparison', 'ratio'], rows: ratios },
+    {
+      id: 'http-ratios',
+      title: '2b. HTTP ratios (each against the baseline measured just before it; median of per-round ratios)',
+      columns: ['comparison', 'ratio'],
+      rows: ratios,
+    },
   ];
 };

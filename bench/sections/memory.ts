@@ -69,7 +69,13 @@ async function populate(ctx: BenchContext, config: Config, count: number, label:
     await markShardsIntact(ctx.admin);
   }
   const engine = createRedisEngine({ config, redis, overLimitCache: false });
-  await runCountOrThrow(`memory: ${label}`, (i) => engine.decide(apiKeyRequest(`mem-${i}`)), count, 256, (done) => progress(`memory: ${label}: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} keys`));
+  await runCountOrThrow(
+    `memory: ${label}`,
+    (i) => engine.decide(apiKeyRequest(`mem-${i}`)),
+    count,
+    256,
+    (done) => progress(`memory: ${label}: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} keys`),
+  );
   await engine.close();
   await redis.quit();
 }
@@ -87,13 +93,23 @@ async function applyPeerCells(config: Config, rule: RuleInput, keys: readonly st
   const configured = config.rules.find((r) => r.name === rule.name);
   if (!configured) throw new Error(`rule ${rule.name} is not in the config`);
   const id = Math.floor(Date.now() / configured.period);
-  const slot = { id, c: Array.from({ length: n }, (_, o) => (o === sender ? 1 : 0)), x: new Array<number>(n * n).fill(0), a: new Array<number>(n * n).fill(0), t: Array.from({ length: n }, (_, o) => (o === sender ? Date.now() : 0)) };
+  const slot = {
+    id,
+    c: Array.from({ length: n }, (_, o) => (o === sender ? 1 : 0)),
+    x: new Array<number>(n * n).fill(0),
+    a: new Array<number>(n * n).fill(0),
+    t: Array.from({ length: n }, (_, o) => (o === sender ? Date.now() : 0)),
+  };
   let changed = 0;
   try {
     await runCountOrThrow(
       `memory: apply_gossip from region ${sender}`,
       async (i) => {
-        const call = applyGossipCall(topology, configured, config.federation.leakageBudget, sender, { k: keys[i]!, t: Date.now(), s: [flattenSlot(slot)] });
+        const call = applyGossipCall(topology, configured, config.federation.leakageBudget, sender, {
+          k: keys[i]!,
+          t: Date.now(),
+          s: [flattenSlot(slot)],
+        });
         const reply = await runApplyGossip(redis, call);
         changed += reply.changed ? 1 : 0;
       },
@@ -115,15 +131,24 @@ async function layoutAlternatives(ctx: BenchContext, count: number): Promise<Row
   const layouts: { name: string; write: (pipeline: ReturnType<Redis['pipeline']>, i: number) => void }[] = [
     {
       name: 'as today: hash {tokens: 998.0166666667, last_refill}, key qf:{s12}:per-key:<16-char hash>',
-      write: (p, i) => p.hset(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 'tokens', '998.0166666667', 'last_refill', now + i).pexpire(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 61_000),
+      write: (p, i) =>
+        p
+          .hset(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 'tokens', '998.0166666667', 'last_refill', now + i)
+          .pexpire(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 61_000),
     },
     {
       name: 'same hash, tokens as integer milli-tokens (998017)',
-      write: (p, i) => p.hset(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 'tokens', 998_017, 'last_refill', now + i).pexpire(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 61_000),
+      write: (p, i) =>
+        p
+          .hset(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 'tokens', 998_017, 'last_refill', now + i)
+          .pexpire(`qf:{s${i % 64}}:per-key:${String(i).padStart(16, 'A')}`, 61_000),
     },
     {
       name: 'same hash and integers, shorter key qf:{s12}:<rule#>:<12-char hash>',
-      write: (p, i) => p.hset(`qf:{s${i % 64}}:1:${String(i).padStart(12, 'A')}`, 'tokens', 998_017, 'last_refill', now + i).pexpire(`qf:{s${i % 64}}:1:${String(i).padStart(12, 'A')}`, 61_000),
+      write: (p, i) =>
+        p
+          .hset(`qf:{s${i % 64}}:1:${String(i).padStart(12, 'A')}`, 'tokens', 998_017, 'last_refill', now + i)
+          .pexpire(`qf:{s${i % 64}}:1:${String(i).padStart(12, 'A')}`, 61_000),
     },
     {
       name: 'a string "998017:<last_refill>" with PX, short key',
@@ -154,7 +179,12 @@ async function layoutAlternatives(ctx: BenchContext, count: number): Promise<Row
     }
     const after = await usedMemory(admin);
     const keys = await stateKeys(admin, '*');
-    rows.push({ layout: layout.name, keys: count, 'used_memory bytes/key': round((after - before) / count, 1), 'MEMORY USAGE avg': round(await sampledUsage(admin, keys, 500), 1) });
+    rows.push({
+      layout: layout.name,
+      keys: count,
+      'used_memory bytes/key': round((after - before) / count, 1),
+      'MEMORY USAGE avg': round(await sampledUsage(admin, keys, 500), 1),
+    });
   }
   await admin.flushall();
   return rows;
@@ -174,7 +204,14 @@ export const memorySection: Section = async (ctx) => {
     const usage = await sampledUsage(admin, keys, 500);
     ctx.figures[`memory.${algorithm}.region1.bytesPerKey`] = perKey;
     ctx.figures[`memory.${algorithm}.region1.memoryUsage`] = usage;
-    rows.push({ algorithm, regions: 1, state: 'after one decision per key', keys: keys.length, 'used_memory bytes/key': round(perKey, 1), 'MEMORY USAGE avg': round(usage, 1) });
+    rows.push({
+      algorithm,
+      regions: 1,
+      state: 'after one decision per key',
+      keys: keys.length,
+      'used_memory bytes/key': round(perKey, 1),
+      'MEMORY USAGE avg': round(usage, 1),
+    });
   }
   // Applying two peers' gossip to every key is the slow part: bytes per key do not depend on the key count,
   // so the three-region rows use fewer keys.
@@ -197,15 +234,36 @@ export const memorySection: Section = async (ctx) => {
     if (pendingKeys.length) await admin.del(...pendingKeys);
     const delivered = await usedMemory(admin);
     ctx.figures[`memory.${algorithm}.region3.bytesPerKey`] = (delivered - before) / keys.length;
-    rows.push({ algorithm, regions: 3, state: 'own decision, 2 pending-set entries', keys: keys.length, 'used_memory bytes/key': round((own - before) / keys.length, 1) });
-    rows.push({ algorithm, regions: 3, state: '+ both peers\' cells applied (pending)', keys: keys.length, 'used_memory bytes/key': round((withPeers - before) / keys.length, 1), 'MEMORY USAGE avg': round(stateUsage, 1) });
-    rows.push({ algorithm, regions: 3, state: 'gossip delivered (pending sets empty)', keys: keys.length, 'used_memory bytes/key': round((delivered - before) / keys.length, 1) });
+    rows.push({
+      algorithm,
+      regions: 3,
+      state: 'own decision, 2 pending-set entries',
+      keys: keys.length,
+      'used_memory bytes/key': round((own - before) / keys.length, 1),
+    });
+    rows.push({
+      algorithm,
+      regions: 3,
+      state: "+ both peers' cells applied (pending)",
+      keys: keys.length,
+      'used_memory bytes/key': round((withPeers - before) / keys.length, 1),
+      'MEMORY USAGE avg': round(stateUsage, 1),
+    });
+    rows.push({
+      algorithm,
+      regions: 3,
+      state: 'gossip delivered (pending sets empty)',
+      keys: keys.length,
+      'used_memory bytes/key': round((delivered - before) / keys.length, 1),
+    });
   }
   progress('memory: token-bucket layout alternatives');
   const alternatives = await layoutAlternatives(ctx, count);
   const current = Number(alternatives[0]!['used_memory bytes/key']);
   for (const row of alternatives) row['vs today'] = round(Number(row['used_memory bytes/key']) / current);
-  ctx.figures['memory.tokenBucket.bestAlternative.bytesPerKey'] = Math.min(...alternatives.slice(1, 5).map((row) => Number(row['used_memory bytes/key'])));
+  ctx.figures['memory.tokenBucket.bestAlternative.bytesPerKey'] = Math.min(
+    ...alternatives.slice(1, 5).map((row) => Number(row['used_memory bytes/key'])),
+  );
   await admin.flushall();
   return [
     {

@@ -14,7 +14,8 @@ interface Target {
 const fmt = (value: number, digits = 2) => String(round(value, digits));
 
 const rps = (f: Record<string, number>, id: string) => Math.round(f[`http.${id}.rps`] ?? 0);
-const cpu = (f: Record<string, number>, id: string, keys: number) => (f[`engine.${id}.k${keys}.clientUs`] ?? NaN) + (f[`engine.${id}.k${keys}.redisUs`] ?? NaN);
+const cpu = (f: Record<string, number>, id: string, keys: number) =>
+  (f[`engine.${id}.k${keys}.clientUs`] ?? NaN) + (f[`engine.${id}.k${keys}.redisUs`] ?? NaN);
 
 /** Issue 12's five targets (the number before each says which), each a ratio or figure from this run. */
 const TARGETS: Target[] = [
@@ -22,19 +23,22 @@ const TARGETS: Target[] = [
     target: '1. /v1/check >= 1.0x Hono + rate-limiter-flexible, same route and body, fresh API key per request',
     value: (f) => f['http.checkOverRlf'],
     pass: (v) => v >= 1,
-    show: (v, f) => `${fmt(v)}x (${rps(f, 'check')} vs ${rps(f, 'rlf-check')} req/s; server CPU ${fmt(f['http.check.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.rlf-check.cpuUs'] ?? NaN, 0)} µs/req)`,
+    show: (v, f) =>
+      `${fmt(v)}x (${rps(f, 'check')} vs ${rps(f, 'rlf-check')} req/s; server CPU ${fmt(f['http.check.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.rlf-check.cpuUs'] ?? NaN, 0)} µs/req)`,
   },
   {
     target: '1. /v1/check >= 1.0x Hono + rate-limiter-flexible, one hot key (1,000/min: mostly the deny path)',
     value: (f) => f['http.checkHotOverRlf'],
     pass: (v) => v >= 1,
-    show: (v, f) => `${fmt(v)}x (${rps(f, 'check-hot')} vs ${rps(f, 'rlf-check-hot')} req/s; server CPU ${fmt(f['http.check-hot.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.rlf-check-hot.cpuUs'] ?? NaN, 0)} µs/req)`,
+    show: (v, f) =>
+      `${fmt(v)}x (${rps(f, 'check-hot')} vs ${rps(f, 'rlf-check-hot')} req/s; server CPU ${fmt(f['http.check-hot.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.rlf-check-hot.cpuUs'] ?? NaN, 0)} µs/req)`,
   },
   {
     target: '1. gateway (GET forwarded to a local upstream) >= 0.9x a bare Hono proxy to the same upstream',
     value: (f) => f['http.gatewayOverProxy'],
     pass: (v) => v >= 0.9,
-    show: (v, f) => `${fmt(v)}x (${rps(f, 'gateway')} vs ${rps(f, 'bare-proxy')} req/s; server CPU ${fmt(f['http.gateway.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.bare-proxy.cpuUs'] ?? NaN, 0)} µs/req)`,
+    show: (v, f) =>
+      `${fmt(v)}x (${rps(f, 'gateway')} vs ${rps(f, 'bare-proxy')} req/s; server CPU ${fmt(f['http.gateway.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.bare-proxy.cpuUs'] ?? NaN, 0)} µs/req)`,
   },
   {
     target: '1. (stretch) /v1/check >= 0.85x the bare Hono handler',
@@ -46,22 +50,24 @@ const TARGETS: Target[] = [
     target: '2. engine >= 1.5x rate-limiter-flexible decisions/s, 64 callers, one hot key',
     value: (f) => f['engine.ratio.fwOverRlf.k1'],
     pass: (v) => v >= 1.5,
-    show: (v, f) => `${fmt(v)}x (${Math.round(f['engine.qf_fw.k1.saturation'] ?? 0)} vs ${Math.round(f['engine.rlf.k1.saturation'] ?? 0)}/s)`,
+    show: (v, f) =>
+      `${fmt(v)}x (${Math.round(f['engine.qf_fw.k1.saturation'] ?? 0)} vs ${Math.round(f['engine.rlf.k1.saturation'] ?? 0)}/s)`,
   },
   {
     target: '2. engine >= 1.5x rate-limiter-flexible decisions/s, 64 callers, 100,000 keys',
     value: (f) => f['engine.ratio.fwOverRlf.k100000'],
     pass: (v) => v >= 1.5,
-    show: (v, f) => `${fmt(v)}x (${Math.round(f['engine.qf_fw.k100000.saturation'] ?? 0)} vs ${Math.round(f['engine.rlf.k100000.saturation'] ?? 0)}/s)`,
+    show: (v, f) =>
+      `${fmt(v)}x (${Math.round(f['engine.qf_fw.k100000.saturation'] ?? 0)} vs ${Math.round(f['engine.rlf.k100000.saturation'] ?? 0)}/s)`,
   },
   {
-    target: '2. client + Redis CPU µs per decision below rate-limiter-flexible\'s, one hot key (rlf / engine > 1)',
+    target: "2. client + Redis CPU µs per decision below rate-limiter-flexible's, one hot key (rlf / engine > 1)",
     value: (f) => f['engine.cpuRatio.rlfOverFw.k1'],
     pass: (v) => v > 1,
     show: (v, f) => `${fmt(v)} (${fmt(cpu(f, 'qf_fw', 1), 1)} µs vs ${fmt(cpu(f, 'rlf', 1), 1)} µs)`,
   },
   {
-    target: '2. client + Redis CPU µs per decision below rate-limiter-flexible\'s, 100,000 keys (rlf / engine > 1)',
+    target: "2. client + Redis CPU µs per decision below rate-limiter-flexible's, 100,000 keys (rlf / engine > 1)",
     value: (f) => f['engine.cpuRatio.rlfOverFw.k100000'],
     pass: (v) => v > 1,
     show: (v, f) => `${fmt(v)} (${fmt(cpu(f, 'qf_fw', 100_000), 1)} µs vs ${fmt(cpu(f, 'rlf', 100_000), 1)} µs)`,
@@ -123,7 +129,7 @@ export function targetsTable(figures: Record<string, number>): Table {
     return { target: t.target, measured: t.show(value, figures), result: t.pass(value) ? 'PASS' : 'MISS' };
   });
   const notes = [
-    'Issue 12\'s five targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- --only commands,engine,http,memory` (the sections these targets come from). Where a target is missed, docs/performance.md says where the time goes, with profiles (`npx tsx bench/profile.ts check 5`), and what the next step is.',
+    "Issue 12's five targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- --only commands,engine,http,memory` (the sections these targets come from). Where a target is missed, docs/performance.md says where the time goes, with profiles (`npx tsx bench/profile.ts check 5`), and what the next step is.",
   ];
   return { id: 'targets', title: '7. Targets (ratios from this run)', columns: ['target', 'measured', 'result'], rows, notes };
 }
@@ -134,12 +140,47 @@ export function tuningTable(f: Record<string, number>): Table {
   const add = (knob: string, measure: string, on: number | undefined, off: number | undefined, note: string) => {
     if (on === undefined || off === undefined) return;
     const ratio = on / off;
-    rows.push({ knob, measure, 'with / without': round(ratio), verdict: ratio >= 1.05 ? 'keep (helps)' : ratio <= 0.95 ? 'hurts here' : 'no clear effect', note });
+    rows.push({
+      knob,
+      measure,
+      'with / without': round(ratio),
+      verdict: ratio >= 1.05 ? 'keep (helps)' : ratio <= 0.95 ? 'hurts here' : 'no clear effect',
+      note,
+    });
   };
-  add('ioredis enableAutoPipelining (redis.autoPipelining)', 'engine decisions/s, one hot key', f['engine.qf_fw.k1.saturation'], f['engine.qf_fw_noap.k1.saturation'], 'batches one tick of decisions into one write');
-  add('ioredis enableAutoPipelining (redis.autoPipelining)', 'engine decisions/s, 100,000 keys', f['engine.qf_fw.k100000.saturation'], f['engine.qf_fw_noap.k100000.saturation'], '');
-  add('over-limit cache', 'engine decisions/s for an abusive key', f['engine.abusive.cache'], f['engine.abusive.nocache'], 'denials answered in memory until the reset');
+  add(
+    'ioredis enableAutoPipelining (redis.autoPipelining)',
+    'engine decisions/s, one hot key',
+    f['engine.qf_fw.k1.saturation'],
+    f['engine.qf_fw_noap.k1.saturation'],
+    'batches one tick of decisions into one write',
+  );
+  add(
+    'ioredis enableAutoPipelining (redis.autoPipelining)',
+    'engine decisions/s, 100,000 keys',
+    f['engine.qf_fw.k100000.saturation'],
+    f['engine.qf_fw_noap.k100000.saturation'],
+    '',
+  );
+  add(
+    'over-limit cache',
+    'engine decisions/s for an abusive key',
+    f['engine.abusive.cache'],
+    f['engine.abusive.nocache'],
+    'denials answered in memory until the reset',
+  );
   add('over-limit cache', 'gateway req/s for an abusive key', f['http.abusive.rps'], f['http.abusive-nocache.rps'], '');
-  add('node:cluster, 2 workers (src/ops/cluster-mode.ts)', '/v1/check req/s', f['http.check-cluster.rps'], f['http.check.rps'], 'the load generator and Redis share the same 2 cores');
-  return { id: 'tuning', title: '8. What helps (measured in this run)', columns: ['knob', 'measure', 'with / without', 'verdict', 'note'], rows };
+  add(
+    'node:cluster, 2 workers (src/ops/cluster-mode.ts)',
+    '/v1/check req/s',
+    f['http.check-cluster.rps'],
+    f['http.check.rps'],
+    'the load generator and Redis share the same 2 cores',
+  );
+  return {
+    id: 'tuning',
+    title: '8. What helps (measured in this run)',
+    columns: ['knob', 'measure', 'with / without', 'verdict', 'note'],
+    rows,
+  };
 }

@@ -57,7 +57,14 @@ export interface LabOptions {
 
 function directClient(url: string): Redis {
   const parsed = new URL(url);
-  const client = new Redis({ host: parsed.hostname, port: Number(parsed.port), enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, retryStrategy: () => 100 });
+  const client = new Redis({
+    host: parsed.hostname,
+    port: Number(parsed.port),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 2_000,
+    retryStrategy: () => 100,
+  });
   client.on('error', () => undefined);
   return client;
 }
@@ -78,7 +85,9 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       toxiproxyUrl: options.toxiproxyUrl,
       redisPorts: Object.fromEntries(REGIONS.map((r) => [r, redis[r].port])) as Record<RegionName, number>,
     });
-    progress(`toxiproxy ${network.ownServer ? '(quotafed\'s own server)' : '(external)'} at ${network.toxiproxyUrl}, ${network.links().length} links`);
+    progress(
+      `toxiproxy ${network.ownServer ? "(quotafed's own server)" : '(external)'} at ${network.toxiproxyUrl}, ${network.links().length} links`,
+    );
   } catch (error) {
     await Promise.all(started.map((server) => server.stop()));
     throw error;

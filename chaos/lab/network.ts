@@ -48,11 +48,15 @@ async function answers(url: string): Promise<boolean> {
 
 async function startOwnToxiproxy(root: string): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'chaos/toxiproxy/main.ts'), '--host', '127.0.0.1', '--port', String(port)], {
-    cwd: root,
-    env: { ...process.env, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(root, 'chaos/toxiproxy/main.ts'), '--host', '127.0.0.1', '--port', String(port)],
+    {
+      cwd: root,
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   while (!(await answers(url))) {
@@ -87,7 +91,12 @@ export async function startNetwork(options: NetworkOptions): Promise<Network> {
       const existing = await client.get(name).catch(() => undefined);
       if (existing) await existing.remove();
       const port = await freePort();
-      const proxy = await client.createProxy({ name, listen: `${host}:${port}`, upstream: `127.0.0.1:${options.redisPorts[link.to]}`, enabled: true });
+      const proxy = await client.createProxy({
+        name,
+        listen: `${host}:${port}`,
+        upstream: `127.0.0.1:${options.redisPorts[link.to]}`,
+        enabled: true,
+      });
       proxies.set(name, { proxy, port });
     }
   } catch (error) {
@@ -112,7 +121,13 @@ export async function startNetwork(options: NetworkOptions): Promise<Network> {
     async addLatency(link, latencyMs, jitterMs, name) {
       const { proxy } = proxyOf(link);
       for (const stream of ['upstream', 'downstream'] as const) {
-        await proxy.addToxic({ name: `${name}-${stream}`, type: 'latency', stream, toxicity: 1, attributes: { latency: latencyMs, jitter: jitterMs } });
+        await proxy.addToxic({
+          name: `${name}-${stream}`,
+          type: 'latency',
+          stream,
+          toxicity: 1,
+          attributes: { latency: latencyMs, jitter: jitterMs },
+        });
       }
     },
     async removeToxic(link, name) {

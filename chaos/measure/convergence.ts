@@ -34,7 +34,11 @@ interface Target {
   atLeast: number;
 }
 
-async function readAll(direct: Record<RegionName, Redis>, region: RegionName, keys: readonly string[]): Promise<Array<Record<string, string>> | null> {
+async function readAll(
+  direct: Record<RegionName, Redis>,
+  region: RegionName,
+  keys: readonly string[],
+): Promise<Array<Record<string, string>> | null> {
   try {
     return await Promise.all(keys.map((key) => direct[region].hgetall(key)));
   } catch {
@@ -51,7 +55,12 @@ export interface Convergence {
 
 const NAME_BY_INDEX = [...REGIONS].sort();
 
-export async function measureConvergence(direct: Record<RegionName, Redis>, apiKeys: readonly string[], timeoutMs: number, pollMs = 20): Promise<Convergence> {
+export async function measureConvergence(
+  direct: Record<RegionName, Redis>,
+  apiKeys: readonly string[],
+  timeoutMs: number,
+  pollMs = 20,
+): Promise<Convergence> {
   const started = Date.now();
   const keys = apiKeys.map(windowStateKey);
   const targets: Target[] = [];

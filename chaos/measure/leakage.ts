@@ -47,7 +47,10 @@ export function bucketLeakage(decisions: readonly Decision[], capacity: number, 
   let max = 0;
   let worst: LeakageResult['worst'] = null;
   for (const [key, group] of byKey(decisions)) {
-    const times = group.filter((d) => d.outcome === 'admitted').map((d) => d.t).sort((a, b) => a - b);
+    const times = group
+      .filter((d) => d.outcome === 'admitted')
+      .map((d) => d.t)
+      .sort((a, b) => a - b);
     let best = Number.POSITIVE_INFINITY;
     let bestIndex = 0;
     for (let j = 0; j < times.length; j++) {

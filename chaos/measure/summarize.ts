@@ -3,7 +3,11 @@ import { REGIONS, type Decision, type LimiterResult, type Policy, type RegionNam
 import { exactBucket, exactWindow, underAdmission } from './exact.ts';
 import { bucketLeakage, windowLeakage } from './leakage.ts';
 
-export function summarize(decisions: readonly Decision[], policy: Policy, rules: readonly RuleKind[] = ['window', 'bucket']): LimiterResult {
+export function summarize(
+  decisions: readonly Decision[],
+  policy: Policy,
+  rules: readonly RuleKind[] = ['window', 'bucket'],
+): LimiterResult {
   const of = (rule: RuleKind) => decisions.filter((d) => d.rule === rule);
   const answered = decisions.filter((d) => d.outcome !== 'error').length;
   const limited = decisions.filter((d) => d.outcome === 'limited').length;

@@ -57,7 +57,8 @@ function timelineSvg(run: RunResult): string {
     color: PALETTE[i]!,
     points: run.timeline.bins[region].map((count, index) => [index, count] as const),
   }));
-  const total = (bins: Record<string, number[]>) => bins[REGIONS[0]]!.map((_, index) => [index, REGIONS.reduce((sum, r) => sum + bins[r]![index]!, 0)] as const);
+  const total = (bins: Record<string, number[]>) =>
+    bins[REGIONS[0]]!.map((_, index) => [index, REGIONS.reduce((sum, r) => sum + bins[r]![index]!, 0)] as const);
   series.push({ name: 'quotafed total', color: '#000', points: total(run.timeline.bins) });
   if (run.timeline.peerBins) series.push({ name: 'Upstash total', color: '#888', dashed: true, points: total(run.timeline.peerBins) });
   const steady = (run.limits.window * run.timeline.binMs) / run.policy.windowPeriodMs;
@@ -83,7 +84,7 @@ export function writeReport(dir: string, input: ReportInput): { markdown: string
     `Command: \`${input.command}\` · seed ${input.seed} · ${(input.wallMs / 1000).toFixed(0)} s wall time · ${input.machine} · Toxiproxy: ${input.toxiproxy}`,
     '',
     'Leakage = admitted beyond the policy for one key (window rule: per window; bucket rule: over any interval, beyond capacity + rate × T), as requests and % of the limit.',
-    'Under-admission = requests an exact single global limiter, replaying the merged trace, admitted and the federation refused (% of the exact limiter\'s admissions).',
+    "Under-admission = requests an exact single global limiter, replaying the merged trace, admitted and the federation refused (% of the exact limiter's admissions).",
     'Upstash runs `MultiRegionRatelimit.fixedWindow` with the same limit and window on the same traffic, through the same links (it has no multi-region token bucket).',
     '',
   ];
@@ -92,14 +93,17 @@ export function writeReport(dir: string, input: ReportInput): { markdown: string
     for (const run of scenarioRuns) {
       const file = `timeline-${run.scenario.name}.svg`;
       writeFileSync(join(dir, file), timelineSvg(run));
-      lines.push(`### ${run.scenario.name}`, '', run.scenario.description + '.', '');
+      lines.push(`### ${run.scenario.name}`, '', `${run.scenario.description}.`, '');
       if (run.scenario.faults.length) lines.push(`Faults: ${run.scenario.faults.map(describeFault).join('; ')}.`, '');
       lines.push(`![admissions over time in ${run.scenario.name}](${file})`, '');
       for (const note of run.notes) lines.push(`- ${note}`);
       if (run.notes.length) lines.push('');
     }
   }
-  for (const [axis, label, unit] of [['syncInterval', 'sync interval', 'ms'], ['latency', 'link latency (one way)', 'ms']] as const) {
+  for (const [axis, label, unit] of [
+    ['syncInterval', 'sync interval', 'ms'],
+    ['latency', 'link latency (one way)', 'ms'],
+  ] as const) {
     const runs = sweepRuns(input.runs, axis);
     if (runs.length === 0) continue;
     const slug = axis === 'syncInterval' ? 'sync' : 'latency';
@@ -119,7 +123,13 @@ export function writeReport(dir: string, input: ReportInput): { markdown: string
     );
     writeFileSync(
       join(dir, `sweep-${slug}-under.svg`),
-      lineChart({ title: `Under-admission (window rule) vs ${label}`, xLabel: `${label} (${unit})`, yLabel: '% of exact admissions refused', series: sweepSeries(runs, underPercent), xLog: axis === 'syncInterval' }),
+      lineChart({
+        title: `Under-admission (window rule) vs ${label}`,
+        xLabel: `${label} (${unit})`,
+        yLabel: '% of exact admissions refused',
+        series: sweepSeries(runs, underPercent),
+        xLog: axis === 'syncInterval',
+      }),
     );
     lines.push(
       `## Sweep: ${label}`,

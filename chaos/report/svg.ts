@@ -82,7 +82,9 @@ function frame(title: string, xLabel: string, yLabel: string, yMax: number, x: (
     );
   }
   parts.push(`<line x1="${MARGIN.left}" x2="${MARGIN.left}" y1="${MARGIN.top}" y2="${HEIGHT - MARGIN.bottom}" stroke="#333"/>`);
-  parts.push(`<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${HEIGHT - MARGIN.bottom}" y2="${HEIGHT - MARGIN.bottom}" stroke="#333"/>`);
+  parts.push(
+    `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${HEIGHT - MARGIN.bottom}" y2="${HEIGHT - MARGIN.bottom}" stroke="#333"/>`,
+  );
   return { x, y, parts };
 }
 
@@ -103,7 +105,9 @@ function polyline(points: ReadonlyArray<readonly [number, number]>, f: Frame, se
   const path = points.map(([px, py]) => `${f.x(px).toFixed(1)},${f.y(py).toFixed(1)}`).join(' ');
   const line = `<polyline points="${path}" fill="none" stroke="${series.color}" stroke-width="2"${series.dashed ? ' stroke-dasharray="5 3"' : ''}/>`;
   if (!markers) return line;
-  return line + points.map(([px, py]) => `<circle cx="${f.x(px).toFixed(1)}" cy="${f.y(py).toFixed(1)}" r="3" fill="${series.color}"/>`).join('');
+  return (
+    line + points.map(([px, py]) => `<circle cx="${f.x(px).toFixed(1)}" cy="${f.y(py).toFixed(1)}" r="3" fill="${series.color}"/>`).join('')
+  );
 }
 
 function drawReferences(f: Frame, references: LineChartSpec['references']): void {
@@ -140,7 +144,9 @@ export function timelineChart(spec: TimelineSpec): string {
   const durationMs = bins * spec.binMs;
   const plotWidth = WIDTH - MARGIN.left - MARGIN.right;
   const x = (ms: number) => MARGIN.left + (ms / durationMs) * plotWidth;
-  const yMax = niceMax(Math.max(1, ...spec.series.flatMap((s) => s.points.map(([, y]) => y)), ...(spec.references ?? []).map((r) => r.y)) * 1.1);
+  const yMax = niceMax(
+    Math.max(1, ...spec.series.flatMap((s) => s.points.map(([, y]) => y)), ...(spec.references ?? []).map((r) => r.y)) * 1.1,
+  );
   const f = frame(spec.title, 'seconds since the traffic started', spec.yLabel, yMax, x);
   drawReferences(f, spec.references);
   for (const shade of spec.shades) {

@@ -26,7 +26,10 @@ export class Stage implements Sink {
   private ended = false;
   private disposed = false;
 
-  constructor(spec: ToxicSpec, private readonly host: StageHost) {
+  constructor(
+    spec: ToxicSpec,
+    private readonly host: StageHost,
+  ) {
     this.name = spec.name;
     this.kind = toxicKinds.get(spec.type)!;
     this.context = {

@@ -25,7 +25,8 @@ options (ports are given in region order: us-east,eu-west,ap-south):
 function portList(text: string | undefined, flag: string): number[] | undefined {
   if (text === undefined) return undefined;
   const ports = text.split(',').map((part) => Number(part.trim()));
-  if (ports.some((port) => !Number.isInteger(port) || port < 1 || port > 65_535)) throw new UsageError(`${flag} takes ports such as 7381,7382,7383; got ${text}`);
+  if (ports.some((port) => !Number.isInteger(port) || port < 1 || port > 65_535))
+    throw new UsageError(`${flag} takes ports such as 7381,7382,7383; got ${text}`);
   return ports;
 }
 

@@ -69,7 +69,11 @@ export async function main(argv: string[]): Promise<number> {
           process.stderr.write(`--workers takes a whole number from 1 to 64, not ${JSON.stringify(parsed.values.workers)}\n`);
           return 2;
         }
-        return await serveCommand(parsed.values.config, { watchConfig: parsed.values['watch-config'] ?? false, newFederation: parsed.values['new-federation'] ?? false, ...(workers ? { workers } : {}) });
+        return await serveCommand(parsed.values.config, {
+          watchConfig: parsed.values['watch-config'] ?? false,
+          newFederation: parsed.values['new-federation'] ?? false,
+          ...(workers ? { workers } : {}),
+        });
       }
       case 'check-config': {
         const { checkConfigCommand } = await import('./serve.ts');

@@ -6,15 +6,24 @@ import { startRegionService } from '../service.ts';
 
 export async function checkConfigCommand(configPath: string | undefined): Promise<number> {
   const config = loadConfigFile(configPath);
-  process.stdout.write(`config OK: region ${config.region}, ${config.rules.length} rule(s): ${config.rules.map((r) => r.name).join(', ')}\n`);
+  process.stdout.write(
+    `config OK: region ${config.region}, ${config.rules.length} rule(s): ${config.rules.map((r) => r.name).join(', ')}\n`,
+  );
   return 0;
 }
 
 /** Starts the region and resolves when it has stopped after SIGTERM/SIGINT. */
-export async function serveCommand(configPath: string | undefined, options: { watchConfig?: boolean; workers?: number; newFederation?: boolean } = {}): Promise<number> {
+export async function serveCommand(
+  configPath: string | undefined,
+  options: { watchConfig?: boolean; workers?: number; newFederation?: boolean } = {},
+): Promise<number> {
   const config: Config = loadConfigFile(configPath);
   const path = configPath ?? process.env.QUOTAFED_CONFIG;
-  const serviceOptions = { ...(path ? { configPath: path } : {}), watchConfig: options.watchConfig ?? false, newFederation: options.newFederation ?? false };
+  const serviceOptions = {
+    ...(path ? { configPath: path } : {}),
+    watchConfig: options.watchConfig ?? false,
+    newFederation: options.newFederation ?? false,
+  };
   if (options.workers !== undefined && options.workers > 1) {
     // node:cluster: every worker runs the whole region service on the shared port (the publisher lock keeps
     // one gossip publisher); the primary supervises and coordinates shutdown.

@@ -21,7 +21,9 @@ export class EnvoyImportError extends Error {
 }
 
 function issues(error: z.ZodError, prefix: string): { fields: string[]; lines: string[] } {
-  const fields = error.issues.map((issue) => [prefix, ...issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`))].join(''));
+  const fields = error.issues.map((issue) =>
+    [prefix, ...issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`))].join(''),
+  );
   return { fields, lines: error.issues.map((issue, i) => `  ${fields[i]}: ${issue.message}`) };
 }
 
@@ -35,18 +37,28 @@ function readDocuments(file: string, baseDir: string, field: string): unknown[] 
   }
   const documents = parseAllDocuments(text);
   const list = Array.isArray(documents) ? documents : [documents];
-  return list.map((document, index) => {
-    if (document.errors.length > 0) throw new EnvoyImportError(`${field} (${path}) document ${index} is not valid YAML: ${document.errors[0]!.message}`, [field]);
-    return document.toJS();
-  }).filter((doc) => doc !== null && doc !== undefined);
+  return list
+    .map((document, index) => {
+      if (document.errors.length > 0)
+        throw new EnvoyImportError(`${field} (${path}) document ${index} is not valid YAML: ${document.errors[0]!.message}`, [field]);
+      return document.toJS();
+    })
+    .filter((doc) => doc !== null && doc !== undefined);
 }
 
 /** A rule name for a descriptor path: readable when it fits the name rules, hashed when not. */
 function ruleName(domain: string, path: readonly EnvoyEntryMatch[], taken: Set<string>): string {
-  const readable = `envoy.${domain}.${path.map((e) => (e.value === undefined ? e.key : `${e.key}_${e.value}`)).join('.')}`.replace(/[^A-Za-z0-9_.-]/g, '-');
+  const readable = `envoy.${domain}.${path.map((e) => (e.value === undefined ? e.key : `${e.key}_${e.value}`)).join('.')}`.replace(
+    /[^A-Za-z0-9_.-]/g,
+    '-',
+  );
   let name = readable.length <= 64 ? readable : readable.slice(0, 52);
   if (name !== readable || taken.has(name)) {
-    const hash = createHash('sha256').update(JSON.stringify([domain, path])).digest('base64url').replace(/[^A-Za-z0-9]/g, '').slice(0, 10);
+    const hash = createHash('sha256')
+      .update(JSON.stringify([domain, path]))
+      .digest('base64url')
+      .replace(/[^A-Za-z0-9]/g, '')
+      .slice(0, 10);
     name = `${name.slice(0, 53)}.${hash}`;
   }
   taken.add(name);
@@ -54,7 +66,11 @@ function ruleName(domain: string, path: readonly EnvoyEntryMatch[], taken: Set<s
 }
 
 /** The rules of validated envoyproxy/ratelimit documents. */
-export function envoyRules(documents: readonly EnvoyConfigDocument[], settings: Pick<EnvoyImport, 'algorithm' | 'failMode' | 'leakageBudget'>, taken = new Set<string>()): Record<string, unknown>[] {
+export function envoyRules(
+  documents: readonly EnvoyConfigDocument[],
+  settings: Pick<EnvoyImport, 'algorithm' | 'failMode' | 'leakageBudget'>,
+  taken = new Set<string>(),
+): Record<string, unknown>[] {
   const rules: Record<string, unknown>[] = [];
   const walk = (domain: string, nodes: readonly EnvoyDescriptorNode[], parent: readonly EnvoyEntryMatch[]) => {
     for (const node of nodes) {

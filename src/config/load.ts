@@ -83,7 +83,8 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
     if (value === undefined || value === '') continue;
     if (NUMERIC_ENV.has(name)) {
       const parsed = z.coerce.number().int().safeParse(value);
-      if (!parsed.success) throw new ConfigError(`invalid environment: ${name}=${JSON.stringify(value)} is not an integer (sets ${path})`, [path]);
+      if (!parsed.success)
+        throw new ConfigError(`invalid environment: ${name}=${JSON.stringify(value)} is not an integer (sets ${path})`, [path]);
       setPath(copy, path, parsed.data);
     } else {
       setPath(copy, path, value);

@@ -31,9 +31,7 @@ export type FailMode = z.infer<typeof FailMode>;
  */
 export const LeakageBudget = z.union([
   z.number().int().min(0),
-  z
-    .string()
-    .regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
+  z.string().regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
   z.literal('unbounded'),
 ]);
 export type LeakageBudget = z.infer<typeof LeakageBudget>;
@@ -64,7 +62,10 @@ export const Rule = z.strictObject({
       identity: z.enum(['apiKey', 'anonymous', 'any']).default('any'),
       /** Route patterns in Hono syntax ("/search", "/v1/items/:id", "/admin/*"); all paths when omitted. */
       endpoints: z.array(z.string().startsWith('/')).min(1).optional(),
-      methods: z.array(z.string().regex(/^[A-Z]+$/)).min(1).optional(),
+      methods: z
+        .array(z.string().regex(/^[A-Z]+$/))
+        .min(1)
+        .optional(),
       /**
        * Envoy rate limit service requests (gRPC) this rule applies to, the way envoyproxy/ratelimit's config
        * selects a limit: the domain and the descriptor's entries level by level. Such a rule decides only
@@ -113,7 +114,10 @@ export const Peer = z.strictObject({
    * The peer's Redis is a Redis Cluster: its seed nodes. Gossip links and recovery questions then use a cluster
    * connection; `redisUrl` stays the address shown in status (any one node of the cluster).
    */
-  clusterNodes: z.array(z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' })).min(1).optional(),
+  clusterNodes: z
+    .array(z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' }))
+    .min(1)
+    .optional(),
   /** Share weight of this peer; every region's config must list the same weights. */
   weight: z.number().positive().default(1),
   /** TLS for a rediss:// peer URL; defaults to the region's `redis.tls`. */
@@ -122,9 +126,15 @@ export const Peer = z.strictObject({
 export type Peer = z.infer<typeof Peer>;
 
 export const RedisSettings = z.strictObject({
-  url: z.string().regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' }).default('redis://127.0.0.1:6379'),
+  url: z
+    .string()
+    .regex(/^rediss?:\/\//, { error: 'expected a redis:// or rediss:// URL' })
+    .default('redis://127.0.0.1:6379'),
   /** Cluster seed nodes; when given, the region's Redis is a Redis Cluster and `url` is ignored. */
-  clusterNodes: z.array(z.string().regex(/^rediss?:\/\//)).min(1).optional(),
+  clusterNodes: z
+    .array(z.string().regex(/^rediss?:\/\//))
+    .min(1)
+    .optional(),
   /** A decision never waits longer than this on Redis; then the fail mode decides. */
   commandTimeoutMs: z.number().int().positive().max(10_000).default(500),
   connectTimeoutMs: z.number().int().positive().default(2_000),
@@ -198,7 +208,10 @@ export interface EnvoyDescriptorNode {
   descriptors?: EnvoyDescriptorNode[] | undefined;
 }
 
-const UNIT = z.string().transform((unit) => unit.toLowerCase()).pipe(z.enum(['second', 'minute', 'hour', 'day'], { error: 'expected second, minute, hour or day' }));
+const UNIT = z
+  .string()
+  .transform((unit) => unit.toLowerCase())
+  .pipe(z.enum(['second', 'minute', 'hour', 'day'], { error: 'expected second, minute, hour or day' }));
 
 export const EnvoyDescriptorNode: z.ZodType<EnvoyDescriptorNode> = z.lazy(() =>
   z.strictObject({
@@ -246,87 +259,103 @@ export const PathSettings = z.strictObject({
   trailingSlash: z.enum(['ignore', 'strict']).default('ignore'),
 });
 
-export const Config = z.strictObject({
-  region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
-  port: z.number().int().min(0).max(65_535).default(8080),
-  host: z.string().default('127.0.0.1'),
-  redis: RedisSettings.prefault({}),
-  upstream: z
-    .strictObject({
-      url: z.url().optional(),
-      timeoutMs: z.number().int().positive().default(30_000),
-    })
-    .prefault({}),
-  identity: z
-    .strictObject({
-      /** Requests without an API key: limit them per client IP, or reject them with 401. */
-      anonymous: z.enum(['ip', 'reject']).default('ip'),
-      /** Take the client IP from X-Forwarded-For (only behind a trusted proxy). */
-      trustForwardedFor: z.boolean().default(false),
-      maxApiKeyBytes: z.number().int().positive().max(65_536).default(512),
-    })
-    .prefault({}),
-  admin: z
-    .strictObject({
-      /** Bearer token for admin routes; /v1/check and admin routes are closed when it is set and missing. */
-      token: z.string().min(16, { error: 'the admin token must be at least 16 characters' }).optional(),
-      /** Serve admin routes on a separate listener (e.g. 127.0.0.1:9464) instead of the public port. */
-      port: z.number().int().min(0).max(65_535).optional(),
-      /** Require the admin token on POST /v1/check as well. */
-      protectCheck: z.boolean().default(false),
-    })
-    .prefault({}),
-  paths: PathSettings.prefault({}),
-  /** Bounds on slow clients (node:http server timeouts, checked every second). */
-  server: z
-    .strictObject({
-      /** A client must send its complete request headers within this (408 and close otherwise). */
-      headersTimeoutMs: z.number().int().positive().max(600_000).default(10_000),
-      /** ... and its whole request, body included, within this. */
-      requestTimeoutMs: z.number().int().positive().max(3_600_000).default(60_000),
-      /** An idle keep-alive connection is closed after this. */
-      keepAliveTimeoutMs: z.number().int().positive().max(600_000).default(5_000),
-    })
-    .prefault({}),
-  breaker: Breaker.prefault({}),
-  federation: Federation.prefault({}),
-  logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-  /** Envoy's rate limit service (RateLimitService v3) over gRPC; absent: no gRPC listener. */
-  grpc: Grpc.optional(),
-  /** envoyproxy/ratelimit config documents, converted into rules by the loader (src/config/envoy-import.ts). */
-  envoy: EnvoyImport.optional(),
-  rules: z.array(Rule).min(1),
-}).superRefine((config, ctx) => {
-  const seen = new Set<string>();
-  config.rules.forEach((rule, index) => {
-    if (seen.has(rule.name)) ctx.addIssue({ code: 'custom', path: ['rules', index, 'name'], message: `duplicate rule name "${rule.name}"` });
-    seen.add(rule.name);
-    if (rule.match.envoy && (rule.match.endpoints || rule.match.methods || rule.match.identity !== 'any')) {
-      ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'envoy'], message: 'an Envoy rule matches descriptors only: drop identity, endpoints and methods' });
-    }
-    (rule.match.endpoints ?? []).forEach((pattern, at) => {
-      const problem = patternProblem(pattern, config.paths);
-      if (problem) ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'endpoints', at], message: problem });
+export const Config = z
+  .strictObject({
+    region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
+    port: z.number().int().min(0).max(65_535).default(8080),
+    host: z.string().default('127.0.0.1'),
+    redis: RedisSettings.prefault({}),
+    upstream: z
+      .strictObject({
+        url: z.url().optional(),
+        timeoutMs: z.number().int().positive().default(30_000),
+      })
+      .prefault({}),
+    identity: z
+      .strictObject({
+        /** Requests without an API key: limit them per client IP, or reject them with 401. */
+        anonymous: z.enum(['ip', 'reject']).default('ip'),
+        /** Take the client IP from X-Forwarded-For (only behind a trusted proxy). */
+        trustForwardedFor: z.boolean().default(false),
+        maxApiKeyBytes: z.number().int().positive().max(65_536).default(512),
+      })
+      .prefault({}),
+    admin: z
+      .strictObject({
+        /** Bearer token for admin routes; /v1/check and admin routes are closed when it is set and missing. */
+        token: z.string().min(16, { error: 'the admin token must be at least 16 characters' }).optional(),
+        /** Serve admin routes on a separate listener (e.g. 127.0.0.1:9464) instead of the public port. */
+        port: z.number().int().min(0).max(65_535).optional(),
+        /** Require the admin token on POST /v1/check as well. */
+        protectCheck: z.boolean().default(false),
+      })
+      .prefault({}),
+    paths: PathSettings.prefault({}),
+    /** Bounds on slow clients (node:http server timeouts, checked every second). */
+    server: z
+      .strictObject({
+        /** A client must send its complete request headers within this (408 and close otherwise). */
+        headersTimeoutMs: z.number().int().positive().max(600_000).default(10_000),
+        /** ... and its whole request, body included, within this. */
+        requestTimeoutMs: z.number().int().positive().max(3_600_000).default(60_000),
+        /** An idle keep-alive connection is closed after this. */
+        keepAliveTimeoutMs: z.number().int().positive().max(600_000).default(5_000),
+      })
+      .prefault({}),
+    breaker: Breaker.prefault({}),
+    federation: Federation.prefault({}),
+    logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+    /** Envoy's rate limit service (RateLimitService v3) over gRPC; absent: no gRPC listener. */
+    grpc: Grpc.optional(),
+    /** envoyproxy/ratelimit config documents, converted into rules by the loader (src/config/envoy-import.ts). */
+    envoy: EnvoyImport.optional(),
+    rules: z.array(Rule).min(1),
+  })
+  .superRefine((config, ctx) => {
+    const seen = new Set<string>();
+    config.rules.forEach((rule, index) => {
+      if (seen.has(rule.name))
+        ctx.addIssue({ code: 'custom', path: ['rules', index, 'name'], message: `duplicate rule name "${rule.name}"` });
+      seen.add(rule.name);
+      if (rule.match.envoy && (rule.match.endpoints || rule.match.methods || rule.match.identity !== 'any')) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['rules', index, 'match', 'envoy'],
+          message: 'an Envoy rule matches descriptors only: drop identity, endpoints and methods',
+        });
+      }
+      (rule.match.endpoints ?? []).forEach((pattern, at) => {
+        const problem = patternProblem(pattern, config.paths);
+        if (problem) ctx.addIssue({ code: 'custom', path: ['rules', index, 'match', 'endpoints', at], message: problem });
+      });
+      if (rule.failMode === 'closed' && rule.localFallback === true) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['rules', index, 'localFallback'],
+          message: 'a failMode "closed" rule is only ever decided by Redis; localFallback applies to failMode "open" rules',
+        });
+      }
+      if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
+        ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
+      }
     });
-    if (rule.failMode === 'closed' && rule.localFallback === true) {
-      ctx.addIssue({ code: 'custom', path: ['rules', index, 'localFallback'], message: 'a failMode "closed" rule is only ever decided by Redis; localFallback applies to failMode "open" rules' });
+    if (config.server.headersTimeoutMs > config.server.requestTimeoutMs) {
+      ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'headersTimeoutMs cannot exceed requestTimeoutMs' });
     }
-    if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
-      ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
+    if (config.admin.protectCheck && !config.admin.token) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['admin', 'protectCheck'],
+        message: 'protectCheck needs admin.token (or QUOTAFED_ADMIN_TOKEN)',
+      });
     }
+    const names = new Set([config.region]);
+    config.federation.peers.forEach((peer, index) => {
+      if (names.has(peer.name))
+        ctx.addIssue({ code: 'custom', path: ['federation', 'peers', index, 'name'], message: `duplicate region name "${peer.name}"` });
+      names.add(peer.name);
+    });
   });
-  if (config.server.headersTimeoutMs > config.server.requestTimeoutMs) {
-    ctx.addIssue({ code: 'custom', path: ['server', 'headersTimeoutMs'], message: 'headersTimeoutMs cannot exceed requestTimeoutMs' });
-  }
-  if (config.admin.protectCheck && !config.admin.token) {
-    ctx.addIssue({ code: 'custom', path: ['admin', 'protectCheck'], message: 'protectCheck needs admin.token (or QUOTAFED_ADMIN_TOKEN)' });
-  }
-  const names = new Set([config.region]);
-  config.federation.peers.forEach((peer, index) => {
-    if (names.has(peer.name)) ctx.addIssue({ code: 'custom', path: ['federation', 'peers', index, 'name'], message: `duplicate region name "${peer.name}"` });
-    names.add(peer.name);
-  });
-});
 export type Config = z.infer<typeof Config>;
 
 /**
@@ -337,11 +366,13 @@ export type Config = z.infer<typeof Config>;
 function patternProblem(pattern: string, paths: z.infer<typeof PathSettings>): string | undefined {
   if (pattern === '/' || pattern === '/*') return undefined;
   const segments = pattern.slice(1).split('/');
-  if (segments.at(-1) === '' && paths.trailingSlash !== 'strict') return 'drop the trailing "/": paths are matched without it (paths.trailingSlash: ignore)';
+  if (segments.at(-1) === '' && paths.trailingSlash !== 'strict')
+    return 'drop the trailing "/": paths are matched without it (paths.trailingSlash: ignore)';
   for (const [i, segment] of segments.entries()) {
     if (segment === '' && i < segments.length - 1) return 'empty path segment ("//"): paths are matched with repeated slashes collapsed';
     if (segment === '.' || segment === '..') return '"." and ".." segments never appear in a canonical path';
-    if (segment.includes(';') || segment.includes('%') || segment.includes('\\')) return 'patterns are matched against decoded canonical paths: no ";", "%" or "\\"';
+    if (segment.includes(';') || segment.includes('%') || segment.includes('\\'))
+      return 'patterns are matched against decoded canonical paths: no ";", "%" or "\\"';
     if (!paths.caseSensitive && !segment.startsWith(':') && segment !== segment.toLowerCase()) {
       return 'paths are matched case-insensitively (folded to lower case): write the pattern in lower case or set paths.caseSensitive';
     }

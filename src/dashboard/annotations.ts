@@ -11,7 +11,10 @@ export const PartitionAnnotation = z
     /** A region cut off from all others. */
     region: RegionName.optional(),
     /** Individual cut links; `oneWay` means only from → to is cut. */
-    links: z.array(z.strictObject({ from: RegionName, to: RegionName, oneWay: z.boolean().default(false) })).max(32).optional(),
+    links: z
+      .array(z.strictObject({ from: RegionName, to: RegionName, oneWay: z.boolean().default(false) }))
+      .max(32)
+      .optional(),
     /** When the partition started (epoch ms); the time of the POST when omitted. */
     since: EpochMs.optional(),
     /** When it healed; absent while it lasts. */
@@ -42,7 +45,10 @@ export const WatchedKeyInput = z.strictObject({
   apiKey: z.string().min(1).max(512).optional(),
   ip: z.string().max(64).optional(),
   path: z.string().startsWith('/').max(2_048).optional(),
-  method: z.string().regex(/^[A-Za-z]{1,16}$/).optional(),
+  method: z
+    .string()
+    .regex(/^[A-Za-z]{1,16}$/)
+    .optional(),
   /** What the page shows for the key; the API key itself is never shown. */
   label: z.string().min(1).max(64),
 });
@@ -102,12 +108,14 @@ export function createAnnotationStore(options: AnnotationStoreOptions = {}): Ann
     apply(input) {
       const at = now();
       const previous = current();
-      const pick = <K extends 'scenario' | 'partition' | 'leakage' | 'watch'>(field: K, next: Annotations[K] | undefined): Annotations[K] =>
-        next === undefined ? (previous?.[field] ?? null) : next;
+      const pick = <K extends 'scenario' | 'partition' | 'leakage' | 'watch'>(
+        field: K,
+        next: Annotations[K] | undefined,
+      ): Annotations[K] => (next === undefined ? (previous?.[field] ?? null) : next);
       const partition =
         input.partition === undefined || input.partition === null
           ? input.partition
-          : { ...input.partition, since: input.partition.since ?? (previous?.partition?.since ?? at) };
+          : { ...input.partition, since: input.partition.since ?? previous?.partition?.since ?? at };
       state = {
         scenario: pick('scenario', input.scenario),
         partition: pick('partition', partition),

@@ -68,7 +68,12 @@ export function createKeyViewReader(policy: Policy, redis: RegionRedis) {
     const views = await Promise.all(
       watched.map(async (watch) => {
         try {
-          const view = await federationKeyView(config, redis, watch.rule, { apiKey: watch.apiKey, ip: watch.ip, endpoint: watch.path, method: watch.method });
+          const view = await federationKeyView(config, redis, watch.rule, {
+            apiKey: watch.apiKey,
+            ip: watch.ip,
+            endpoint: watch.path,
+            method: watch.method,
+          });
           return dashboardKeyView(config, watch, view, nowMs);
         } catch {
           // A key whose rule no longer applies, or a Redis that is down: the page shows the others.

@@ -102,7 +102,9 @@ export function createLinkProbe(options: LinkProbeOptions): LinkProbe {
           const status = byPeer.get(peer.name);
           const heardAgo = status?.lastHeardAt == null ? undefined : now() - status.lastHeardAt;
           const reachedAt = lastReached.get(peer.name);
-          const ages = [heardAgo, reachedAt === undefined ? undefined : now() - reachedAt].filter((age): age is number => age !== undefined);
+          const ages = [heardAgo, reachedAt === undefined ? undefined : now() - reachedAt].filter(
+            (age): age is number => age !== undefined,
+          );
 
           // Down when any sign says so: the peer's Redis does not answer, the last gossip add failed, or the
           // peer has been silent (heartbeats included) for longer than staleAfterMs.

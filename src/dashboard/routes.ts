@@ -50,7 +50,11 @@ function sleepUnlessAborted(ms: number, stream: SSEStreamingApi, signal: AbortSi
   });
 }
 
-export function registerDashboard<E extends Env>(app: Hono<E>, source: DashboardSource, options: DashboardOptions<E> = {}): DashboardHandle {
+export function registerDashboard<E extends Env>(
+  app: Hono<E>,
+  source: DashboardSource,
+  options: DashboardOptions<E> = {},
+): DashboardHandle {
   const path = (options.path ?? DASHBOARD_PATH).replace(/\/+$/, '');
   const intervalMs = options.intervalMs ?? 1_000;
   const maxStreams = options.maxStreams ?? 16;
@@ -93,7 +97,8 @@ export function registerDashboard<E extends Env>(app: Hono<E>, source: Dashboard
     );
   });
 
-  if (options.annotations) registerDashboardAnnotations(app, options.annotations, { path: `${path}/annotations`, guard: options.annotationsGuard });
+  if (options.annotations)
+    registerDashboardAnnotations(app, options.annotations, { path: `${path}/annotations`, guard: options.annotationsGuard });
   return { openStreams: () => open };
 }
 

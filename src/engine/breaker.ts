@@ -91,7 +91,15 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
     breakerState.set({ region }, 1);
     breakerTransitionsTotal.inc({ region, to: 'open' });
     logger.warn(
-      { event: 'breaker.open', region, failures, calls, windowMs: settings.samplingWindowMs, reason, probeIntervalMs: settings.probeIntervalMs },
+      {
+        event: 'breaker.open',
+        region,
+        failures,
+        calls,
+        windowMs: settings.samplingWindowMs,
+        reason,
+        probeIntervalMs: settings.probeIntervalMs,
+      },
       'circuit breaker opened: Redis is failing, decisions follow the fail mode',
     );
     if (!stopped) {
@@ -111,7 +119,10 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
     sampler.success(CircuitState.HalfOpen);
     breakerState.set({ region }, 0);
     breakerTransitionsTotal.inc({ region, to: 'closed' });
-    logger.info({ event: 'breaker.close', region, successfulProbes: settings.successThreshold }, 'circuit breaker closed: Redis decides again');
+    logger.info(
+      { event: 'breaker.close', region, successfulProbes: settings.successThreshold },
+      'circuit breaker closed: Redis decides again',
+    );
     onTransition?.('closed');
   };
 

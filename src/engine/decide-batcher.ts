@@ -63,7 +63,8 @@ export function createDecideBatcher(caller: DecideCaller, options: DecideBatcher
         for (let i = 0; i < batch.length; i++) {
           const reply = replies[i];
           if (reply instanceof Error) batch[i]!.reject(reply);
-          else if (reply === undefined) batch[i]!.reject(new Error(`decide batch answered ${replies.length} replies for ${batch.length} calls`));
+          else if (reply === undefined)
+            batch[i]!.reject(new Error(`decide batch answered ${replies.length} replies for ${batch.length} calls`));
           else batch[i]!.resolve(reply);
         }
         done();

@@ -100,7 +100,7 @@ const SETTLE_WINDOWS = 2;
 export function createLocalFallback(options: LocalFallbackOptions): LocalFallback {
   const { federation } = options;
   const regional = (rule: Rule, amount: number): number => {
-    if (!federation || !federation.federated(rule)) return amount;
+    if (!federation?.federated(rule)) return amount;
     return portion(amount, federation.units) + portion(Math.max(0, federation.budget(rule)), federation.units);
   };
   const capacity = options.capacity ?? DEFAULT_LOCAL_CAPACITY;
@@ -109,7 +109,15 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
 
   const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
     const { rule } = input;
-    const base = { rule: rule.name, algorithm: rule.algorithm, limit: advertisedLimit(rule), periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode, source: 'local-fallback' as const };
+    const base = {
+      rule: rule.name,
+      algorithm: rule.algorithm,
+      limit: advertisedLimit(rule),
+      periodMs: rule.period,
+      shadow: rule.shadow,
+      failMode: rule.failMode,
+      source: 'local-fallback' as const,
+    };
     const current = entries.peek(input.key);
 
     if (rule.algorithm === 'concurrency') {
@@ -120,7 +128,13 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
       return {
         input,
         next: { kind: 'concurrency', inFlight: after },
-        outcome: { ...base, allowed, remaining: Math.max(0, allowedSlots - after), resetAtMs: now + rule.leaseTtl, retryAfterMs: allowed ? 0 : Math.min(rule.leaseTtl, 1_000) },
+        outcome: {
+          ...base,
+          allowed,
+          remaining: Math.max(0, allowedSlots - after),
+          resetAtMs: now + rule.leaseTtl,
+          retryAfterMs: allowed ? 0 : Math.min(rule.leaseTtl, 1_000),
+        },
       };
     }
 
@@ -169,7 +183,8 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
         for (const proposal of proposals) {
           if (!proposal.outcome.allowed) continue;
           entries.set(proposal.input.key, proposal.next);
-          if (proposal.next.kind === 'concurrency') leases.push({ key: proposal.input.key, id: `${LOCAL_LEASE_PREFIX}${randomUUID()}`, slots: cost });
+          if (proposal.next.kind === 'concurrency')
+            leases.push({ key: proposal.input.key, id: `${LOCAL_LEASE_PREFIX}${randomUUID()}`, slots: cost });
         }
       }
       localFallbackKeys.set(entries.size);
@@ -210,7 +225,10 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
         let done: boolean;
         if (entry.kind === 'window') {
           const ended = entry.windowStart + entry.rule.period <= nowMs;
-          const settleable = entry.unsettled > 0 && SETTLED_ALGORITHMS.has(entry.rule.algorithm) && entry.windowStart >= nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period;
+          const settleable =
+            entry.unsettled > 0 &&
+            SETTLED_ALGORITHMS.has(entry.rule.algorithm) &&
+            entry.windowStart >= nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period;
           done = ended && !settleable;
         } else if (entry.kind === 'concurrency') {
           done = entry.inFlight <= 0;

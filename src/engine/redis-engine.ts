@@ -108,7 +108,10 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   const redis: ScriptedRedis = withScripts(options.redis);
   const topology = topologyOf(config);
   const federated = topology.regions.length > 1;
-  const caller = decideCaller(redis, { functions: options.redisFunctions, script: federated || options.leanScript === false ? 'decide' : 'decideLean' });
+  const caller = decideCaller(redis, {
+    functions: options.redisFunctions,
+    script: federated || options.leanScript === false ? 'decide' : 'decideLean',
+  });
   const batchOption = options.batch ?? true;
   const batcher = batchOption === false ? undefined : createDecideBatcher(caller, batchOption === true ? {} : batchOption);
   // On a cluster the keys of one call must share a slot: one queue per shard. One queue otherwise.
@@ -165,7 +168,10 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     let results: Awaited<ReturnType<typeof decideGroup>>[];
     try {
       const groups = groupByShard(matched);
-      results = groups.length === 1 ? [await decideGroup(groups[0]!, cost, leaseId)] : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId)));
+      results =
+        groups.length === 1
+          ? [await decideGroup(groups[0]!, cost, leaseId)]
+          : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId)));
     } catch (error) {
       throw storeError(error);
     }
@@ -199,7 +205,12 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
         outcomes.push(outcome);
         if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
         if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
-          cache?.remember(key, outcome, cost, federated && FEDERATED_ALGORITHMS.has(rule.algorithm) ? config.federation.syncIntervalMs : Infinity);
+          cache?.remember(
+            key,
+            outcome,
+            cost,
+            federated && FEDERATED_ALGORITHMS.has(rule.algorithm) ? config.federation.syncIntervalMs : Infinity,
+          );
         }
       });
     }

@@ -84,7 +84,8 @@ function isStoreFailure(error: unknown): boolean {
 }
 
 function errorKind(error: unknown): 'timeout' | 'unavailable' {
-  const text = error instanceof Error ? `${error.name} ${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
+  const text =
+    error instanceof Error ? `${error.name} ${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
   return /timed? ?out|deadline/i.test(text) ? 'timeout' : 'unavailable';
 }
 
@@ -130,11 +131,17 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       .then(() => {
         local.settled(items);
         fallbackSettledTotal.inc(items.reduce((sum, item) => sum + item.count, 0));
-        log.info({ event: 'fallback.settled', keys: items.length, admissions: items.reduce((sum, item) => sum + item.count, 0) }, 'local fallback admissions written to Redis');
+        log.info(
+          { event: 'fallback.settled', keys: items.length, admissions: items.reduce((sum, item) => sum + item.count, 0) },
+          'local fallback admissions written to Redis',
+        );
       })
       .catch((error: unknown) => {
         settleAgain = true;
-        log.warn({ event: 'fallback.settle_failed', keys: items.length, error: errorMessage(error) }, 'could not write local fallback admissions to Redis; retried after the next successful decision');
+        log.warn(
+          { event: 'fallback.settle_failed', keys: items.length, error: errorMessage(error) },
+          'could not write local fallback admissions to Redis; retried after the next successful decision',
+        );
       })
       .finally(() => {
         settling = undefined;
@@ -182,7 +189,14 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     const fallbackInputs = breaker.state === 'open' ? matched.filter((entry) => usesFallback(entry.rule)) : [];
     const fixed: (RuleOutcome | undefined)[] = matched.map(({ rule }) => {
       if (fallbackInputs.length > 0 && usesFallback(rule)) return undefined;
-      const base = { rule: rule.name, algorithm: rule.algorithm, limit: advertisedLimit(rule), periodMs: rule.period, shadow: rule.shadow, failMode: rule.failMode };
+      const base = {
+        rule: rule.name,
+        algorithm: rule.algorithm,
+        limit: advertisedLimit(rule),
+        periodMs: rule.period,
+        shadow: rule.shadow,
+        failMode: rule.failMode,
+      };
       return rule.failMode === 'open'
         ? { ...base, allowed: true, remaining: base.limit, resetAtMs: at + rule.period, retryAfterMs: 0, source: 'fail-open' as const }
         : { ...base, allowed: false, remaining: 0, resetAtMs: at + waitMs, retryAfterMs: waitMs, source: 'fail-closed' as const };
@@ -207,7 +221,8 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     for (const outcome of decision.outcomes) {
       const verdict = outcome.allowed ? 'allowed' : outcome.shadow ? 'shadow_limited' : 'limited';
       decisionsTotal.inc({ rule: outcome.rule, endpoint, outcome: verdict, source: outcome.source });
-      if (outcome.allowed && outcome.limit > 0 && outcome.limit - outcome.remaining >= 0.8 * outcome.limit) nearLimitTotal.inc({ rule: outcome.rule });
+      if (outcome.allowed && outcome.limit > 0 && outcome.limit - outcome.remaining >= 0.8 * outcome.limit)
+        nearLimitTotal.inc({ rule: outcome.rule });
     }
     if (decision.allowed) {
       const degradedSource = decision.outcomes.find((o) => o.source === 'fail-open' || o.source === 'local-fallback')?.source;
@@ -268,7 +283,10 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
         await withDeadline(inner.release(remote), deadlineMs, 'lease release');
       } catch (error) {
         redisErrorsTotal.inc({ command: 'release', kind: errorKind(error) });
-        log.debug({ event: 'release.failed', leases: remote.length, error: (error as Error).message }, 'lease release failed; leases expire by TTL');
+        log.debug(
+          { event: 'release.failed', leases: remote.length, error: (error as Error).message },
+          'lease release failed; leases expire by TTL',
+        );
       } finally {
         redisCommandSeconds.observe({ command: 'release' }, (performance.now() - started) / 1000);
       }

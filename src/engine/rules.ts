@@ -64,7 +64,11 @@ function compile(rules: readonly Rule[]): CompiledRules {
     const apiKeyAt = rule.by.indexOf('apiKey');
     return { rule, principalAt: apiKeyAt !== -1 ? apiKeyAt : rule.by.indexOf('ip') };
   });
-  result = { router: routes > 0 ? router : undefined, rules: byRule, identities: new LRUCache<string, Identity>({ max: IDENTITY_CACHE_MAX }) };
+  result = {
+    router: routes > 0 ? router : undefined,
+    rules: byRule,
+    identities: new LRUCache<string, Identity>({ max: IDENTITY_CACHE_MAX }),
+  };
   compiled.set(rules, result);
   return result;
 }

@@ -232,7 +232,13 @@ export function applyGossipCall(
 ): ScriptCall {
   const shard = shardOfKey(entry.k);
   const n = topology.regions.length;
-  const keys = [entry.k, shardMarkerKey(shard), watchSetKey(shard), fastSetKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
+  const keys = [
+    entry.k,
+    shardMarkerKey(shard),
+    watchSetKey(shard),
+    fastSetKey(shard),
+    ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)),
+  ];
   const args: (string | number)[] = [
     topology.selfIndex,
     n,
@@ -335,7 +341,8 @@ export interface PendingKey {
 /** take_pending.lua's reply: { key, version, HGETALL } per key. */
 export function parseTakePendingReply(raw: unknown): PendingKey[] {
   return arrayReply('take_pending', raw).map((item) => {
-    if (!Array.isArray(item) || item.length < 3 || !Array.isArray(item[2])) throw unexpected('take_pending', '{ key, version, fields } per key', raw);
+    if (!Array.isArray(item) || item.length < 3 || !Array.isArray(item[2]))
+      throw unexpected('take_pending', '{ key, version, fields } per key', raw);
     return { key: String(item[0]), version: String(item[1]), fields: item[2] as string[] };
   });
 }
@@ -405,6 +412,9 @@ export function parseScreenGossipReply(raw: unknown): { id: string; bytes: numbe
   return refused;
 }
 
-export async function runScreenGossip(redis: Pick<QuotafedCommands, 'screenGossip'>, call: ScriptCall): Promise<{ id: string; bytes: number }[]> {
+export async function runScreenGossip(
+  redis: Pick<QuotafedCommands, 'screenGossip'>,
+  call: ScriptCall,
+): Promise<{ id: string; bytes: number }[]> {
   return parseScreenGossipReply(await runScript(redis, 'screenGossip', call));
 }

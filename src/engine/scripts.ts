@@ -267,8 +267,16 @@ export function decideCaller(redis: ScriptedRedis, options: { functions?: boolea
   const viaFunction = (call: readonly (string | number)[]) => redis.fcall(fn, ...(call as [number, ...(string | number)[]]));
   const viaScript = (call: readonly (string | number)[]) => redis[script](...(call as [number, ...(string | number)[]]));
   const settled = (calls: readonly (readonly (string | number)[])[]) =>
-    Promise.all(calls.map((call) => viaScript(call).then((reply) => reply, (error: unknown) => (error instanceof Error ? error : new Error(String(error))))));
-  const viaBatch = async (calls: readonly (readonly (string | number)[])[]) => (await redis.fcall(batchFn, ...(decideBatchArgs(calls) as [number, ...(string | number)[]]))) as unknown[];
+    Promise.all(
+      calls.map((call) =>
+        viaScript(call).then(
+          (reply) => reply,
+          (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
+        ),
+      ),
+    );
+  const viaBatch = async (calls: readonly (readonly (string | number)[])[]) =>
+    (await redis.fcall(batchFn, ...(decideBatchArgs(calls) as [number, ...(string | number)[]]))) as unknown[];
   const withReload = async <T>(viaFn: () => Promise<T>, viaScripts: () => Promise<T>): Promise<T> => {
     if (mode === undefined) await load();
     if (usingScripts()) return viaScripts();
@@ -280,7 +288,15 @@ export function decideCaller(redis: ScriptedRedis, options: { functions?: boolea
       return usingScripts() ? viaScripts() : viaFn();
     }
   };
-  const caller = ((call: readonly (string | number)[]) => withReload(() => viaFunction(call), () => viaScript(call))) as DecideCaller;
-  caller.batch = (calls) => withReload(() => viaBatch(calls), () => settled(calls));
+  const caller = ((call: readonly (string | number)[]) =>
+    withReload(
+      () => viaFunction(call),
+      () => viaScript(call),
+    )) as DecideCaller;
+  caller.batch = (calls) =>
+    withReload(
+      () => viaBatch(calls),
+      () => settled(calls),
+    );
   return caller;
 }

@@ -155,10 +155,16 @@ export async function federationKeyView(config: Config, redis: Redis | Cluster, 
     version: state.version,
     changedAtMs: state.changedAt || null,
     fence,
-    pending: Object.fromEntries(peers.map((peer, i) => [topology.regions[peer]!, scores[i] === null || scores[i] === undefined ? null : Number(scores[i])])),
+    pending: Object.fromEntries(
+      peers.map((peer, i) => [topology.regions[peer]!, scores[i] === null || scores[i] === undefined ? null : Number(scores[i])]),
+    ),
     windows,
     bucket: isBucket
-      ? { tokens: numberOrNull(state.regional.tokens), lastRefillMs: numberOrNull(state.regional.last_refill), shareUnits: numberOrNull(state.regional.sig) }
+      ? {
+          tokens: numberOrNull(state.regional.tokens),
+          lastRefillMs: numberOrNull(state.regional.last_refill),
+          shareUnits: numberOrNull(state.regional.sig),
+        }
       : undefined,
   };
 }
@@ -168,7 +174,10 @@ const KeyQuery = z.strictObject({
   apiKey: z.string().max(65_536).optional(),
   ip: z.string().max(64).optional(),
   endpoint: z.string().startsWith('/').max(2_048).optional(),
-  method: z.string().regex(/^[A-Za-z]{1,16}$/).optional(),
+  method: z
+    .string()
+    .regex(/^[A-Za-z]{1,16}$/)
+    .optional(),
 });
 
 export interface FederationAdminDeps {

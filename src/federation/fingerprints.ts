@@ -18,7 +18,8 @@ export function createFingerprintWatch(ours: string, logger: Logger): Fingerprin
     observe(peer, theirs) {
       if (theirs === null) return;
       if (theirs === ours) {
-        if (mismatched.delete(peer)) logger.info({ event: 'federation.fingerprint_match', peer, fingerprint: ours }, `${peer} now agrees on the federation topology`);
+        if (mismatched.delete(peer))
+          logger.info({ event: 'federation.fingerprint_match', peer, fingerprint: ours }, `${peer} now agrees on the federation topology`);
         return;
       }
       if (mismatched.get(peer) === theirs) return;
@@ -29,6 +30,8 @@ export function createFingerprintWatch(ours: string, logger: Logger): Fingerprin
       );
     },
     problems: () =>
-      [...mismatched].map(([peer, theirs]) => `federation: ${peer} has topology fingerprint ${theirs}, ours is ${ours} (region names or weights differ)`),
+      [...mismatched].map(
+        ([peer, theirs]) => `federation: ${peer} has topology fingerprint ${theirs}, ours is ${ours} (region names or weights differ)`,
+      ),
   };
 }

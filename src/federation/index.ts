@@ -73,7 +73,15 @@ function duplicateClient(redis: RegionRedis): RegionRedis {
 }
 
 function idleFederation(topology: Topology): Federation {
-  return { topology, recovery: undefined, flush: async () => undefined, updateRules: () => undefined, close: async () => undefined, status: () => [], problems: () => [] };
+  return {
+    topology,
+    recovery: undefined,
+    flush: async () => undefined,
+    updateRules: () => undefined,
+    close: async () => undefined,
+    status: () => [],
+    problems: () => [],
+  };
 }
 
 export async function startFederation(options: FederationOptions): Promise<Federation> {
@@ -91,7 +99,9 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   }
 
   const local: ScriptedRedis = withScripts(duplicateClient(options.redis));
-  local.on('error', (error: Error) => logger.debug({ event: 'federation.redis_error', error: error.message }, 'federation Redis client error'));
+  local.on('error', (error: Error) =>
+    logger.debug({ event: 'federation.redis_error', error: error.message }, 'federation Redis client error'),
+  );
   await waitReady(local, config.redis.connectTimeoutMs).catch(() => undefined);
 
   const peerList = peerTargets(config).map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
@@ -134,7 +144,13 @@ export async function startFederation(options: FederationOptions): Promise<Feder
 
   let recovery: RecoveryResult | undefined;
   let worker: GossipWorker | undefined;
-  const recoveryDeps = { config, topology, redis: local, logger, declaredNew: options.newFederation === true || config.federation.bootstrap === 'new' };
+  const recoveryDeps = {
+    config,
+    topology,
+    redis: local,
+    logger,
+    declaredNew: options.newFederation === true || config.federation.bootstrap === 'new',
+  };
 
   const recover = async () => {
     recovery = await recoverOnStart(recoveryDeps);
@@ -191,7 +207,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   };
 
   await exclusive();
-  if (recovery === undefined) logger.warn({ event: 'federation.recovery_deferred' }, 'Redis not reachable: recovery check deferred to the next rounds');
+  if (recovery === undefined)
+    logger.warn({ event: 'federation.recovery_deferred' }, 'Redis not reachable: recovery check deferred to the next rounds');
   timer = setTimeout(tick, interval);
   fastTimer = setTimeout(fastTick, FAST_LANE_MS);
 
@@ -211,14 +228,36 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       clearTimeout(timer);
       clearTimeout(fastTimer);
       await orAfter(exclusive(), Math.max(2_000, 2 * addTimeoutMs), undefined);
-      await orAfter(lock.release().catch(() => undefined), 1_000, undefined);
+      await orAfter(
+        lock.release().catch(() => undefined),
+        1_000,
+        undefined,
+      );
       if (worker) {
         // close() waits for the active job; with this region's Redis gone it may never finish, so force, bounded.
-        const closing = worker.close().then(() => true, () => true);
-        if ((await orAfter(closing, 2_000, undefined)) === undefined) await orAfter(worker.close(true).catch(() => undefined), 2_000, undefined);
+        const closing = worker.close().then(
+          () => true,
+          () => true,
+        );
+        if ((await orAfter(closing, 2_000, undefined)) === undefined)
+          await orAfter(
+            worker.close(true).catch(() => undefined),
+            2_000,
+            undefined,
+          );
       }
       await Promise.all(links.map((link) => orAfter(link.close(), 2_000, undefined)));
-      if ((await orAfter(local.quit().then(() => true, () => false), 1_000, undefined)) !== true) local.disconnect();
+      if (
+        (await orAfter(
+          local.quit().then(
+            () => true,
+            () => false,
+          ),
+          1_000,
+          undefined,
+        )) !== true
+      )
+        local.disconnect();
     },
     status: () => peers.list(),
     problems: () => fingerprints.problems(),

@@ -83,7 +83,7 @@ export function federationMetrics(registry: Registry): FederationMetrics {
     }),
     skipped: new Counter({
       name: 'quotafed_federation_skipped_entries_total',
-      help: 'Entries of valid gossip jobs not applied, by reason (unknown_rule: the rule is not in this region\'s config or not federated).',
+      help: "Entries of valid gossip jobs not applied, by reason (unknown_rule: the rule is not in this region's config or not federated).",
       labelNames: perReason,
       registers,
     }),

@@ -77,7 +77,8 @@ export function createPeerBook(
     sent(name, at) {
       const status = statuses.get(name);
       if (!status) return;
-      if (status.linkUp !== true) logger.info({ event: 'federation.link_up', peer: name, after: status.lastError }, `gossip link to ${name} is up`);
+      if (status.linkUp !== true)
+        logger.info({ event: 'federation.link_up', peer: name, after: status.lastError }, `gossip link to ${name} is up`);
       status.linkUp = true;
       status.lastSentAt = at;
       status.lastError = null;
@@ -88,7 +89,8 @@ export function createPeerBook(
       const status = statuses.get(name);
       if (!status) return;
       const message = error instanceof Error ? error.message : String(error);
-      if (status.linkUp !== false) logger.warn({ event: 'federation.link_down', peer: name, error: message }, `gossip link to ${name} is down; changes stay pending`);
+      if (status.linkUp !== false)
+        logger.warn({ event: 'federation.link_down', peer: name, error: message }, `gossip link to ${name} is down; changes stay pending`);
       status.linkUp = false;
       status.lastError = message;
       status.sendFailures++;

@@ -226,7 +226,6 @@ function netTransfer(slot: EpochSlot | WindowSlot, d: number): number {
   return net;
 }
 
-
 // ---------------------------------------------------------------------------------------------------------
 // Window algorithms (fixedWindow, slidingWindow)
 
@@ -416,10 +415,7 @@ function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: numb
 function hungry(params: FederationParams, slot: Slot, d: number, allowance: number, now: number): boolean {
   const used = slot.c[d]!;
   return (
-    used > 0 &&
-    used > params.rebalance.hungerFraction * allowance &&
-    active(slot, d, now, params.rebalance) &&
-    !quiet(params, slot, d, now)
+    used > 0 && used > params.rebalance.hungerFraction * allowance && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now)
   );
 }
 

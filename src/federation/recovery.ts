@@ -158,7 +158,8 @@ export function fencedUntil(config: Config, fence: number): Record<string, strin
   const until: Record<string, string> = {};
   for (const rule of config.rules) {
     if (!FEDERATED_ALGORITHMS.has(rule.algorithm)) continue;
-    const end = (Math.floor(fence / rule.period) + 1) * rule.period + (rule.algorithm === 'tokenBucket' ? config.federation.maxClockSkewMs : 0);
+    const end =
+      (Math.floor(fence / rule.period) + 1) * rule.period + (rule.algorithm === 'tokenBucket' ? config.federation.maxClockSkewMs : 0);
     until[rule.name] = new Date(end).toISOString();
   }
   return until;
@@ -244,8 +245,14 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
 export async function recoverWhileRunning(deps: RecoveryDeps): Promise<number> {
   const fence = await fenceAllShards(deps.redis, false);
   await markStarted(deps.redis, deps.config, deps.topology, fence);
-  logFence(deps.logger, deps.config, fence, 'the start-up marker vanished while running: Redis lost data under this service; asking peers to resync', {
-    whileRunning: true,
-  });
+  logFence(
+    deps.logger,
+    deps.config,
+    fence,
+    'the start-up marker vanished while running: Redis lost data under this service; asking peers to resync',
+    {
+      whileRunning: true,
+    },
+  );
   return fence;
 }

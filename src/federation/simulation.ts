@@ -400,19 +400,26 @@ class Simulation {
   private handle(event: Event): void {
     switch (event.kind) {
       case 'arrival':
-        return this.arrive(event.stream, event.exact);
+        this.arrive(event.stream, event.exact);
+        return;
       case 'tick':
-        return this.tick(event.region);
+        this.tick(event.region);
+        return;
       case 'deliver':
-        return this.deliver(event.message, event.duplicate);
+        this.deliver(event.message, event.duplicate);
+        return;
       case 'ack':
-        return this.acknowledge(event.message);
+        this.acknowledge(event.message);
+        return;
       case 'fault':
-        return this.fault(event.fault);
+        this.fault(event.fault);
+        return;
       case 'probe':
-        return this.takeProbe(event.probe);
+        this.takeProbe(event.probe);
+        return;
       case 'fast':
-        return this.fastSend(event.region, event.key);
+        this.fastSend(event.region, event.key);
+        return;
     }
   }
 
@@ -467,7 +474,14 @@ class Simulation {
     let allowed: boolean;
     let state: KeyState | undefined;
     if (this.windowed) {
-      const decision = decideWindow(params, (held as WindowState | undefined) ?? newWindow(params), region.fence, local, cost, this.sliding);
+      const decision = decideWindow(
+        params,
+        (held as WindowState | undefined) ?? newWindow(params),
+        region.fence,
+        local,
+        cost,
+        this.sliding,
+      );
       allowed = decision.allowed;
       state = decision.state;
     } else {
@@ -548,7 +562,14 @@ class Simulation {
       pending.delete(key);
       return;
     }
-    const message: Message = { from: region.index, to: peer.index, key, version, slots: this.slotsOf(state), incarnation: region.incarnation };
+    const message: Message = {
+      from: region.index,
+      to: peer.index,
+      key,
+      version,
+      slots: this.slotsOf(state),
+      incarnation: region.incarnation,
+    };
     outstanding.set(key, { version, sentAt: this.now });
     this.stats.messagesSent++;
     const arrival = this.now + this.delay(region.index, peer.index);
@@ -652,7 +673,13 @@ class Simulation {
     const held = region.keys.get(message.key);
     let result: { state: KeyState | undefined; changed: boolean };
     if (this.windowed) {
-      result = mergeWindow(region.params, (held as WindowState | undefined) ?? newWindow(region.params), region.fence, local, message.slots as WindowSlot[]);
+      result = mergeWindow(
+        region.params,
+        (held as WindowState | undefined) ?? newWindow(region.params),
+        region.fence,
+        local,
+        message.slots as WindowSlot[],
+      );
     } else {
       result = mergeBucket(region.params, held as BucketState | undefined, region.fence, local, message.slots as EpochSlot[]);
     }
@@ -660,7 +687,10 @@ class Simulation {
     const window = windowIdAt(local, region.params.periodMs);
     const need = `${region.index}|${message.key}|${window}`;
     const since = this.needs.get(need);
-    if (since !== undefined && received(this.slotsOf(result.state), window, region.index) > received(held ? this.slotsOf(held) : [], window, region.index)) {
+    if (
+      since !== undefined &&
+      received(this.slotsOf(result.state), window, region.index) > received(held ? this.slotsOf(held) : [], window, region.index)
+    ) {
       this.stats.timeToGrantMs.push(this.now - since);
       this.needs.delete(need);
     }
@@ -807,7 +837,9 @@ class Simulation {
           const current = windowIdAt(this.local(region), this.scenario.rule.periodMs);
           if (row.window < current - 1) return true; // that window is gone everywhere that matters
           if (!state) return false;
-          const cells = this.windowed ? windowCells(state as WindowState, row.window) : epochCells((state as BucketState).slots, row.window);
+          const cells = this.windowed
+            ? windowCells(state as WindowState, row.window)
+            : epochCells((state as BucketState).slots, row.window);
           return cells.c[row.origin]! >= row.c && row.x.every((value, d) => cells.x[row.origin]![d]! >= value);
         }),
       );
@@ -826,7 +858,9 @@ class Simulation {
             if (slot.id < 0 || windowForfeited(region.params, region.fence, slot.id)) continue;
             const allowance = windowAllowance(region.params, slot, region.index);
             if (slot.c[region.index]! > allowance) {
-              this.stats.invariantViolations.push(`t=${this.now} ${region.name} ${key} w${slot.id}: c=${slot.c[region.index]} > l=${allowance}`);
+              this.stats.invariantViolations.push(
+                `t=${this.now} ${region.name} ${key} w${slot.id}: c=${slot.c[region.index]} > l=${allowance}`,
+              );
             }
           }
         }
@@ -876,7 +910,14 @@ class Simulation {
       entry.demand += arrival.cost;
       const held = exactState.get(arrival.key);
       if (this.windowed) {
-        const decision = decideWindow(exact, (held as WindowState | undefined) ?? newWindow(exact), 0, arrival.t, arrival.cost, this.sliding);
+        const decision = decideWindow(
+          exact,
+          (held as WindowState | undefined) ?? newWindow(exact),
+          0,
+          arrival.t,
+          arrival.cost,
+          this.sliding,
+        );
         exactState.set(arrival.key, decision.state);
         if (decision.allowed) entry.exactAdmitted += arrival.cost;
       } else {

@@ -63,7 +63,11 @@ export function rateLimitHeadersDraft03(binding: RuleOutcome, allowed: boolean, 
   return headers;
 }
 
-export function rateLimitResponse(decisions: ReadonlyArray<Decision | undefined>, nowMs: number, overLimit = false): RateLimitResponseMessage {
+export function rateLimitResponse(
+  decisions: ReadonlyArray<Decision | undefined>,
+  nowMs: number,
+  overLimit = false,
+): RateLimitResponseMessage {
   const statuses = decisions.map((decision) => descriptorStatus(decision, nowMs));
   const over = overLimit || statuses.some((status) => status.code === 'OVER_LIMIT');
   const limiting = mostLimiting(decisions);

@@ -14,8 +14,15 @@ export interface RlsClient {
 
 function unary<Req, Res>(client: grpc.Client, method: string, request: Req, deadlineMs: number): Promise<Res> {
   return new Promise((resolve, reject) => {
-    const call = (client as unknown as Record<string, (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void>)[method]!;
-    call.call(client, request, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (error, response) => (error ? reject(error) : resolve(response)));
+    const call = (
+      client as unknown as Record<
+        string,
+        (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => void
+      >
+    )[method]!;
+    call.call(client, request, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (error, response) =>
+      error ? reject(error) : resolve(response),
+    );
   });
 }
 

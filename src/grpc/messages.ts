@@ -50,7 +50,8 @@ export function validateRequest(message: RateLimitRequestMessage): { ok: true; r
   if (descriptors.length === 0) return { ok: false, reason: 'descriptors must not be empty' };
   if (descriptors.length > MAX_DESCRIPTORS) return { ok: false, reason: `at most ${MAX_DESCRIPTORS} descriptors` };
   const requestHits = message.hits_addend ?? 0;
-  if (!Number.isInteger(requestHits) || requestHits < 0 || requestHits > MAX_HITS) return { ok: false, reason: `hits_addend must be 0-${MAX_HITS}` };
+  if (!Number.isInteger(requestHits) || requestHits < 0 || requestHits > MAX_HITS)
+    return { ok: false, reason: `hits_addend must be 0-${MAX_HITS}` };
   const valid: ValidRequest['descriptors'] = [];
   for (const [index, descriptor] of descriptors.entries()) {
     const entries = descriptor.entries ?? [];
@@ -58,10 +59,12 @@ export function validateRequest(message: RateLimitRequestMessage): { ok: true; r
     if (entries.length > MAX_ENTRIES) return { ok: false, reason: `descriptors[${index}]: at most ${MAX_ENTRIES} entries` };
     for (const [at, entry] of entries.entries()) {
       if (!textOk(entry.key)) return { ok: false, reason: `descriptors[${index}].entries[${at}].key must be 1-${MAX_TEXT_BYTES} bytes` };
-      if (!textOk(entry.value)) return { ok: false, reason: `descriptors[${index}].entries[${at}].value must be 1-${MAX_TEXT_BYTES} bytes` };
+      if (!textOk(entry.value))
+        return { ok: false, reason: `descriptors[${index}].entries[${at}].value must be 1-${MAX_TEXT_BYTES} bytes` };
     }
     const own = descriptor.hits_addend?.value;
-    if (own !== undefined && (!Number.isInteger(own) || own < 0 || own > MAX_HITS)) return { ok: false, reason: `descriptors[${index}].hits_addend must be 0-${MAX_HITS}` };
+    if (own !== undefined && (!Number.isInteger(own) || own < 0 || own > MAX_HITS))
+      return { ok: false, reason: `descriptors[${index}].hits_addend must be 0-${MAX_HITS}` };
     // 0 (proto3's unset) means one hit, as in Envoy; a descriptor's own hits_addend overrides the request's.
     const cost = own || requestHits || 1;
     valid.push({ domain, entries: entries.map((e) => ({ key: e.key!, value: e.value! })), cost });

@@ -72,7 +72,10 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
   /** Open Watch streams: told NOT_SERVING and ended at shutdown, so they do not hold it up. */
   const watchers = new Set<grpc.ServerWritableStream<unknown, unknown>>();
 
-  const shouldRateLimit = async (call: grpc.ServerUnaryCall<RateLimitRequestMessage | Malformed, RateLimitResponseMessage>, callback: grpc.sendUnaryData<RateLimitResponseMessage>) => {
+  const shouldRateLimit = async (
+    call: grpc.ServerUnaryCall<RateLimitRequestMessage | Malformed, RateLimitResponseMessage>,
+    callback: grpc.sendUnaryData<RateLimitResponseMessage>,
+  ) => {
     const message = call.request;
     if (message instanceof Malformed) return callback({ code: grpc.status.INVALID_ARGUMENT, details: message.reason });
     const valid = validateRequest(message);
@@ -81,13 +84,23 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
     try {
       if (!knownDomain(engine.config, domain)) {
         // As envoyproxy/ratelimit: a domain without configuration limits nothing, unless told to refuse it.
-        const response = rateLimitResponse(descriptors.map(() => undefined), now(), options.grpc.unknownDomain === 'overLimit');
+        const response = rateLimitResponse(
+          descriptors.map(() => undefined),
+          now(),
+          options.grpc.unknownDomain === 'overLimit',
+        );
         if (options.grpc.unknownDomain === 'overLimit') for (const status of response.statuses) status.code = 'OVER_LIMIT';
         return callback(null, response);
       }
       const decisions: Array<Decision | undefined> = await Promise.all(
         descriptors.map(async (descriptor) => {
-          const request: RequestContext = { ip: remoteAddress(descriptor.entries), method: 'RLS', path: '/', cost: descriptor.cost, descriptor };
+          const request: RequestContext = {
+            ip: remoteAddress(descriptor.entries),
+            method: 'RLS',
+            path: '/',
+            cost: descriptor.cost,
+            descriptor,
+          };
           const decision = await engine.decide(request);
           return decision.outcomes.length === 0 ? undefined : decision;
         }),
@@ -107,7 +120,10 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
 
   const server = new grpc.Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES });
   server.addService(withSafeDeserializer(serviceDefinition(RLS_SERVICE)), {
-    ShouldRateLimit: (call: grpc.ServerUnaryCall<RateLimitRequestMessage | Malformed, RateLimitResponseMessage>, callback: grpc.sendUnaryData<RateLimitResponseMessage>) => {
+    ShouldRateLimit: (
+      call: grpc.ServerUnaryCall<RateLimitRequestMessage | Malformed, RateLimitResponseMessage>,
+      callback: grpc.sendUnaryData<RateLimitResponseMessage>,
+    ) => {
       void shouldRateLimit(call, callback);
     },
   });
@@ -132,7 +148,9 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
 
   const host = options.grpc.host ?? options.host;
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(formatAddress(host, options.grpc.port), grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
+    server.bindAsync(formatAddress(host, options.grpc.port), grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      error ? reject(error) : resolve(bound),
+    );
   });
   const address = formatAddress(host, port);
   log.info({ event: 'grpc.listening', address }, 'Envoy rate limit service (gRPC) listening');

@@ -63,7 +63,12 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   }
   registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths });
   reserve(app, '/v1/check', '/v1/release');
-  registerAuthRequestRoute(app, { engine, identity: config.identity, requireToken: config.admin.protectCheck ? config.admin.token : undefined, paths: config.paths });
+  registerAuthRequestRoute(app, {
+    engine,
+    identity: config.identity,
+    requireToken: config.admin.protectCheck ? config.admin.token : undefined,
+    paths: config.paths,
+  });
   reserve(app, AUTH_REQUEST_PATH);
 
   if (config.admin.port === undefined) {

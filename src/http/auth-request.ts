@@ -44,8 +44,10 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
     }
     const uri = c.req.header('x-original-uri');
     const method = c.req.header('x-original-method');
-    if (uri === undefined || !uri.startsWith('/') || uri.length > 4096) return jsonError(400, 'X-Original-URI must carry the original request URI (proxy_set_header X-Original-URI $request_uri)');
-    if (method === undefined || !METHOD.test(method)) return jsonError(400, 'X-Original-Method must carry the original method (proxy_set_header X-Original-Method $request_method)');
+    if (uri === undefined || !uri.startsWith('/') || uri.length > 4096)
+      return jsonError(400, 'X-Original-URI must carry the original request URI (proxy_set_header X-Original-URI $request_uri)');
+    if (method === undefined || !METHOD.test(method))
+      return jsonError(400, 'X-Original-Method must carry the original method (proxy_set_header X-Original-Method $request_method)');
 
     // No spelling skips a rule: match on the canonical path. A path without one gets 400, which nginx turns into
     // a 500 for the client (auth_request passes only 2xx, 401 and 403); docs/nginx.md says so.

@@ -19,9 +19,14 @@ export function checkBodySchema(identity: IdentitySettings, paths: PathSettings 
   return z.strictObject({
     apiKey: z
       .string()
-      .refine((key) => Buffer.byteLength(key, 'utf8') <= identity.maxApiKeyBytes, { error: `API key longer than ${identity.maxApiKeyBytes} bytes` })
+      .refine((key) => Buffer.byteLength(key, 'utf8') <= identity.maxApiKeyBytes, {
+        error: `API key longer than ${identity.maxApiKeyBytes} bytes`,
+      })
       .optional(),
-    ip: z.string().refine((ip) => isIP(ip) !== 0, { error: 'expected an IPv4 or IPv6 address' }).optional(),
+    ip: z
+      .string()
+      .refine((ip) => isIP(ip) !== 0, { error: 'expected an IPv4 or IPv6 address' })
+      .optional(),
     method: z
       .string()
       .regex(/^[A-Za-z]{1,16}$/, { error: 'expected an HTTP method such as "GET"' })
@@ -63,7 +68,11 @@ const CHECK_FIELDS: ReadonlySet<string> = new Set(['apiKey', 'ip', 'method', 'pa
  * undefined for anything it does not accept; the caller then runs the schema for the reasons, so the error
  * contract is zod's, unchanged.
  */
-export function acceptCheckBody(value: unknown, identity: IdentitySettings, paths: PathSettings = DEFAULT_PATH_SETTINGS): CheckBody | undefined {
+export function acceptCheckBody(
+  value: unknown,
+  identity: IdentitySettings,
+  paths: PathSettings = DEFAULT_PATH_SETTINGS,
+): CheckBody | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const body = value as Record<string, unknown>;
   for (const field in body) if (!CHECK_FIELDS.has(field)) return undefined;
@@ -119,7 +128,11 @@ const str = JSON.stringify as (value: string) => string;
  * (allowed, status, limit, remaining, reset, retryAfter, rule, headers, leases, outcomes; in that order),
  * without building the object first (test/http/check-body.test.ts compares the two).
  */
-export function checkResponseJson(decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>, headers: Record<string, string>, at: number): string {
+export function checkResponseJson(
+  decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>,
+  headers: Record<string, string>,
+  at: number,
+): string {
   const binding = decision.binding;
   const reset = headers['X-RateLimit-Reset'];
   let out = `{"allowed":${decision.allowed},"status":${decision.allowed ? 200 : 429}`;

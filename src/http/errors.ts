@@ -20,10 +20,16 @@ export function errorHandler(logger: Logger): ErrorHandler<QuotafedEnv> {
     }
     if (clientAborted(error, c.req.raw.signal)) {
       // Nobody may be left to read the answer; a half-closed client still gets it.
-      logger.debug({ event: 'http.client_aborted', method: c.req.method, path: c.req.path, error: error.message }, 'client aborted the request');
+      logger.debug(
+        { event: 'http.client_aborted', method: c.req.method, path: c.req.path, error: error.message },
+        'client aborted the request',
+      );
       return jsonError(400, 'Request body incomplete: the client closed the connection');
     }
-    logger.error({ event: 'http.error', method: c.req.method, path: c.req.path, error: error.message, stack: error.stack }, 'unhandled error');
+    logger.error(
+      { event: 'http.error', method: c.req.method, path: c.req.path, error: error.message, stack: error.stack },
+      'unhandled error',
+    );
     return jsonError(500, 'Internal server error');
   };
 }

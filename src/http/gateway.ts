@@ -43,7 +43,19 @@ export function canonicalizePath(settings: PathSettings, owned: (path: string) =
  * Hop-by-hop headers (RFC 9110 §7.6.1) describe the client's connection to us, not ours to the upstream. fetch()
  * throws on some of them (Connection: upgrade, Upgrade), and Proxy-Authorization is a credential for this hop.
  */
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings', 'expect'];
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+  'expect',
+];
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function stripHopByHop(headers: Headers): void {
@@ -88,7 +100,10 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
       const name = (error as Error).name;
       if (name === 'TimeoutError') return jsonError(504, 'Upstream timed out');
       if (name === 'AbortError') return jsonError(499, 'Client closed request');
-      options.logger.warn({ event: 'upstream.error', error: (error as Error).message, cause: String((error as Error).cause ?? '') }, 'upstream request failed');
+      options.logger.warn(
+        { event: 'upstream.error', error: (error as Error).message, cause: String((error as Error).cause ?? '') },
+        'upstream request failed',
+      );
       return jsonError(502, 'Bad gateway');
     }
   };

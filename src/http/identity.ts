@@ -18,7 +18,9 @@ const BEARER = /^Bearer[ \t]+(\S.*)$/i;
 /** Validates a key's size: the key is hashed before it touches Redis, but an 8 MB key still costs CPU. */
 export function checkApiKey(apiKey: string | undefined, settings: IdentitySettings): ApiKeyResult {
   if (apiKey === undefined || apiKey === '') {
-    return settings.anonymous === 'reject' ? { ok: false, status: 401, reason: 'an API key is required (Authorization: Bearer <key> or X-API-Key)' } : { ok: true, apiKey: undefined };
+    return settings.anonymous === 'reject'
+      ? { ok: false, status: 401, reason: 'an API key is required (Authorization: Bearer <key> or X-API-Key)' }
+      : { ok: true, apiKey: undefined };
   }
   if (Buffer.byteLength(apiKey, 'utf8') > settings.maxApiKeyBytes) {
     return { ok: false, status: 400, reason: `API key longer than ${settings.maxApiKeyBytes} bytes` };
@@ -27,7 +29,11 @@ export function checkApiKey(apiKey: string | undefined, settings: IdentitySettin
 }
 
 /** The API key from the headers: a Bearer token wins over X-API-Key; other Authorization schemes are ignored. */
-export function apiKeyFromHeaders(authorization: string | undefined, xApiKey: string | undefined, settings: IdentitySettings): ApiKeyResult {
+export function apiKeyFromHeaders(
+  authorization: string | undefined,
+  xApiKey: string | undefined,
+  settings: IdentitySettings,
+): ApiKeyResult {
   const bearer = authorization === undefined ? undefined : BEARER.exec(authorization.trim())?.[1]?.trim();
   return checkApiKey(bearer || xApiKey?.trim() || undefined, settings);
 }
@@ -39,7 +45,12 @@ function normalizeIp(address: string): string {
 export function clientIp(c: Context, settings: IdentitySettings): string {
   if (settings.trustForwardedFor) {
     // The right-most entry is the one our trusted proxy appended; entries left of it are client-supplied.
-    const forwarded = c.req.header('x-forwarded-for')?.split(',').map((part) => part.trim()).filter(Boolean).at(-1);
+    const forwarded = c.req
+      .header('x-forwarded-for')
+      ?.split(',')
+      .map((part) => part.trim())
+      .filter(Boolean)
+      .at(-1);
     if (forwarded && isIP(forwarded)) return normalizeIp(forwarded);
   }
   try {

@@ -99,7 +99,7 @@ export function pathBytes(path: string): string {
 
 /** The request target exactly as the client sent it (Node), else the parsed URL's path (other runtimes, tests). */
 export function rawRequestPath(url: string, incomingUrl: string | undefined): string {
-  if (incomingUrl !== undefined && incomingUrl.startsWith('/')) return incomingUrl;
+  if (incomingUrl?.startsWith('/')) return incomingUrl;
   // An absolute-form target ("GET http://host/path"): its path.
   if (incomingUrl !== undefined && /^https?:\/\//i.test(incomingUrl)) {
     const afterScheme = incomingUrl.indexOf('//') + 2;

@@ -44,7 +44,7 @@ export function guardServer(server: Server): void {
     socket.on('error', () => undefined);
     // Node's rule: answer only when no response of this connection has started (keep-alive sockets have sent some).
     const inFlight = (socket as Duplex & { _httpMessage?: { _headerSent?: boolean } | null })._httpMessage;
-    const writable = socket.writable && (!inFlight || !inFlight._headerSent);
+    const writable = socket.writable && !inFlight?._headerSent;
     if (writable) {
       const track = error.code === 'HPE_INVALID_METHOD' && error.rawPacket?.subarray(0, 6).toString('latin1') === 'TRACK ';
       socket.write(track ? METHOD_NOT_ALLOWED : nodeAnswer(error.code));

@@ -126,7 +126,11 @@ export async function startLocalFederation(options: LocalFederationOptions): Pro
       service: byRegion.get(region.name)!,
     })),
     upstreamUrl: upstream?.url,
-    pids: () => [...services.filter((service) => service.running()).map((service) => service.pid), ...redisServers.map((server) => server.pid)].filter((pid): pid is number => pid !== undefined),
+    pids: () =>
+      [
+        ...services.filter((service) => service.running()).map((service) => service.pid),
+        ...redisServers.map((server) => server.pid),
+      ].filter((pid): pid is number => pid !== undefined),
     stop,
   };
 }

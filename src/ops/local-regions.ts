@@ -65,7 +65,8 @@ function readRegionFiles(dir: string): RegionFile[] {
 }
 
 function checkCount(values: readonly number[] | undefined, count: number, flag: string): void {
-  if (values !== undefined && values.length !== count) throw new Error(`${flag} needs ${count} ports (one per region), got ${values.length}`);
+  if (values !== undefined && values.length !== count)
+    throw new Error(`${flag} needs ${count} ports (one per region), got ${values.length}`);
 }
 
 /**
@@ -78,31 +79,41 @@ export function localRegions(dir: string, overrides: PortOverrides = {}): LocalR
   checkCount(overrides.servicePorts, files.length, '--ports');
 
   const redisPortOf = new Map<string, number>();
-  files.forEach((file, index) => redisPortOf.set(file.config.region, overrides.redisPorts?.[index] ?? loopbackPort(file.config.redis.url, `${file.config.region} redis.url`)));
+  files.forEach((file, index) =>
+    redisPortOf.set(
+      file.config.region,
+      overrides.redisPorts?.[index] ?? loopbackPort(file.config.redis.url, `${file.config.region} redis.url`),
+    ),
+  );
   const moved = overrides.redisPorts !== undefined || overrides.servicePorts !== undefined || overrides.upstreamPort !== undefined;
   const outDir = moved ? mkdtempSync(join(tmpdir(), 'quotafed-regions-')) : undefined;
 
   return files.map((file, index) => {
     const { config } = file;
-    if (config.redis.clusterNodes !== undefined) throw new Error(`${config.region} uses redis.clusterNodes; the local launcher starts one redis-server per region`);
+    if (config.redis.clusterNodes !== undefined)
+      throw new Error(`${config.region} uses redis.clusterNodes; the local launcher starts one redis-server per region`);
     for (const peer of config.federation.peers) {
       if (!redisPortOf.has(peer.name)) throw new Error(`${config.region} names peer ${peer.name}, which has no config in ${dir}`);
       const expected = redisPortOf.get(peer.name)!;
       if (!moved && loopbackPort(peer.redisUrl, `${config.region} peer ${peer.name}`) !== expected) {
-        throw new Error(`${config.region} reaches peer ${peer.name} at ${peer.redisUrl}, but ${peer.name}'s own config uses port ${expected}`);
+        throw new Error(
+          `${config.region} reaches peer ${peer.name} at ${peer.redisUrl}, but ${peer.name}'s own config uses port ${expected}`,
+        );
       }
     }
     const servicePort = overrides.servicePorts?.[index] ?? config.port;
     const redisPort = redisPortOf.get(config.region)!;
     const upstreamUrl = config.upstream.url;
-    const upstreamPort = upstreamUrl === undefined ? undefined : (overrides.upstreamPort ?? loopbackPort(upstreamUrl, `${config.region} upstream.url`));
+    const upstreamPort =
+      upstreamUrl === undefined ? undefined : (overrides.upstreamPort ?? loopbackPort(upstreamUrl, `${config.region} upstream.url`));
     if (outDir === undefined) return { name: config.region, configPath: file.path, servicePort, redisPort, upstreamPort, config };
 
     // biome-ignore lint/suspicious/noExplicitAny: the file's raw YAML, edited in place and validated by parseConfig below
     const raw = structuredClone(file.raw) as Record<string, any>;
     raw.port = servicePort;
     raw.redis = { ...(raw.redis ?? {}), url: withPort(config.redis.url, redisPort) };
-    if (upstreamUrl !== undefined && upstreamPort !== undefined) raw.upstream = { ...(raw.upstream ?? {}), url: withPort(upstreamUrl, upstreamPort) };
+    if (upstreamUrl !== undefined && upstreamPort !== undefined)
+      raw.upstream = { ...(raw.upstream ?? {}), url: withPort(upstreamUrl, upstreamPort) };
     if (Array.isArray(raw.federation?.peers)) {
       raw.federation.peers = raw.federation.peers.map((peer: Record<string, unknown>) => ({
         ...peer,

@@ -106,20 +106,31 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
   if (!redisServerAvailable()) throw new Error(REDIS_MISSING_HINT);
   const port = options.port ?? (await freePort());
   // Without this check a server already on the port would answer our readiness PING for the one that failed.
-  if (options.port !== undefined && !(await portIsFree(port))) throw new Error(`port ${port} is already in use; cannot start redis-server there`);
+  if (options.port !== undefined && !(await portIsFree(port)))
+    throw new Error(`port ${port} is already in use; cannot start redis-server there`);
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), `quotafed-redis-${port}-`));
   const args = [
-    '--port', String(port),
-    '--bind', '127.0.0.1',
-    '--dir', dir,
-    '--save', '',
-    '--appendonly', options.appendOnly ? 'yes' : 'no',
-    '--appendfsync', 'always',
-    '--maxmemory-policy', 'noeviction',
-    '--protected-mode', 'no',
-    '--loglevel', 'warning',
-    '--logfile', join(dir, 'redis.log'),
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    options.appendOnly ? 'yes' : 'no',
+    '--appendfsync',
+    'always',
+    '--maxmemory-policy',
+    'noeviction',
+    '--protected-mode',
+    'no',
+    '--loglevel',
+    'warning',
+    '--logfile',
+    join(dir, 'redis.log'),
   ];
   if (options.cluster) {
     args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-node-timeout', '2000');

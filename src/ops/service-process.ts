@@ -35,7 +35,14 @@ export interface ServiceProcess {
 }
 
 /** Deployment variables that would point a local child at the wrong Redis, port or upstream. */
-const LOCATION_ENV = ['QUOTAFED_CONFIG', 'QUOTAFED_PORT', 'QUOTAFED_HOST', 'QUOTAFED_REDIS_URL', 'QUOTAFED_UPSTREAM_URL', 'QUOTAFED_ADMIN_PORT'];
+const LOCATION_ENV = [
+  'QUOTAFED_CONFIG',
+  'QUOTAFED_PORT',
+  'QUOTAFED_HOST',
+  'QUOTAFED_REDIS_URL',
+  'QUOTAFED_UPSTREAM_URL',
+  'QUOTAFED_ADMIN_PORT',
+];
 
 const COLORS = [36, 35, 33, 32, 34, 31];
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
@@ -132,11 +139,15 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
   while (!(await answers(options.port))) {
     if (!running()) {
       stopping = true;
-      throw new Error(`${options.region} exited during start (code ${child.exitCode ?? child.signalCode}):\n  ${recent.slice(-15).join('\n  ')}`);
+      throw new Error(
+        `${options.region} exited during start (code ${child.exitCode ?? child.signalCode}):\n  ${recent.slice(-15).join('\n  ')}`,
+      );
     }
     if (Date.now() > deadline) {
       await service.stop(2_000);
-      throw new Error(`${options.region} did not answer on port ${options.port} within ${timeoutMs} ms:\n  ${recent.slice(-15).join('\n  ')}`);
+      throw new Error(
+        `${options.region} did not answer on port ${options.port} within ${timeoutMs} ms:\n  ${recent.slice(-15).join('\n  ')}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -54,7 +54,16 @@ describe('bench harness', () => {
       expect(response.status).toBe(200);
       expect(await response.json()).toMatchObject({ allowed: true, remaining: 4 });
       // One key, limit 5 per day: whichever worker answers, Redis decides, so exactly 4 more are admitted.
-      const figures = await runLoad({ url: service.url, method: 'POST', path: '/v1/check', connections: 2, durationS: 1, warmupS: 0, apiKeys: 1, apiKey: 'smoke' });
+      const figures = await runLoad({
+        url: service.url,
+        method: 'POST',
+        path: '/v1/check',
+        connections: 2,
+        durationS: 1,
+        warmupS: 0,
+        apiKeys: 1,
+        apiKey: 'smoke',
+      });
       expect(figures.errors).toBe(0);
       expect(figures.statuses['200']).toBeGreaterThan(4);
       const after = await fetch(`${service.url}/v1/check`, {
@@ -65,7 +74,9 @@ describe('bench harness', () => {
       expect((await after.json()) as { allowed: boolean }).toMatchObject({ allowed: false, status: 429 });
       const [stateKey] = await admin.keys('qf:*:per-key:*');
       const state = await admin.hgetall(stateKey!);
-      const admitted = Object.entries(state).filter(([field]) => field.startsWith('c')).reduce((sum, [, value]) => sum + Number(value), 0);
+      const admitted = Object.entries(state)
+        .filter(([field]) => field.startsWith('c'))
+        .reduce((sum, [, value]) => sum + Number(value), 0);
       expect(admitted).toBe(5);
     } finally {
       await service.stop();

@@ -30,7 +30,10 @@ describe('window leakage', () => {
 describe('bucket leakage', () => {
   it('is zero for a trace a single exact bucket could have admitted', () => {
     // Capacity 5, one token per 100 ms: a burst of 5, then one every 100 ms.
-    const trace = [...Array.from({ length: 5 }, () => decision(0, 'admitted')), ...Array.from({ length: 10 }, (_, i) => decision(100 * (i + 1), 'admitted'))];
+    const trace = [
+      ...Array.from({ length: 5 }, () => decision(0, 'admitted')),
+      ...Array.from({ length: 10 }, (_, i) => decision(100 * (i + 1), 'admitted')),
+    ];
     expect(bucketLeakage(trace, 5, 0.01).max).toBe(0);
   });
 
@@ -147,11 +150,41 @@ describe('traffic plans', () => {
 
 describe('SVG charts', () => {
   it('draw every series and the shaded faults as well-formed markup', () => {
-    const line = lineChart({ title: 'a < b', xLabel: 'x', yLabel: 'y', xLog: true, series: [{ name: 's', color: '#000', points: [[50, 1], [5_000, 3]] }] });
+    const line = lineChart({
+      title: 'a < b',
+      xLabel: 'x',
+      yLabel: 'y',
+      xLog: true,
+      series: [
+        {
+          name: 's',
+          color: '#000',
+          points: [
+            [50, 1],
+            [5_000, 3],
+          ],
+        },
+      ],
+    });
     expect(line).toMatch(/^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
     expect(line).toContain('a &lt; b');
     expect(line.match(/<circle /g)).toHaveLength(2);
-    const timeline = timelineChart({ title: 't', binMs: 250, yLabel: 'n', series: [{ name: 'r', color: '#000', points: [[0, 1], [1, 2]] }], shades: [{ fromMs: 100, toMs: 300, label: 'partition' }] });
+    const timeline = timelineChart({
+      title: 't',
+      binMs: 250,
+      yLabel: 'n',
+      series: [
+        {
+          name: 'r',
+          color: '#000',
+          points: [
+            [0, 1],
+            [1, 2],
+          ],
+        },
+      ],
+      shades: [{ fromMs: 100, toMs: 300, label: 'partition' }],
+    });
     expect(timeline).toContain('fill="#f4a582"');
     expect(timeline.trim().endsWith('</svg>')).toBe(true);
   });

@@ -48,14 +48,17 @@ async function cut(client: Redis): Promise<boolean> {
 
 describe('the lab network', () => {
   beforeAll(async () => {
-    network = await startNetwork({ root, redisPorts: Object.fromEntries(REGIONS.map((r) => [r, serverOf(r).port])) as Record<RegionName, number> });
+    network = await startNetwork({
+      root,
+      redisPorts: Object.fromEntries(REGIONS.map((r) => [r, serverOf(r).port])) as Record<RegionName, number>,
+    });
   }, 60_000);
   afterAll(async () => {
     for (const client of clients) client.disconnect();
     await network?.close();
   });
 
-  it('routes each directed link to the destination region\'s Redis', async () => {
+  it("routes each directed link to the destination region's Redis", async () => {
     expect(network.links()).toHaveLength(6);
     for (const { from, to } of network.links()) {
       const client = through(network.peerRedisUrl(from, to));
@@ -67,7 +70,7 @@ describe('the lab network', () => {
     }
   });
 
-  it('a one-way cut stops only that region\'s outgoing links, and the heal restores them', async () => {
+  it("a one-way cut stops only that region's outgoing links, and the heal restores them", async () => {
     const links = cutLinks({ kind: 'oneWay', region: 'eu-west', at: 0, until: 1 });
     expect(links).toEqual([
       { from: 'eu-west', to: 'us-east' },

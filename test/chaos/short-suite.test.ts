@@ -31,7 +31,10 @@ function expectWithinBudget(result: RunResult): void {
   for (const rule of ['window', 'bucket'] as const) {
     const budget = result.budget[rule];
     expect(budget, `${rule} budget`).not.toBeNull();
-    expect(result.quotafed.leakage[rule]?.max ?? 0, `${result.scenario.name}: ${rule} rule leakage vs budget ${budget}`).toBeLessThanOrEqual(budget!);
+    expect(
+      result.quotafed.leakage[rule]?.max ?? 0,
+      `${result.scenario.name}: ${rule} rule leakage vs budget ${budget}`,
+    ).toBeLessThanOrEqual(budget!);
   }
   expect(result.withinBudget).toBe(true);
   expect(result.valid, `${result.scenario.name} decided with Redis: ${result.notes.join('; ')}`).toBe(true);
@@ -58,10 +61,17 @@ describe('chaos: leakage stays within the budget', { timeout: 60_000 }, () => {
 
   it('a full partition of one region, then the heal: every side keeps serving, the bound holds', async () => {
     const spec = ciScenario('partition');
-    const result = await run({ ...spec, traffic: { ...spec.traffic, shape: { kind: 'even' } }, faults: [{ kind: 'partition', region: 'ap-south', at: 1_500, until: 4_000 }] });
+    const result = await run({
+      ...spec,
+      traffic: { ...spec.traffic, shape: { kind: 'even' } },
+      faults: [{ kind: 'partition', region: 'ap-south', at: 1_500, until: 4_000 }],
+    });
     expectWithinBudget(result);
     // The cut-off region admitted during the partition (availability), as did the others.
-    const during = (region: 'ap-south' | 'us-east') => result.timeline.bins[region].slice(Math.ceil(1_500 / result.timeline.binMs), Math.floor(4_000 / result.timeline.binMs)).reduce((a, b) => a + b, 0);
+    const during = (region: 'ap-south' | 'us-east') =>
+      result.timeline.bins[region]
+        .slice(Math.ceil(1_500 / result.timeline.binMs), Math.floor(4_000 / result.timeline.binMs))
+        .reduce((a, b) => a + b, 0);
     expect(during('ap-south')).toBeGreaterThan(0);
     expect(during('us-east')).toBeGreaterThan(0);
     // With the gossip running, what each region admitted before the heal reaches every other region.

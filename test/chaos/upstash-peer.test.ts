@@ -1,7 +1,7 @@
 // The ioredis adapter behind the Upstash comparison: Upstash's own MultiRegionRatelimit, unchanged, against
 // three real redis-server processes (Redis 7.0 rejects its script flag; the adapter must make it run).
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { upstashAdapter } from '../../chaos/peer/upstash-adapter.ts';
 import { startUpstashPeer } from '../../chaos/peer/upstash.ts';
 import { useRedis } from '../harness/redis.ts';
@@ -29,7 +29,7 @@ describe('the Upstash peer on ioredis', () => {
       10,
       60_000,
     );
-    afterAll(() => peer.close());
+    onTestFinished(() => peer.close());
     const key = `k-${Date.now()}`;
     let admitted = 0;
     for (let i = 0; i < 15; i++) {

@@ -12,7 +12,9 @@ import { redisServerAvailable } from '../../src/ops/redis-process.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const IMAGES = fileURLToPath(new URL(process.env.UPDATE_SCREENSHOTS === '1' ? '../../docs/img/' : '../../reports/dashboard/', import.meta.url));
+const IMAGES = fileURLToPath(
+  new URL(process.env.UPDATE_SCREENSHOTS === '1' ? '../../docs/img/' : '../../reports/dashboard/', import.meta.url),
+);
 mkdirSync(IMAGES, { recursive: true });
 const haveChromium = existsSync(CHROMIUM);
 const haveRedis = redisServerAvailable();
@@ -37,7 +39,15 @@ describe.skipIf(!haveChromium || !haveRedis)('dashboard in headless Chromium', (
       chromium.launch({
         executablePath: CHROMIUM,
         headless: true,
-        args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-dev-shm-usage',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+          '--no-first-run',
+        ],
       }),
     ]);
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -69,17 +79,25 @@ describe.skipIf(!haveChromium || !haveRedis)('dashboard in headless Chromium', (
 
     // Live: the hot key's own consumption grows while the page is open.
     const ownOf = async () => Number(await page.locator('[data-testid="key-hot key"] td').nth(2).textContent());
-    await page.waitForFunction(() => {
-      const cell = document.querySelector('[data-testid="key-hot key"] td:nth-child(3)');
-      return cell !== null && Number(cell.textContent) > 0;
-    }, undefined, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => {
+        const cell = document.querySelector('[data-testid="key-hot key"] td:nth-child(3)');
+        return cell !== null && Number(cell.textContent) > 0;
+      },
+      undefined,
+      { timeout: 10_000 },
+    );
     const before = await ownOf();
-    await page.waitForFunction((seen) => {
-      const cell = document.querySelector('[data-testid="key-hot key"] td:nth-child(3)');
-      const value = Number(cell?.textContent);
-      // Grows, or a new window started and the count restarted.
-      return value !== seen;
-    }, before, { timeout: 10_000 });
+    await page.waitForFunction(
+      (seen) => {
+        const cell = document.querySelector('[data-testid="key-hot key"] td:nth-child(3)');
+        const value = Number(cell?.textContent);
+        // Grows, or a new window started and the count restarted.
+        return value !== seen;
+      },
+      before,
+      { timeout: 10_000 },
+    );
     await page.waitForSelector('[data-testid="endpoint-/search"]', { timeout: 10_000 });
     await expect(page.locator('[data-testid="breaker-state"]').getAttribute('data-state')).resolves.toBe('closed');
     await expect(page.locator('[data-testid="partition-status"]').getAttribute('data-active')).resolves.toBe('no');

@@ -49,14 +49,17 @@ async function readEvents(response: Response, count: number): Promise<Array<{ ev
       const block = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
-      const data = block.split('\n').filter((line) => line.startsWith('data: ')).map((line) => line.slice(6)).join('\n');
+      const data = block
+        .split('\n')
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => line.slice(6))
+        .join('\n');
       events.push({ event, data });
     }
   }
   await reader.cancel();
   return events;
 }
-
 
 const TOKEN = 'dashboard-test-admin-token';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -151,7 +154,11 @@ describe('dashboard routes', () => {
     const ok = await fetch(url, {
       method: 'POST',
       headers: AUTH,
-      body: JSON.stringify({ scenario: 'partition eu-west', partition: { links: [{ from: 'us-east', to: 'eu-west' }], since }, leakage: { leakage: 2, budget: 15, limit: 300 } }),
+      body: JSON.stringify({
+        scenario: 'partition eu-west',
+        partition: { links: [{ from: 'us-east', to: 'eu-west' }], since },
+        leakage: { leakage: 2, budget: 15, limit: 300 },
+      }),
     });
     expect(ok.status).toBe(200);
 

@@ -18,7 +18,12 @@ describe('metrics reader', () => {
   it('reports 429s and decisions per endpoint as rates between readings, and the breaker state', async () => {
     const registry = new Registry();
     const rejections = new Counter({ name: 'quotafed_http_429_total', help: 'x', labelNames: ['endpoint'], registers: [registry] });
-    const decisions = new Counter({ name: 'quotafed_decisions_total', help: 'x', labelNames: ['rule', 'endpoint', 'outcome', 'source'], registers: [registry] });
+    const decisions = new Counter({
+      name: 'quotafed_decisions_total',
+      help: 'x',
+      labelNames: ['rule', 'endpoint', 'outcome', 'source'],
+      registers: [registry],
+    });
     const breaker = new Gauge({ name: 'quotafed_breaker_state', help: 'x', labelNames: ['region'], registers: [registry] });
     let now = 10_000;
     const reader = createMetricsReader(registry, 'us-east', () => now);
@@ -86,7 +91,8 @@ describe('dashboard source on real Redis', () => {
   it('shows the watched key as the decision script stored it: own, peers, global, allowance', async () => {
     const engine = createRedisEngine({ config, redis, overLimitCache: false });
     let admitted = 0;
-    for (let i = 0; i < 7; i++) if ((await engine.decide({ apiKey: 'k1', ip: '127.0.0.1', method: 'GET', path: '/' })).allowed) admitted += 1;
+    for (let i = 0; i < 7; i++)
+      if ((await engine.decide({ apiKey: 'k1', ip: '127.0.0.1', method: 'GET', path: '/' })).allowed) admitted += 1;
     expect(admitted).toBe(7);
 
     // What gossip from ap-south (index 0) would have written: its consumption in this window.
@@ -156,7 +162,12 @@ describe('dashboard source on real Redis', () => {
   it('takes link state, backlog and sync lag from the federation: a silent peer is down even if its Redis answers', async () => {
     let heard = Date.now();
     const registry = new Registry();
-    const lag = new Histogram({ name: 'quotafed_federation_sync_lag_seconds', help: 'x', labelNames: ['region', 'peer'], registers: [registry] });
+    const lag = new Histogram({
+      name: 'quotafed_federation_sync_lag_seconds',
+      help: 'x',
+      labelNames: ['region', 'peer'],
+      registers: [registry],
+    });
     const withFederation = createDashboardSource({
       config,
       registry,

@@ -12,7 +12,8 @@ import { registry } from '../../src/metrics.ts';
 const root = new URL('../../', import.meta.url);
 const read = (path: string) => readFileSync(new URL(path, root), 'utf8');
 const HAVE_PROMTOOL = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
-if (!HAVE_PROMTOOL) console.warn('test/deploy/operators-kit.test.ts: promtool checks skipped, no `promtool` on PATH (apt-get install prometheus)');
+if (!HAVE_PROMTOOL)
+  console.warn('test/deploy/operators-kit.test.ts: promtool checks skipped, no `promtool` on PATH (apt-get install prometheus)');
 
 /** Every series name a query may use: counters and gauges as named, histograms with their three suffixes. */
 function exportedSeries(): Set<string> {
@@ -36,10 +37,16 @@ interface Panel {
 }
 
 describe('deploy/grafana/quotafed.json', () => {
-  const dashboard = JSON.parse(read('deploy/grafana/quotafed.json')) as { uid: string; panels: Panel[]; templating: { list: Array<{ query?: unknown }> } };
+  const dashboard = JSON.parse(read('deploy/grafana/quotafed.json')) as {
+    uid: string;
+    panels: Panel[];
+    templating: { list: Array<{ query?: unknown }> };
+  };
   const exprs = [
     ...dashboard.panels.flatMap((panel) => panel.targets?.map((t) => t.expr) ?? []),
-    ...dashboard.templating.list.map((v) => (typeof v.query === 'object' && v.query !== null ? (v.query as { query: string }).query : String(v.query ?? ''))),
+    ...dashboard.templating.list.map((v) =>
+      typeof v.query === 'object' && v.query !== null ? (v.query as { query: string }).query : String(v.query ?? ''),
+    ),
   ];
 
   it('queries only metric names that exist in the registry', () => {

@@ -141,8 +141,22 @@ describe('concurrency', () => {
 describe('several rules', () => {
   const engine = engineFor([
     { name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 5, period: '1m' },
-    { name: 'search', match: { identity: 'apiKey', endpoints: ['/search'] }, by: ['apiKey', 'endpoint'], algorithm: 'fixedWindow', limit: 2, period: '1m' },
-    { name: 'checkout', match: { identity: 'apiKey', endpoints: ['/checkout'] }, by: ['apiKey', 'endpoint'], algorithm: 'fixedWindow', limit: 1, period: '1m' },
+    {
+      name: 'search',
+      match: { identity: 'apiKey', endpoints: ['/search'] },
+      by: ['apiKey', 'endpoint'],
+      algorithm: 'fixedWindow',
+      limit: 2,
+      period: '1m',
+    },
+    {
+      name: 'checkout',
+      match: { identity: 'apiKey', endpoints: ['/checkout'] },
+      by: ['apiKey', 'endpoint'],
+      algorithm: 'fixedWindow',
+      limit: 1,
+      period: '1m',
+    },
     { name: 'per-ip', match: { identity: 'any', endpoints: ['/ip/*'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 1, period: '1m' },
   ]);
 

@@ -69,8 +69,21 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
   await admin.flushall();
   const config = parseConfig({ region: 'us-east', rules: input.rules });
   let now = input.start;
-  const engine = createRedisEngine({ config, redis: engineRedis, overLimitCache: false, nowMs: () => now, leanScript: variant.lean, batch: variant.batch });
-  const requests: RequestContext[] = input.steps.map((s) => ({ apiKey: s.key, ip: '10.0.0.1', method: s.method, path: '/x', cost: s.cost }));
+  const engine = createRedisEngine({
+    config,
+    redis: engineRedis,
+    overLimitCache: false,
+    nowMs: () => now,
+    leanScript: variant.lean,
+    batch: variant.batch,
+  });
+  const requests: RequestContext[] = input.steps.map((s) => ({
+    apiKey: s.key,
+    ip: '10.0.0.1',
+    method: s.method,
+    path: '/x',
+    cost: s.cost,
+  }));
   let decisions: Decision[];
   if (variant.batch) {
     // All submitted before any answer: the first goes alone, the rest queue and go as batches.
@@ -97,7 +110,11 @@ describe('batched and lean decisions', () => {
     await fc.assert(
       fc.asyncProperty(scenario, async (input) => {
         const reference = await run(input, { lean: false, batch: false });
-        for (const variant of [{ lean: false, batch: true }, { lean: true, batch: false }, { lean: true, batch: true }]) {
+        for (const variant of [
+          { lean: false, batch: true },
+          { lean: true, batch: false },
+          { lean: true, batch: true },
+        ]) {
           const result = await run(input, variant);
           expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
           expect(result.state, JSON.stringify(variant)).toEqual(reference.state);
@@ -111,18 +128,28 @@ describe('batched and lean decisions', () => {
 
   it('sends concurrent decisions as one call each batch (one round trip for many decisions)', async () => {
     await admin.flushall();
-    const config = parseConfig({ region: 'us-east', rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m' }] });
+    const config = parseConfig({
+      region: 'us-east',
+      rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m' }],
+    });
     await admin.config('RESETSTAT');
     const engine = createRedisEngine({ config, redis: engineRedis, overLimitCache: false });
     await engine.decide({ apiKey: 'warm', ip: '10.0.0.1', method: 'GET', path: '/' });
     await admin.config('RESETSTAT');
-    const decisions = await Promise.all(Array.from({ length: 50 }, (_, i) => engine.decide({ apiKey: `k${i % 7}`, ip: '10.0.0.1', method: 'GET', path: '/' })));
+    const decisions = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => engine.decide({ apiKey: `k${i % 7}`, ip: '10.0.0.1', method: 'GET', path: '/' })),
+    );
     expect(decisions.every((d) => d.allowed)).toBe(true);
     const stats = await admin.info('commandstats');
     const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
     // The first decision goes alone; the 49 that arrived meanwhile go together.
     expect(calls('fcall')).toBe(2);
-    expect(decisions.map((d) => d.binding!.remaining).sort((a, b) => a - b).slice(0, 3)).toEqual([992, 993, 993]);
+    expect(
+      decisions
+        .map((d) => d.binding!.remaining)
+        .sort((a, b) => a - b)
+        .slice(0, 3),
+    ).toEqual([992, 993, 993]);
     await engine.close();
   });
 
@@ -134,8 +161,13 @@ describe('batched and lean decisions', () => {
     const good = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
     // An unknown algorithm code: the script raises an error for that call only.
     const bad = [2, 'qf:{s1}:m', 'qf:{s1}:bad', 0, 1, '1000000', 1000, 1, '', 'zz', 5, 60_000, 5, 1, -1, 30_000, '', 0];
-    const results = await Promise.allSettled([batcher.submit(good('qf:{s1}:x'), 0), batcher.submit(good('qf:{s1}:y'), 0), batcher.submit(bad, 0), batcher.submit(good('qf:{s1}:y'), 0)]);
+    const results = await Promise.allSettled([
+      batcher.submit(good('qf:{s1}:x'), 0),
+      batcher.submit(good('qf:{s1}:y'), 0),
+      batcher.submit(bad, 0),
+      batcher.submit(good('qf:{s1}:y'), 0),
+    ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
-    expect(((results[3] as PromiseFulfilledResult<unknown[]>).value)[3]).toBe(3);
+    expect((results[3] as PromiseFulfilledResult<unknown[]>).value[3]).toBe(3);
   });
 });

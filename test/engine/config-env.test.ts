@@ -16,6 +16,8 @@ describe('environment overrides', () => {
   });
 
   it('names the field when an override is invalid', () => {
-    expect(() => loadConfigFile('regions/us-east.yaml', { [peerEnvName('eu-west')]: 'http://nope' })).toThrow(/federation\.peers\[\d\]\.redisUrl/);
+    expect(() => loadConfigFile('regions/us-east.yaml', { [peerEnvName('eu-west')]: 'http://nope' })).toThrow(
+      /federation\.peers\[\d\]\.redisUrl/,
+    );
   });
 });

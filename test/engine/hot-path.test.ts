@@ -17,7 +17,10 @@ const clock = 1_800_000_000_000;
 const request = (apiKey: string) => ({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/', cost: 1 });
 
 describe('decide through Redis Functions', () => {
-  const config = parseConfig({ region: 'us-east', rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 3, period: '1m' }] });
+  const config = parseConfig({
+    region: 'us-east',
+    rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 3, period: '1m' }],
+  });
 
   it('loads the library once, keeps counting after the functions are lost, and answers like the script', async () => {
     const engine = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => clock });
@@ -50,7 +53,26 @@ describe('decide through Redis Functions', () => {
         leaseId: '',
         now: clock,
       });
-      expect(call).toEqual([2, shardMarkerKey(shardOf('b')), key, 0, 1, '1000000', 1000, 1, clock, 'fw', 3, 60_000, 3, 1, 0, 30_000, '', 0]);
+      expect(call).toEqual([
+        2,
+        shardMarkerKey(shardOf('b')),
+        key,
+        0,
+        1,
+        '1000000',
+        1000,
+        1,
+        clock,
+        'fw',
+        3,
+        60_000,
+        3,
+        1,
+        0,
+        30_000,
+        '',
+        0,
+      ]);
       viaScript.push(parseDecideReply(await redis.evalsha(sha, ...(call as [number, ...(string | number)[]])), 1));
     }
     expect(viaScript.map((reply) => reply.rules[0]!.allowed)).toEqual([true, true, true, false]);
@@ -61,7 +83,10 @@ describe('decide through Redis Functions', () => {
 
 describe('identity cache', () => {
   it('is bounded whatever number of distinct callers arrives, and never changes a key', () => {
-    const config = parseConfig({ region: 'us-east', rules: [{ name: 'r', by: ['apiKey', 'method'], algorithm: 'fixedWindow', limit: 3, period: '1m' }] });
+    const config = parseConfig({
+      region: 'us-east',
+      rules: [{ name: 'r', by: ['apiKey', 'method'], algorithm: 'fixedWindow', limit: 3, period: '1m' }],
+    });
     const first = matchRules(config, request('caller-0'))[0]!;
     for (let i = 0; i < IDENTITY_CACHE_MAX + 500; i++) matchRules(config, request(`caller-${i}`));
     expect(identityCacheSize(config)).toBe(IDENTITY_CACHE_MAX);

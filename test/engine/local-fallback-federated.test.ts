@@ -18,13 +18,40 @@ describe('local fallback in a federation', () => {
     const config = parseConfig({
       region: 'us-east',
       breaker: { failureThreshold: 1, probeIntervalMs: 60_000, localFallback: true },
-      federation: { leakageBudget: 15, peers: [{ name: 'eu-west', redisUrl: 'redis://127.0.0.1:1' }, { name: 'ap-south', redisUrl: 'redis://127.0.0.1:2' }] },
+      federation: {
+        leakageBudget: 15,
+        peers: [
+          { name: 'eu-west', redisUrl: 'redis://127.0.0.1:1' },
+          { name: 'ap-south', redisUrl: 'redis://127.0.0.1:2' },
+        ],
+      },
       rules: [
-        { name: 'fw', match: { endpoints: ['/open'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: '1h', failMode: 'open' },
-        { name: 'closed', match: { endpoints: ['/closed'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: '1h', failMode: 'closed' },
+        {
+          name: 'fw',
+          match: { endpoints: ['/open'] },
+          by: ['apiKey'],
+          algorithm: 'fixedWindow',
+          limit: 300,
+          period: '1h',
+          failMode: 'open',
+        },
+        {
+          name: 'closed',
+          match: { endpoints: ['/closed'] },
+          by: ['apiKey'],
+          algorithm: 'fixedWindow',
+          limit: 300,
+          period: '1h',
+          failMode: 'closed',
+        },
       ],
     });
-    const engine = createResilientEngine({ config, inner: deadStore, probe: () => Promise.reject(new Error('down')), logger: silentLogger() });
+    const engine = createResilientEngine({
+      config,
+      inner: deadStore,
+      probe: () => Promise.reject(new Error('down')),
+      logger: silentLogger(),
+    });
     try {
       await engine.decide({ apiKey: 'k', ip: '', method: 'GET', path: '/open' }); // opens the breaker (fail-open)
       expect(engine.breaker.state).toBe('open');
@@ -33,7 +60,8 @@ describe('local fallback in a federation', () => {
       // Three equal weights: share units 333333 each; floor(300·u/S) + floor(15·u/S) = 99 + 4.
       expect(admitted).toBe(Math.floor((300 * 333_333) / 1_000_000) + Math.floor((15 * 333_333) / 1_000_000));
       let closedAdmitted = 0;
-      for (let i = 0; i < 50; i++) if ((await engine.decide({ apiKey: 'k', ip: '', method: 'GET', path: '/closed' })).allowed) closedAdmitted++;
+      for (let i = 0; i < 50; i++)
+        if ((await engine.decide({ apiKey: 'k', ip: '', method: 'GET', path: '/closed' })).allowed) closedAdmitted++;
       expect(closedAdmitted).toBe(0);
     } finally {
       await engine.close();

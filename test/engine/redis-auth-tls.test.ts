@@ -13,20 +13,61 @@ const certs = mkdtempSync(join(tmpdir(), 'quotafed-tls-'));
 afterAll(() => rmSync(certs, { recursive: true, force: true }));
 const file = (name: string) => join(certs, name);
 const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
-openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=quotafed-test-ca', '-keyout', file('ca.key'), '-out', file('ca.crt'));
+openssl(
+  'req',
+  '-x509',
+  '-newkey',
+  'rsa:2048',
+  '-nodes',
+  '-days',
+  '1',
+  '-subj',
+  '/CN=quotafed-test-ca',
+  '-keyout',
+  file('ca.key'),
+  '-out',
+  file('ca.crt'),
+);
 openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', file('redis.key'), '-out', file('redis.csr'));
-openssl('x509', '-req', '-in', file('redis.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '1', '-out', file('redis.crt'));
+openssl(
+  'x509',
+  '-req',
+  '-in',
+  file('redis.csr'),
+  '-CA',
+  file('ca.crt'),
+  '-CAkey',
+  file('ca.key'),
+  '-CAcreateserial',
+  '-days',
+  '1',
+  '-out',
+  file('redis.crt'),
+);
 
 const tlsPort = await freePort();
 const server = await useRedis({
   extraArgs: [
-    '--tls-port', String(tlsPort),
-    '--tls-cert-file', file('redis.crt'),
-    '--tls-key-file', file('redis.key'),
-    '--tls-ca-cert-file', file('ca.crt'),
-    '--tls-auth-clients', 'no',
-    '--user', 'default', 'off',
-    '--user', 'quotafed', 'on', '>s3cret-pass', '~*', '&*', '+@all',
+    '--tls-port',
+    String(tlsPort),
+    '--tls-cert-file',
+    file('redis.crt'),
+    '--tls-key-file',
+    file('redis.key'),
+    '--tls-ca-cert-file',
+    file('ca.crt'),
+    '--tls-auth-clients',
+    'no',
+    '--user',
+    'default',
+    'off',
+    '--user',
+    'quotafed',
+    'on',
+    '>s3cret-pass',
+    '~*',
+    '&*',
+    '+@all',
   ],
 });
 
@@ -58,7 +99,11 @@ describe('Redis AUTH (ACL user) and TLS', () => {
     wrongPassword.disconnect();
 
     const untrusted = createRegionRedis(
-      parseConfig({ region: 'us-east', redis: { url: `rediss://quotafed:s3cret-pass@localhost:${tlsPort}`, connectTimeoutMs: 1000 }, rules }),
+      parseConfig({
+        region: 'us-east',
+        redis: { url: `rediss://quotafed:s3cret-pass@localhost:${tlsPort}`, connectTimeoutMs: 1000 },
+        rules,
+      }),
       { retryStrategy: () => null },
     );
     const tlsError = await new Promise<Error>((resolve) => untrusted.once('error', resolve));

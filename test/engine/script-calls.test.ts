@@ -63,7 +63,11 @@ describe('refundCall undoes decideCall', () => {
 
 describe('reply parsers', () => {
   it('read the shapes the scripts answer', async () => {
-    expect(parseDecideReply([1, 5, 1, 9, 60_000, 0], 1)).toEqual({ allAllowed: true, now: 5, rules: [{ allowed: true, remaining: 9, resetAtMs: 60_000, retryAfterMs: 0 }] });
+    expect(parseDecideReply([1, 5, 1, 9, 60_000, 0], 1)).toEqual({
+      allAllowed: true,
+      now: 5,
+      rules: [{ allowed: true, remaining: 9, resetAtMs: 60_000, retryAfterMs: 0 }],
+    });
     expect(parseApplyGossipReply([0, -3, 1])).toEqual({ changed: false, lagMs: -3, granted: true });
     expect(parseTakePendingReply([['k', '7', ['f', 'v']]])).toEqual([{ key: 'k', version: '7', fields: ['f', 'v'] }]);
     expect(parseScreenGossipReply(['12', 70_000])).toEqual([{ id: '12', bytes: 70_000 }]);

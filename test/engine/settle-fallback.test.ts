@@ -35,7 +35,9 @@ describe('settling local fallback admissions', async () => {
       await engine.decide(request); // 1 by Redis
       await engine.settle([{ rule: matched!.rule, key: matched!.key, shard: matched!.shard, windowStart, count: 4 }]);
       // A window Redis no longer keeps is skipped.
-      await engine.settle([{ rule: matched!.rule, key: matched!.key, shard: matched!.shard, windowStart: windowStart - 3 * 3_600_000, count: 100 }]);
+      await engine.settle([
+        { rule: matched!.rule, key: matched!.key, shard: matched!.shard, windowStart: windowStart - 3 * 3_600_000, count: 100 },
+      ]);
       const next = await engine.decide(request);
       // Single region: 20 - 1 - 4 - 1. Federated (two equal weights, budget 0): a's allowance 10 - 1 - 4 - 1.
       expect(next.outcomes[0]!.remaining).toBe(federated ? 4 : 14);

@@ -14,7 +14,15 @@ beforeAll(async () => {
   fed = await startTestFederation({
     names: ['a', 'b'],
     rules: [
-      { name: 'per-key', match: { endpoints: ['/search'] }, by: ['apiKey', 'endpoint'], algorithm: 'fixedWindow', limit: 100, period: '60s', leakageBudget: 10 },
+      {
+        name: 'per-key',
+        match: { endpoints: ['/search'] },
+        by: ['apiKey', 'endpoint'],
+        algorithm: 'fixedWindow',
+        limit: 100,
+        period: '60s',
+        leakageBudget: 10,
+      },
       { name: 'bucket', match: { endpoints: ['/bucket'] }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 100, period: '60s' },
     ],
   });
@@ -28,27 +36,40 @@ const appOf = (region: TestRegion) =>
     openWithoutToken: false,
     routes: [federationAdminRoutes({ config: region.config, redis: region.redis, status: () => region.federation!.status() })],
   });
-const get = (region: TestRegion, path: string, token = TOKEN) => appOf(region).request(path, { headers: { Authorization: `Bearer ${token}` } });
+const get = (region: TestRegion, path: string, token = TOKEN) =>
+  appOf(region).request(path, { headers: { Authorization: `Bearer ${token}` } });
 
 describe('GET /admin/federation/keys', () => {
   it("shows own consumption, each region's view, allowances, acknowledgement and backlog for one caller", async () => {
-    for (let i = 0; i < 7; i++) expect((await a.engine.decide({ apiKey: 'alice', ip: '10.0.0.1', method: 'GET', path: '/search' })).allowed).toBe(true);
+    for (let i = 0; i < 7; i++)
+      expect((await a.engine.decide({ apiKey: 'alice', ip: '10.0.0.1', method: 'GET', path: '/search' })).allowed).toBe(true);
     const query = '/federation/keys?rule=per-key&apiKey=alice&endpoint=/search';
-    const body = await eventually(async () => {
-      const response = await get(a, query);
-      const json = (await response.json()) as {
-        windows: { current: boolean; acknowledged: number; allowance: Record<string, number> }[];
-        pending: Record<string, number | null>;
-      };
-      // Learning b's acknowledgement (and its grant) is itself a change a sends on (protocol.ts mergeWindow):
-      // wait for that too.
-      const current = json.windows.find((w) => w.current);
-      return current?.acknowledged === 7 && current.allowance.b === 1 && json.pending.b === null ? json : undefined;
-    }, 10_000, 'b to acknowledge, and a to deliver what it learned');
+    const body = await eventually(
+      async () => {
+        const response = await get(a, query);
+        const json = (await response.json()) as {
+          windows: { current: boolean; acknowledged: number; allowance: Record<string, number> }[];
+          pending: Record<string, number | null>;
+        };
+        // Learning b's acknowledgement (and its grant) is itself a change a sends on (protocol.ts mergeWindow):
+        // wait for that too.
+        const current = json.windows.find((w) => w.current);
+        return current?.acknowledged === 7 && current.allowance.b === 1 && json.pending.b === null ? json : undefined;
+      },
+      10_000,
+      'b to acknowledge, and a to deliver what it learned',
+    );
     const current = (body as { windows: Record<string, unknown>[] }).windows.find((w) => w.current)!;
     // limit 100, budget 10, two equal weights: 55 each. b, idle (a free donor), gave a all but one request
     // when it first merged a's admissions (the same gossip that carries its acknowledgement).
-    expect(current).toMatchObject({ own: 7, consumption: { a: 7, b: 0 }, globalView: 7, acknowledgedBy: { b: 7 }, allowance: { a: 109, b: 1 }, fenced: false });
+    expect(current).toMatchObject({
+      own: 7,
+      consumption: { a: 7, b: 0 },
+      globalView: 7,
+      acknowledgedBy: { b: 7 },
+      allowance: { a: 109, b: 1 },
+      fenced: false,
+    });
     expect(body).toMatchObject({ rule: 'per-key', algorithm: 'fixedWindow', region: 'a', exists: true, fence: 0, pending: { b: null } });
 
     const fromB = (await (await get(b, query)).json()) as { windows: Record<string, unknown>[] };
@@ -76,11 +97,15 @@ describe('GET /admin/federation/peers', () => {
     // Rounds run concurrently in both regions, and a merge (a grant, an acknowledgement) makes a key pending
     // again: flush until a round found nothing left for b.
     type Peers = { region: string; regions: string[]; peers: Record<string, unknown>[] };
-    const body = await eventually(async () => {
-      await fed.flushAll();
-      const view = (await (await get(a, '/federation/peers')).json()) as Peers;
-      return view.peers[0]?.backlog === 0 ? view : undefined;
-    }, 10_000, 'an empty backlog for b');
+    const body = await eventually(
+      async () => {
+        await fed.flushAll();
+        const view = (await (await get(a, '/federation/peers')).json()) as Peers;
+        return view.peers[0]?.backlog === 0 ? view : undefined;
+      },
+      10_000,
+      'an empty backlog for b',
+    );
     expect(body.region).toBe('a');
     expect(body.regions).toEqual(['a', 'b']);
     expect(body.peers).toHaveLength(1);

@@ -50,7 +50,12 @@ beforeAll(async () => {
     }
   };
   for (const region of federation.regions) {
-    await waitFor(`${region.name} not ready`, () => fetch(`${region.url}/readyz`).then((r) => (r.body?.cancel(), r.ok), () => false));
+    await waitFor(`${region.name} not ready`, () =>
+      fetch(`${region.url}/readyz`).then(
+        (r) => (r.body?.cancel(), r.ok),
+        () => false,
+      ),
+    );
     const redis = new Redis(region.redisUrl, { maxRetriesPerRequest: 1 });
     try {
       for (const peer of REGIONS.filter((name) => name !== region.name)) {
@@ -70,10 +75,13 @@ afterAll(async () => {
 function get(agent: Agent, baseUrl: string, apiKey: string): Promise<number> {
   const url = new URL('/hello', baseUrl);
   return new Promise((done) => {
-    const req = request({ agent, host: url.hostname, port: url.port, path: url.pathname, headers: { 'x-api-key': apiKey }, timeout: 5_000 }, (res) => {
-      res.resume();
-      res.on('end', () => done(res.statusCode ?? 0));
-    });
+    const req = request(
+      { agent, host: url.hostname, port: url.port, path: url.pathname, headers: { 'x-api-key': apiKey }, timeout: 5_000 },
+      (res) => {
+        res.resume();
+        res.on('end', () => done(res.statusCode ?? 0));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', () => done(0));
     req.end();

@@ -49,7 +49,14 @@ async function configFrom(file: string, peers?: Array<{ name: string; redisUrl: 
   raw.logLevel = 'info';
   if (raw.federation) {
     // Nothing listens on these ports: the peers "cannot be asked", as on a first deployment before they are up.
-    raw.federation.peers = peers ?? (await Promise.all(raw.federation.peers.map(async (peer: { name: string }) => ({ name: peer.name, redisUrl: `redis://127.0.0.1:${await freePort()}` }))));
+    raw.federation.peers =
+      peers ??
+      (await Promise.all(
+        raw.federation.peers.map(async (peer: { name: string }) => ({
+          name: peer.name,
+          redisUrl: `redis://127.0.0.1:${await freePort()}`,
+        })),
+      ));
   }
   const path = join(scratch, `${file.replace('.yaml', '')}-${port}.yaml`);
   writeFileSync(path, stringify(raw));
@@ -77,7 +84,11 @@ async function stop(started: Started): Promise<void> {
   running.splice(running.indexOf(started.service), 1);
 }
 
-async function check(url: string, apiKey: string, path = '/hello'): Promise<{ allowed: boolean; source: string | undefined; limit: number }> {
+async function check(
+  url: string,
+  apiKey: string,
+  path = '/hello',
+): Promise<{ allowed: boolean; source: string | undefined; limit: number }> {
   const response = await fetch(`${url}/v1/check`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -171,7 +182,9 @@ describe('first start of a region whose peers cannot be asked', { timeout: 90_00
       // A key whose state is not in this Redis (it may have been lost) gets nothing in the fenced window.
       expect(await admitted(started.url, 'k-partial-other', 5), started.lines.join('\n')).toBe(0);
       expect(await admitted(started.url, 'k-partial-other', 2, '/checkout')).toBe(0);
-      expect(lineWith(started, 'federation.fenced')).toMatch(/a new federation was declared, but this Redis already holds quotafed state \(qf:/);
+      expect(lineWith(started, 'federation.fenced')).toMatch(
+        /a new federation was declared, but this Redis already holds quotafed state \(qf:/,
+      );
     } finally {
       await stop(started);
     }
@@ -237,6 +250,8 @@ describe('federation.bootstrap is read once, at start-up', () => {
     expect(declared.federation.bootstrap).toBe('new');
     expect(dropped.federation.bootstrap).toBe('auto');
     expect(restartOnlyChanges(declared, dropped)).toEqual([]);
-    expect(() => loadConfigFile(join(root, 'regions/us-east.yaml'), { QUOTAFED_FEDERATION_BOOTSTRAP: 'fresh' })).toThrow(/federation\.bootstrap/);
+    expect(() => loadConfigFile(join(root, 'regions/us-east.yaml'), { QUOTAFED_FEDERATION_BOOTSTRAP: 'fresh' })).toThrow(
+      /federation\.bootstrap/,
+    );
   });
 });

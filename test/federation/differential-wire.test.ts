@@ -29,7 +29,7 @@ const n = 2;
 
 describe('cells on the wire', () => {
   it('round-trips t cells and diagonal a cells, and decodes them from the hash the Lua writes', () => {
-    const state = decodeState({ w0: '9', 'c0.1': '3', 'a0.1.1': '3', 'x0.0.1': '2', 't0.1': '1800000000123', 't': '5', v: '2' }, n);
+    const state = decodeState({ w0: '9', 'c0.1': '3', 'a0.1.1': '3', 'x0.0.1': '2', 't0.1': '1800000000123', t: '5', v: '2' }, n);
     const slot = state.slots[0]!;
     expect(slot).toEqual({ id: 9, c: [0, 3], x: [0, 2, 0, 0], a: [0, 0, 0, 3], t: [0, 1_800_000_000_123] });
     expect(flattenSlot(slot)).toHaveLength(slotLength(n));
@@ -43,7 +43,16 @@ describe('cells on the wire', () => {
       slot[0] = 500_000;
       slot[1] = 4;
       slot[timeCellsOffset(n)] = t;
-      return { v: MESSAGE_VERSION, kind: 'gossip', from: 'a', to: 'b', fp: topology.fingerprint, seq: 1, sentAt: 1, entries: [{ k: ruleKey('fw', { principal: 'x', dimensions: ['x'] }), t: 1, s: [slot] }] };
+      return {
+        v: MESSAGE_VERSION,
+        kind: 'gossip',
+        from: 'a',
+        to: 'b',
+        fp: topology.fingerprint,
+        seq: 1,
+        sentAt: 1,
+        entries: [{ k: ruleKey('fw', { principal: 'x', dimensions: ['x'] }), t: 1, s: [slot] }],
+      };
     };
     expect(LIMITS.maxCount).toBeLessThan(1_800_000_000_000);
     expect(verify(message(1_800_000_000_000), 100, topology, 'b', undefined).ok).toBe(true);

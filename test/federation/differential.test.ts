@@ -121,18 +121,33 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('send' as const), from: region, to: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('snapshot' as const), from: region }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('deliver' as const), pick: fc.nat(20), to: region }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('shifted' as const), from: region, to: fc.nat(1), shift: fc.constantFrom(-3, -2, -1, 1, 2, 3) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('shifted' as const),
+      from: region,
+      to: fc.nat(1),
+      shift: fc.constantFrom(-3, -2, -1, 1, 2, 3),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('sweep' as const), r: region }) },
   {
     weight: 4,
     arbitrary: fc.record({
       kind: fc.constant('advance' as const),
-      fraction: fc.oneof({ weight: 4, arbitrary: fc.double({ min: 0, max: 0.3, noNaN: true }) }, { weight: 1, arbitrary: fc.constantFrom(1, 2, 3, 10) }),
+      fraction: fc.oneof(
+        { weight: 4, arbitrary: fc.double({ min: 0, max: 0.3, noNaN: true }) },
+        { weight: 1, arbitrary: fc.constantFrom(1, 2, 3, 10) },
+      ),
     }),
   },
   {
     weight: 2,
-    arbitrary: fc.record({ kind: fc.constant('edge' as const), r: region, delta: fc.constantFrom('at', 'after', 'before', 'skew', 'skewBefore', 'skewAfter') }),
+    arbitrary: fc.record({
+      kind: fc.constant('edge' as const),
+      r: region,
+      delta: fc.constantFrom('at', 'after', 'before', 'skew', 'skewBefore', 'skewAfter'),
+    }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('wipe' as const), r: region, markerLost: fc.boolean() }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'round' as const }) },
@@ -206,7 +221,22 @@ function toEpochSlot(slot: SlotCells, n: number): EpochSlot {
   return { ...rest, y: a };
 }
 
-const stats = { fastFirst: 0, gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 }, watchJoins: 0, runs: 0, steps: 0, decisions: 0, admitted: 0, merges: 0, changedMerges: 0, sweeps: 0, swept: 0, tokenChecks: 0, tokensExact: 0, maxTokenError: 0 };
+const stats = {
+  fastFirst: 0,
+  gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
+  watchJoins: 0,
+  runs: 0,
+  steps: 0,
+  decisions: 0,
+  admitted: 0,
+  merges: 0,
+  changedMerges: 0,
+  sweeps: 0,
+  swept: 0,
+  tokenChecks: 0,
+  tokensExact: 0,
+  maxTokenError: 0,
+};
 
 async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<void> {
   const { n } = setup;
@@ -216,7 +246,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
   const rule: Rule = configs[0]!.rules[0]!;
   let clock = setup.start;
   const localNow = (r: number) => clock + setup.offsets[r]!;
-  const engines = configs.map((config, r) => createRedisEngine({ config, redis: clients[r]!, overLimitCache: false, nowMs: () => localNow(r) }));
+  const engines = configs.map((config, r) =>
+    createRedisEngine({ config, redis: clients[r]!, overLimitCache: false, nowMs: () => localNow(r) }),
+  );
   const topologies: Topology[] = engines.map((engine) => engine.topology);
   const spec: SpecRegion[] = topologies.map((topology, r) => ({
     params: federationParams({
@@ -272,11 +304,23 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     const givenBefore = ownGiven(windowed ? s.window.slots : s.bucket?.slots);
     let changed: boolean;
     if (windowed) {
-      const result = mergeWindow(s.params, s.window, s.fence, now, entry.s.map((flat) => toWindowSlot(unflattenSlot(flat, n), n)));
+      const result = mergeWindow(
+        s.params,
+        s.window,
+        s.fence,
+        now,
+        entry.s.map((flat) => toWindowSlot(unflattenSlot(flat, n), n)),
+      );
       changed = result.changed;
       s.window = result.state;
     } else {
-      const result = mergeBucket(s.params, s.bucket, s.fence, now, entry.s.map((flat) => toEpochSlot(unflattenSlot(flat, n), n)));
+      const result = mergeBucket(
+        s.params,
+        s.bucket,
+        s.fence,
+        now,
+        entry.s.map((flat) => toEpochSlot(unflattenSlot(flat, n), n)),
+      );
       changed = result.changed;
       s.bucket = result.state;
     }
@@ -353,7 +397,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         if (members.length === 0) return; // the publisher sends nothing for an empty set (checked: watched is false)
         fenceOnScriptCall(r);
         const now = localNow(r);
-        const call = sweepCall(topologies[r]!, SHARD, [{ key: KEY, rule }], configs[r]!.federation.leakageBudget, { now, policy: setup.policy });
+        const call = sweepCall(topologies[r]!, SHARD, [{ key: KEY, rule }], configs[r]!.federation.leakageBudget, {
+          now,
+          policy: setup.policy,
+        });
         const reply = await runSweepWatch(clients[r]!, call);
         let changed = false;
         if (!hungryPeer(r)) {
@@ -430,7 +477,11 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
       if (given > givenBefore[r]!) stats.gives[algorithm]++;
       givenBefore[r] = given;
       const client = clients[r]!;
-      const [raw, fence, watched] = await Promise.all([client.hgetall(KEY), client.hget(shardMarkerKey(SHARD), 'fence'), client.sismember(watchSetKey(SHARD), KEY)]);
+      const [raw, fence, watched] = await Promise.all([
+        client.hgetall(KEY),
+        client.hget(shardMarkerKey(SHARD), 'fence'),
+        client.sismember(watchSetKey(SHARD), KEY),
+      ]);
       const s = spec[r]!;
       const where = `region ${r} (${trace.join(' ')})`;
       expect(fence === null ? null : Number(fence), `fence of ${where}`).toBe(s.markerLost ? null : s.fence);
@@ -445,7 +496,12 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
             return;
           }
           expect(held, `slot ${k} of ${where}`).toBeDefined();
-          expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({ id: slot.id, c: slot.c, x: slot.x.flat(), t: slot.t });
+          expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({
+            id: slot.id,
+            c: slot.c,
+            x: slot.x.flat(),
+            t: slot.t,
+          });
           const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
           expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
         });
@@ -503,7 +559,13 @@ describe('differential: the Lua scripts against protocol.ts', () => {
       const ops = fc.array(
         fc.oneof(
           { weight: 4, arbitrary: fc.record({ kind: fc.constant('decide' as const), cost: fc.constantFrom(1, 1, 2, 5) }) },
-          { weight: 2, arbitrary: fc.record({ kind: fc.constant('advance' as const), fraction: fc.oneof(fc.double({ min: 0, max: 0.3, noNaN: true }), fc.constantFrom(1, 2, 3)) }) },
+          {
+            weight: 2,
+            arbitrary: fc.record({
+              kind: fc.constant('advance' as const),
+              fraction: fc.oneof(fc.double({ min: 0, max: 0.3, noNaN: true }), fc.constantFrom(1, 2, 3)),
+            }),
+          },
           { weight: 1, arbitrary: fc.record({ kind: fc.constant('edge' as const), delta: fc.constantFrom(-1, 0, 1) }) },
         ),
         { minLength: 5, maxLength: 60 },
@@ -512,11 +574,29 @@ describe('differential: the Lua scripts against protocol.ts', () => {
         fc.asyncProperty(single, ops, async ({ limit, periodMs, burst, startFraction }, steps) => {
           const config = parseConfig({
             region: 'solo',
-            rules: [{ name: 'rule', by: ['apiKey'], algorithm, limit, period: periodMs, ...(algorithm === 'tokenBucket' && burst !== undefined ? { burst } : {}) }],
+            rules: [
+              {
+                name: 'rule',
+                by: ['apiKey'],
+                algorithm,
+                limit,
+                period: periodMs,
+                ...(algorithm === 'tokenBucket' && burst !== undefined ? { burst } : {}),
+              },
+            ],
           });
           let clock = 1_800_000_000_000 + Math.floor(startFraction * periodMs);
           const engine = createRedisEngine({ config, redis: clients[0]!, overLimitCache: false, nowMs: () => clock });
-          const params = federationParams({ regions: 1, self: 0, weights: [1], limit, periodMs, burst: algorithm === 'tokenBucket' ? burst : undefined, leakageBudget: '5%', maxClockSkewMs: 1_000 });
+          const params = federationParams({
+            regions: 1,
+            self: 0,
+            weights: [1],
+            limit,
+            periodMs,
+            burst: algorithm === 'tokenBucket' ? burst : undefined,
+            leakageBudget: '5%',
+            maxClockSkewMs: 1_000,
+          });
           await clients[0]!.flushdb();
           let window = newWindowState(1);
           let bucket: BucketState | undefined;
@@ -524,7 +604,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
             if (op.kind === 'advance') clock += Math.round(op.fraction * periodMs);
             else if (op.kind === 'edge') clock += Math.max(1, periodMs - (clock % periodMs) + op.delta);
             else {
-              const outcome = (await engine.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost })).outcomes[0]!;
+              const outcome = (await engine.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost }))
+                .outcomes[0]!;
               let allowed: boolean;
               let remaining: number;
               if (algorithm === 'tokenBucket') {
@@ -537,7 +618,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
                 if (outcome.allowed !== allowed && Math.abs(tokens - op.cost) <= 1e-9) return;
                 bucket = verdict.state;
                 // Likewise the floor of a remaining count that sits on an integer.
-                if (Math.abs(remaining - Math.round(remaining)) <= 1e-9 && outcome.remaining === Math.round(remaining)) remaining = Math.round(remaining);
+                if (Math.abs(remaining - Math.round(remaining)) <= 1e-9 && outcome.remaining === Math.round(remaining))
+                  remaining = Math.round(remaining);
               } else {
                 const verdict = decideWindow(params, window, 0, clock, op.cost, algorithm === 'slidingWindow');
                 ({ allowed, remaining } = verdict);
@@ -550,13 +632,18 @@ describe('differential: the Lua scripts against protocol.ts', () => {
             if (algorithm === 'tokenBucket') {
               if (bucket === undefined) expect(raw).toEqual({});
               else {
-                expect({ last: Number(raw.last_refill), fields: Object.keys(raw).sort() }).toEqual({ last: bucket.lastRefill, fields: ['last_refill', 'tokens'] });
+                expect({ last: Number(raw.last_refill), fields: Object.keys(raw).sort() }).toEqual({
+                  last: bucket.lastRefill,
+                  fields: ['last_refill', 'tokens'],
+                });
                 expect(Math.abs(Number(raw.tokens) - bucket.tokens) / Math.max(1, bucket.tokens)).toBeLessThanOrEqual(1e-9);
               }
             } else {
               const held = decodeState(raw, 1).slots;
               const expected = window.slots.filter((slot) => slot.id >= 0).map((slot) => ({ id: slot.id, c: slot.c }));
-              expect(held.map((slot) => ({ id: slot.id, c: slot.c })).sort((a, b) => a.id - b.id)).toEqual(expected.sort((a, b) => a.id - b.id));
+              expect(held.map((slot) => ({ id: slot.id, c: slot.c })).sort((a, b) => a.id - b.id)).toEqual(
+                expected.sort((a, b) => a.id - b.id),
+              );
             }
           }
         }),

@@ -43,14 +43,21 @@ describe('regions configured with different weights', () => {
   });
 
   it('reports the mismatch on /readyz and logs it once per peer while every job is rejected', async () => {
-    for (const [service, peer] of [[a, 'b'], [b, 'a']] as const) {
+    for (const [service, peer] of [
+      [a, 'b'],
+      [b, 'a'],
+    ] as const) {
       let reasons: string[] = [];
-      await eventually(async () => {
-        const res = await fetch(`${service.url}/readyz`);
-        if (res.status !== 503) return false;
-        reasons = ((await res.json()) as { reasons: string[] }).reasons;
-        return reasons.some((reason) => reason.includes('fingerprint'));
-      }, 15_000, `${service.config.region} to report the mismatch`);
+      await eventually(
+        async () => {
+          const res = await fetch(`${service.url}/readyz`);
+          if (res.status !== 503) return false;
+          reasons = ((await res.json()) as { reasons: string[] }).reasons;
+          return reasons.some((reason) => reason.includes('fingerprint'));
+        },
+        15_000,
+        `${service.config.region} to report the mismatch`,
+      );
       expect(reasons.join(' ')).toMatch(new RegExp(`${peer} has topology fingerprint`));
     }
     // Many gossip jobs: traffic on both sides for a while.
@@ -64,11 +71,16 @@ describe('regions configured with different weights', () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     const page = await (await fetch(`${a.url}/metrics`)).text();
     expect(await metricValue(page, 'quotafed_federation_rejected_jobs_total', { region: 'a', reason: 'fingerprint' })).toBeGreaterThan(3);
-    for (const [log, peer] of [[logA, 'b'], [logB, 'a']] as const) {
+    for (const [log, peer] of [
+      [logA, 'b'],
+      [logB, 'a'],
+    ] as const) {
       const mismatch = log.lines().filter((line) => line.event === 'federation.fingerprint_mismatch');
       expect(mismatch).toHaveLength(1);
       expect(mismatch[0]).toMatchObject({ peer });
-      const warnedPerJob = log.lines().filter((line) => line.event === 'federation.gossip_rejected' && line.reason === 'fingerprint' && (line.level as number) >= 40);
+      const warnedPerJob = log
+        .lines()
+        .filter((line) => line.event === 'federation.gossip_rejected' && line.reason === 'fingerprint' && (line.level as number) >= 40);
       expect(warnedPerJob).toEqual([]);
     }
   });

@@ -97,7 +97,9 @@ describe('hostile gossip jobs', () => {
 
     latencies.sort((x, y) => x - y);
     const max = latencies.at(-1)!;
-    console.info(JSON.stringify({ probe: 'gossip-30mb', decisions: latencies.length, p50: latencies[Math.floor(latencies.length / 2)], max }));
+    console.info(
+      JSON.stringify({ probe: 'gossip-30mb', decisions: latencies.length, p50: latencies[Math.floor(latencies.length / 2)], max }),
+    );
     expect(latencies.length).toBeGreaterThan(50);
     // Before: 0.7-0.9 s stalls (the job read whole and parsed on the worker's event loop).
     expect(max).toBeLessThan(250);

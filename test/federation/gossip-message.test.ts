@@ -11,7 +11,13 @@ import { ruleKey } from '../../src/keys.ts';
 const SECRET = 'unit-secret-0123456789abcdef';
 const config = parseConfig({
   region: 'b',
-  federation: { secret: SECRET, peers: [{ name: 'a', redisUrl: 'redis://127.0.0.1:1' }, { name: 'c', redisUrl: 'redis://127.0.0.1:2' }] },
+  federation: {
+    secret: SECRET,
+    peers: [
+      { name: 'a', redisUrl: 'redis://127.0.0.1:1' },
+      { name: 'c', redisUrl: 'redis://127.0.0.1:2' },
+    ],
+  },
   rules: [{ name: 'fw', limit: 10 }],
 });
 const topology = topologyOf(config);
@@ -20,7 +26,20 @@ const key = ruleKey('fw', { principal: 'k', dimensions: ['k'] });
 describe('cells', () => {
   it('decodes a state hash into per-slot cells and leaves regional fields out of the gossip', () => {
     const state = decodeState(
-      { w1: '100', 'c1.0': '4', 'c1.2': '9', 'x1.2.0': '3', 'a1.1.0': '4', w2: '101', 'c2.0': '1', f1: '5', v: '12', t: '1700', tokens: '3.5', last_refill: '9' },
+      {
+        w1: '100',
+        'c1.0': '4',
+        'c1.2': '9',
+        'x1.2.0': '3',
+        'a1.1.0': '4',
+        w2: '101',
+        'c2.0': '1',
+        f1: '5',
+        v: '12',
+        t: '1700',
+        tokens: '3.5',
+        last_refill: '9',
+      },
       3,
     );
     expect(state.version).toBe(12);
@@ -36,19 +55,26 @@ describe('cells', () => {
 });
 
 describe('signature', () => {
-  const arbitraryMessage = fc.record({
-    counts: fc.array(fc.array(fc.nat(1_000_000), { minLength: slotLength(3) - 1, maxLength: slotLength(3) - 1 }), { minLength: 1, maxLength: 3 }),
-    seq: fc.nat(),
-  }).map(({ counts, seq }): GossipMessage => ({
-    v: MESSAGE_VERSION,
-    kind: 'gossip',
-    from: 'a',
-    to: 'b',
-    fp: topology.fingerprint,
-    seq,
-    sentAt: 1_700_000_000_000,
-    entries: [{ k: key, t: 1_700_000_000_000, s: counts.map((cells, i) => [29_000_000 + i, ...cells]) }],
-  }));
+  const arbitraryMessage = fc
+    .record({
+      counts: fc.array(fc.array(fc.nat(1_000_000), { minLength: slotLength(3) - 1, maxLength: slotLength(3) - 1 }), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+      seq: fc.nat(),
+    })
+    .map(
+      ({ counts, seq }): GossipMessage => ({
+        v: MESSAGE_VERSION,
+        kind: 'gossip',
+        from: 'a',
+        to: 'b',
+        fp: topology.fingerprint,
+        seq,
+        sentAt: 1_700_000_000_000,
+        entries: [{ k: key, t: 1_700_000_000_000, s: counts.map((cells, i) => [29_000_000 + i, ...cells]) }],
+      }),
+    );
 
   it('verifies what was signed, whatever the key order, and nothing that was changed after signing', () => {
     fc.assert(
@@ -71,7 +97,16 @@ describe('signature', () => {
   });
 
   it('accepts unsigned gossip only when no secret is configured', () => {
-    const message: GossipMessage = { v: MESSAGE_VERSION, kind: 'heartbeat', from: 'a', to: 'b', fp: topology.fingerprint, seq: 1, sentAt: 1, entries: [] };
+    const message: GossipMessage = {
+      v: MESSAGE_VERSION,
+      kind: 'heartbeat',
+      from: 'a',
+      to: 'b',
+      fp: topology.fingerprint,
+      seq: 1,
+      sentAt: 1,
+      entries: [],
+    };
     expect(verify(message, 100, topology, 'b', undefined).ok).toBe(true);
     expect(verify(message, 100, topology, 'b', SECRET)).toMatchObject({ ok: false, reason: 'bad_mac' });
   });
@@ -80,7 +115,19 @@ describe('signature', () => {
 describe('ranges', () => {
   const n = 3;
   const message = (slot: number[]): GossipMessage =>
-    sign({ v: MESSAGE_VERSION, kind: 'gossip', from: 'a', to: 'b', fp: topology.fingerprint, seq: 1, sentAt: 1_700_000_000_000, entries: [{ k: key, t: 1_700_000_000_000, s: [slot] }] }, SECRET);
+    sign(
+      {
+        v: MESSAGE_VERSION,
+        kind: 'gossip',
+        from: 'a',
+        to: 'b',
+        fp: topology.fingerprint,
+        seq: 1,
+        sentAt: 1_700_000_000_000,
+        entries: [{ k: key, t: 1_700_000_000_000, s: [slot] }],
+      },
+      SECRET,
+    );
   const slot = () => [29_000_000, ...new Array<number>(slotLength(n) - 1).fill(0)];
   const aCell = 1 + n + n * n; // id, c[n], x[n·n], then a[n·n] (tokens moved with share, y, for token buckets)
 
@@ -92,10 +139,18 @@ describe('ranges', () => {
   });
 
   it('still refuses fractional, negative or non-finite counts and transfers, and negative tokens', () => {
-    for (const [at, value] of [[1, 0.5], [1 + n, 2.5], [1, -1], [aCell, -0.5]] as const) {
+    for (const [at, value] of [
+      [1, 0.5],
+      [1 + n, 2.5],
+      [1, -1],
+      [aCell, -0.5],
+    ] as const) {
       const cells = slot();
       cells[at] = value;
-      expect(verify(message(cells), 100, topology, 'b', SECRET), `cell ${at} = ${value}`).toMatchObject({ ok: false, reason: 'out_of_range' });
+      expect(verify(message(cells), 100, topology, 'b', SECRET), `cell ${at} = ${value}`).toMatchObject({
+        ok: false,
+        reason: 'out_of_range',
+      });
     }
   });
 });

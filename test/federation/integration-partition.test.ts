@@ -40,7 +40,11 @@ describe('partition', () => {
     const [a, b, c] = fed.regions as [TestRegion, TestRegion, TestRegion];
     const tally = new Map<number, Map<string, number>>();
     await admit(a, key, 5, tally);
-    await eventually(async () => (await federationKeyView(c.config, c.redis, 'fw', { apiKey: key })).windows.some((w) => w.consumption.a === 5), 10_000, 'c to see a before the cut');
+    await eventually(
+      async () => (await federationKeyView(c.config, c.redis, 'fw', { apiKey: key })).windows.some((w) => w.consumption.a === 5),
+      10_000,
+      'c to see a before the cut',
+    );
 
     fed.isolate('c');
     try {
@@ -69,15 +73,25 @@ describe('partition', () => {
     expect(cAdmitted).toBeGreaterThan(0);
 
     // After the heal: one global view everywhere, and the backlogs drain.
-    const views = await eventually(async () => {
-      const all = await Promise.all(fed.regions.map((region) => federationKeyView(region.config, region.redis, 'fw', { apiKey: key })));
-      const shapes = all.map((view) => JSON.stringify(view.windows.map((w) => [w.id, w.consumption])));
-      return shapes.every((shape) => shape === shapes[0]) ? all : undefined;
-    }, 15_000, 'all regions to converge after the heal');
+    const views = await eventually(
+      async () => {
+        const all = await Promise.all(fed.regions.map((region) => federationKeyView(region.config, region.redis, 'fw', { apiKey: key })));
+        const shapes = all.map((view) => JSON.stringify(view.windows.map((w) => [w.id, w.consumption])));
+        return shapes.every((shape) => shape === shapes[0]) ? all : undefined;
+      },
+      15_000,
+      'all regions to converge after the heal',
+    );
     for (const window of views[0]!.windows) {
       const perRegion = tally.get(window.endMs);
-      if (perRegion) expect(window.consumption).toEqual({ a: perRegion.get('a') ?? 0, b: perRegion.get('b') ?? 0, c: perRegion.get('c') ?? 0 });
+      if (perRegion)
+        expect(window.consumption).toEqual({ a: perRegion.get('a') ?? 0, b: perRegion.get('b') ?? 0, c: perRegion.get('c') ?? 0 });
     }
-    await eventually(async () => fed.regions.every((region) => region.federation!.status().every((peer) => peer.linkUp && peer.backlog === 0)) || undefined, 15_000, 'links up, backlogs drained');
+    await eventually(
+      async () =>
+        fed.regions.every((region) => region.federation!.status().every((peer) => peer.linkUp && peer.backlog === 0)) || undefined,
+      15_000,
+      'links up, backlogs drained',
+    );
   }, 60_000);
 });

@@ -17,8 +17,24 @@ beforeAll(async () => {
     syncIntervalMs: 50,
     rules: [
       // One path per rule (plus /both for sw and tb), so a request is decided by the rule under test only.
-      { name: 'fw', match: { endpoints: ['/fw'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: '60s', leakageBudget: '5%' },
-      { name: 'demand', match: { endpoints: ['/demand'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: '10s', leakageBudget: '5%' },
+      {
+        name: 'fw',
+        match: { endpoints: ['/fw'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: 300,
+        period: '60s',
+        leakageBudget: '5%',
+      },
+      {
+        name: 'demand',
+        match: { endpoints: ['/demand'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: 300,
+        period: '10s',
+        leakageBudget: '5%',
+      },
       { name: 'sw', match: { endpoints: ['/both'] }, by: ['apiKey'], algorithm: 'slidingWindow', limit: 100, period: '60s' },
       { name: 'tb', match: { endpoints: ['/both'] }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 100, period: '60s' },
     ],
@@ -39,7 +55,8 @@ async function admit(region: TestRegion, key: string, count: number, path = '/fw
 const pathOf = (rule: string) => (rule === 'sw' || rule === 'tb' ? '/both' : `/${rule}`);
 const view = (region: TestRegion, rule: string, key: string) =>
   federationKeyView(region.config, region.redis, rule, { apiKey: key, endpoint: pathOf(rule) });
-const currentWindow = async (region: TestRegion, rule: string, key: string) => (await view(region, rule, key)).windows.find((w) => w.current);
+const currentWindow = async (region: TestRegion, rule: string, key: string) =>
+  (await view(region, rule, key)).windows.find((w) => w.current);
 
 describe('convergence', () => {
   it('admissions in one region become visible in the others', async () => {
@@ -47,18 +64,26 @@ describe('convergence', () => {
     const a = fed.region('a');
     expect(await admit(a, key, 10)).toBe(10);
     for (const name of ['b', 'c']) {
-      const window = await eventually(async () => {
-        const w = await currentWindow(fed.region(name), 'fw', key);
-        return w && w.consumption.a === 10 ? w : undefined;
-      }, 10_000, `${name} to see a's 10 admissions`);
+      const window = await eventually(
+        async () => {
+          const w = await currentWindow(fed.region(name), 'fw', key);
+          return w && w.consumption.a === 10 ? w : undefined;
+        },
+        10_000,
+        `${name} to see a's 10 admissions`,
+      );
       expect(window.globalView).toBe(10);
       expect(window.own).toBe(0);
     }
     // And a learns that both peers acknowledged its 10.
-    const acked = await eventually(async () => {
-      const w = await currentWindow(a, 'fw', key);
-      return w && w.acknowledged === 10 ? w : undefined;
-    }, 10_000, 'a to see both acknowledgements');
+    const acked = await eventually(
+      async () => {
+        const w = await currentWindow(a, 'fw', key);
+        return w && w.acknowledged === 10 ? w : undefined;
+      },
+      10_000,
+      'a to see both acknowledgements',
+    );
     expect(acked.acknowledgedBy).toEqual({ b: 10, c: 10 });
     const status = a.federation!.status();
     expect(status.map((peer) => peer.linkUp)).toEqual([true, true]);
@@ -69,10 +94,14 @@ describe('convergence', () => {
     const counts = { a: 7, b: 5, c: 3 };
     await Promise.all(Object.entries(counts).map(([name, count]) => admit(fed.region(name), key, count)));
     for (const region of fed.regions) {
-      await eventually(async () => {
-        const w = await currentWindow(region, 'fw', key);
-        return w && w.consumption.a === 7 && w.consumption.b === 5 && w.consumption.c === 3;
-      }, 10_000, `${region.name} to converge`);
+      await eventually(
+        async () => {
+          const w = await currentWindow(region, 'fw', key);
+          return w && w.consumption.a === 7 && w.consumption.b === 5 && w.consumption.c === 3;
+        },
+        10_000,
+        `${region.name} to converge`,
+      );
     }
   });
 
@@ -80,10 +109,14 @@ describe('convergence', () => {
     const key = apiKey();
     expect(await admit(fed.region('b'), key, 4, '/both')).toBe(4);
     for (const name of ['a', 'c']) {
-      await eventually(async () => {
-        const [sw, tb] = await Promise.all([currentWindow(fed.region(name), 'sw', key), currentWindow(fed.region(name), 'tb', key)]);
-        return sw?.consumption.b === 4 && tb?.consumption.b === 4;
-      }, 10_000, `${name} to see b's sliding-window and token-bucket consumption`);
+      await eventually(
+        async () => {
+          const [sw, tb] = await Promise.all([currentWindow(fed.region(name), 'sw', key), currentWindow(fed.region(name), 'tb', key)]);
+          return sw?.consumption.b === 4 && tb?.consumption.b === 4;
+        },
+        10_000,
+        `${name} to see b's sliding-window and token-bucket consumption`,
+      );
     }
   });
 });
@@ -99,22 +132,32 @@ describe('idempotence', () => {
     await admit(fed.region('a'), key, 6);
     await admit(fed.region('c'), key, 2);
     const b = fed.region('b');
-    await eventually(async () => {
-      const w = await currentWindow(b, 'fw', key);
-      return w?.consumption.a === 6 && w.consumption.c === 2;
-    }, 10_000, 'b to converge');
+    await eventually(
+      async () => {
+        const w = await currentWindow(b, 'fw', key);
+        return w?.consumption.a === 6 && w.consumption.c === 2;
+      },
+      10_000,
+      'b to converge',
+    );
     await fed.flushAll();
 
     const inbound = new Queue(GOSSIP_QUEUE, { connection: { host: '127.0.0.1', port: b.server.port }, prefix: GOSSIP_QUEUE_PREFIX });
     try {
       const done = await inbound.getJobs(['completed'], 0, 99);
-      const carrying = done.filter((job) => job.data?.kind === 'gossip' && job.data.entries.some((entry: { k: string }) => entry.k.includes(':fw:')));
+      const carrying = done.filter(
+        (job) => job.data?.kind === 'gossip' && job.data.entries.some((entry: { k: string }) => entry.k.includes(':fw:')),
+      );
       expect(carrying.length).toBeGreaterThan(0);
       const before = await stateOf(b, 'fw', key);
 
       // 1. The very same jobs again: recognised as replays, counted, nothing applied.
       const replayed = await Promise.all(carrying.map((job) => inbound.add('gossip', job.data)));
-      await eventually(async () => (await Promise.all(replayed.map((job) => job.getState()))).every((state) => state === 'failed'), 10_000, 'replays to be rejected');
+      await eventually(
+        async () => (await Promise.all(replayed.map((job) => job.getState()))).every((state) => state === 'failed'),
+        10_000,
+        'replays to be rejected',
+      );
       const metric = await b.registry.getSingleMetricAsString('quotafed_federation_rejected_jobs_total');
       expect(metric).toMatch(/reason="replayed"/);
 
@@ -129,7 +172,11 @@ describe('idempotence', () => {
           return inbound.add('gossip', sign({ ...unsigned, seq: next++ }, SECRET));
         }),
       );
-      await eventually(async () => (await Promise.all(resent.map((job) => job.getState()))).every((state) => state === 'completed'), 10_000, 're-signed copies to apply');
+      await eventually(
+        async () => (await Promise.all(resent.map((job) => job.getState()))).every((state) => state === 'completed'),
+        10_000,
+        're-signed copies to apply',
+      );
       expect(await stateOf(b, 'fw', key)).toEqual(before);
     } finally {
       await inbound.close();
@@ -154,10 +201,14 @@ describe('restart without loss', () => {
     }
     expect(b.federation!.recovery?.fenced).toBe(false);
     for (const region of fed.regions) {
-      await eventually(async () => {
-        const w = await currentWindow(region, 'fw', key);
-        return w?.consumption.a === 9 && w.consumption.b === 4;
-      }, 15_000, `${region.name} to converge after b's restart`);
+      await eventually(
+        async () => {
+          const w = await currentWindow(region, 'fw', key);
+          return w?.consumption.a === 9 && w.consumption.b === 4;
+        },
+        15_000,
+        `${region.name} to converge after b's restart`,
+      );
     }
   });
 });

@@ -55,10 +55,14 @@ function message(count: number, overrides: Partial<GossipMessage> = {}): GossipM
 }
 
 async function settle(job: Job): Promise<string> {
-  return eventually(async () => {
-    const state = await job.getState();
-    return state === 'completed' || state === 'failed' ? state : undefined;
-  }, 10_000, `job ${job.id} to finish`);
+  return eventually(
+    async () => {
+      const state = await job.getState();
+      return state === 'completed' || state === 'failed' ? state : undefined;
+    },
+    10_000,
+    `job ${job.id} to finish`,
+  );
 }
 
 async function rejectedCount(reason: string): Promise<number> {
@@ -72,13 +76,17 @@ async function rejectedCount(reason: string): Promise<number> {
  * judged against the settled state, not against a snapshot taken halfway through that exchange.
  */
 async function settled(): Promise<void> {
-  await eventually(async () => {
-    const before = JSON.stringify(await b.redis.hgetall(key));
-    await fed.flushAll();
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    await fed.flushAll();
-    return JSON.stringify(await b.redis.hgetall(key)) === before || undefined;
-  }, 10_000, 'gossip about the key to settle');
+  await eventually(
+    async () => {
+      const before = JSON.stringify(await b.redis.hgetall(key));
+      await fed.flushAll();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await fed.flushAll();
+      return JSON.stringify(await b.redis.hgetall(key)) === before || undefined;
+    },
+    10_000,
+    'gossip about the key to settle',
+  );
 }
 
 async function expectRejected(data: unknown, reason: string): Promise<void> {
@@ -89,7 +97,11 @@ async function expectRejected(data: unknown, reason: string): Promise<void> {
   expect(await settle(job)).toBe('failed');
   expect((await inbound.getJob(job.id!))?.failedReason).toBe(`rejected: ${reason}`);
   // An oversized job is failed in Redis by the worker's screen before it is counted here (worker.ts).
-  await eventually(async () => ((await rejectedCount(reason)) === counted + 1 ? true : undefined), 5_000, `the ${reason} rejection to be counted`);
+  await eventually(
+    async () => ((await rejectedCount(reason)) === counted + 1 ? true : undefined),
+    5_000,
+    `the ${reason} rejection to be counted`,
+  );
   expect(await rejectedCount(reason)).toBe(counted + 1);
   expect(await b.redis.hgetall(key)).toEqual(before);
 }

@@ -80,7 +80,15 @@ describe('static arithmetic', () => {
     expect(resolveBudget(1000, 'unbounded', 3)).toBeNull();
     expect(resolveBudget(1000, 'unbounded', 1)).toBe(0);
     expect(resolveBudget(1000, 50, 1)).toBe(0);
-    const single = federationParams({ regions: 1, self: 0, weights: [3], limit: 7, periodMs: 1000, leakageBudget: '50%', maxClockSkewMs: 0 });
+    const single = federationParams({
+      regions: 1,
+      self: 0,
+      weights: [3],
+      limit: 7,
+      periodMs: 1000,
+      leakageBudget: '50%',
+      maxClockSkewMs: 0,
+    });
     expect(windowBase(single, 0)).toBe(7);
   });
 
@@ -92,7 +100,15 @@ describe('static arithmetic', () => {
         fc.integer({ min: 0, max: 5_000 }),
         fc.integer({ min: 0, max: 1_000_000 }),
         (weights, limit, budget, id) => {
-          const p = federationParams({ regions: weights.length, self: 0, weights, limit, periodMs: 1000, leakageBudget: budget, maxClockSkewMs: 0 });
+          const p = federationParams({
+            regions: weights.length,
+            self: 0,
+            weights,
+            limit,
+            periodMs: 1000,
+            leakageBudget: budget,
+            maxClockSkewMs: 0,
+          });
           let total = 0;
           for (let d = 0; d < weights.length; d++) total += windowBase(p, d, id);
           expect(total).toBe(limit + budget);
@@ -101,7 +117,8 @@ describe('static arithmetic', () => {
       { numRuns: 500 },
     );
     // /checkout: 10 per minute over three regions, budget 0 → 4 + 3 + 3, the 4 rotating.
-    const checkout = (self: number) => federationParams({ regions: 3, self, weights: [1, 1, 1], limit: 10, periodMs: 60_000, leakageBudget: '5%', maxClockSkewMs: 0 });
+    const checkout = (self: number) =>
+      federationParams({ regions: 3, self, weights: [1, 1, 1], limit: 10, periodMs: 60_000, leakageBudget: '5%', maxClockSkewMs: 0 });
     expect([0, 1, 2].map((d) => windowBase(checkout(0), d, 0))).toEqual([4, 3, 3]);
     expect([0, 1, 2].map((d) => windowBase(checkout(0), d, 1))).toEqual([3, 4, 3]);
   });
@@ -180,7 +197,14 @@ type Op =
   | { kind: 'merge'; dt: number; window: number; slot: { c: number[]; x: number[][]; a: number[][]; t: number[] } };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('admit' as const), dt: fc.integer({ min: 0, max: 300 }), cost: fc.integer({ min: 1, max: 8 }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('admit' as const),
+      dt: fc.integer({ min: 0, max: 300 }),
+      cost: fc.integer({ min: 1, max: 8 }),
+    }),
+  },
   {
     weight: 2,
     arbitrary: fc.record({
@@ -392,7 +416,10 @@ describe('edges of the recovery fence and of time', () => {
     hungryPeer.t[0] = 5_800;
     const fenced = mergeWindow(p, newWindowState(N), 5_100, 5_900, [hungryPeer]);
     expect(windowCells(fenced.state, 5).x[1]).toEqual([0, 0, 0]);
-    const stale = mergeWindow(p, newWindowState(N), 0, 5_900, [{ ...hungryPeer, id: 3 }, { ...hungryPeer, id: 7 }]);
+    const stale = mergeWindow(p, newWindowState(N), 0, 5_900, [
+      { ...hungryPeer, id: 3 },
+      { ...hungryPeer, id: 7 },
+    ]);
     expect(stale.changed).toBe(false);
   });
 });
@@ -409,11 +436,15 @@ describe('rights that move on demand', () => {
     expect(cells.x[1]![0]).toBe(windowBase(p, 1, 5) - 1);
     expect(windowAllowance(p, cells, 1)).toBe(1);
     // In the last tenth of the window it keeps nothing.
-    const late = federationParams({ ...{ regions: N, self: 1, weights: [1, 2, 1], limit: 100, periodMs: 10_000, leakageBudget: 10, maxClockSkewMs: 100 } });
+    const late = federationParams({
+      ...{ regions: N, self: 1, weights: [1, 2, 1], limit: 100, periodMs: 10_000, leakageBudget: 10, maxClockSkewMs: 100 },
+    });
     const lateView = emptyWindowSlot(N, 0);
     lateView.c[0] = 1;
     lateView.t[0] = 9_500;
-    expect(windowAllowance(late, windowCells(mergeWindow(late, newWindowState(N), 0, 8_900, [{ ...lateView, t: [8_900, 0, 0] }]).state, 0), 1)).toBe(1);
+    expect(
+      windowAllowance(late, windowCells(mergeWindow(late, newWindowState(N), 0, 8_900, [{ ...lateView, t: [8_900, 0, 0] }]).state, 0), 1),
+    ).toBe(1);
     const released = rebalanceWindow(late, mergeWindow(late, newWindowState(N), 0, 9_500, [lateView]).state, 0, 9_500);
     expect(windowAllowance(late, windowCells(released, 0), 1)).toBe(0);
   });

@@ -18,9 +18,25 @@ beforeAll(async () => {
     appendOnly: true,
     syncIntervalMs: 50,
     rules: [
-      { name: 'fw', match: { endpoints: ['/fw'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: PERIOD, leakageBudget: BUDGET },
+      {
+        name: 'fw',
+        match: { endpoints: ['/fw'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: LIMIT,
+        period: PERIOD,
+        leakageBudget: BUDGET,
+      },
       // A short window, so the start-up case does not wait for the end of the window the wipe case fenced.
-      { name: 'short', match: { endpoints: ['/short'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: SHORT, leakageBudget: BUDGET },
+      {
+        name: 'short',
+        match: { endpoints: ['/short'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: LIMIT,
+        period: SHORT,
+        leakageBudget: BUDGET,
+      },
     ],
   });
 });
@@ -78,7 +94,11 @@ describe('recovery', () => {
       await c.server.restart();
     }
     await eventually(async () => (await windowOf(c, key, id))?.consumption.a === 12, 15_000, 'c to receive the backlog');
-    await eventually(async () => a.federation!.status().find((peer) => peer.name === 'c')!.backlog === 0 || undefined, 10_000, 'backlog to drain');
+    await eventually(
+      async () => a.federation!.status().find((peer) => peer.name === 'c')!.backlog === 0 || undefined,
+      10_000,
+      'backlog to drain',
+    );
     // AOF kept c's data: its markers are intact and it was never fenced.
     expect(await c.redis.hget(shardMarkerKey(0), 'fence')).toBe('0');
   });
@@ -92,11 +112,19 @@ describe('recovery', () => {
     // a may already have seen b's demand and, idle itself, handed b all but one of its allowance (free donor).
     const fromA = await admit(a, key, 10, tally);
     expect(fromA).toBeGreaterThan(0);
-    await eventually(async () => (await windowOf(a, key, id))?.consumption.b === 40 && (await windowOf(c, key, id))?.consumption.b === 40, 10_000, 'peers to see b');
+    await eventually(
+      async () => (await windowOf(a, key, id))?.consumption.b === 40 && (await windowOf(c, key, id))?.consumption.b === 40,
+      10_000,
+      'peers to see b',
+    );
 
     await b.redis.flushall();
     // b now holds nothing about key: without the fence it would hand out its whole allowance again.
-    await eventually(async () => (await b.redis.hget(shardMarkerKey(5), 'fence')) !== null && (await b.redis.hexists('qf:meta', 'started')) === 1, 5_000, 'b to detect the loss');
+    await eventually(
+      async () => (await b.redis.hget(shardMarkerKey(5), 'fence')) !== null && (await b.redis.hexists('qf:meta', 'started')) === 1,
+      5_000,
+      'b to detect the loss',
+    );
     const fence = Number(await b.redis.hget(shardMarkerKey(5), 'fence'));
     expect(fence).toBeGreaterThan(id * PERIOD);
 
@@ -106,10 +134,14 @@ describe('recovery', () => {
     expect([...bAfter].filter(([end]) => sameWindow(end))).toEqual([]);
 
     // Peers resend everything: b learns its own 40 back, and what a admitted.
-    const rebuilt = await eventually(async () => {
-      const w = await windowOf(b, key, id);
-      return w && w.consumption.b === 40 && w.consumption.a === fromA ? w : undefined;
-    }, 15_000, 'b to rebuild its views');
+    const rebuilt = await eventually(
+      async () => {
+        const w = await windowOf(b, key, id);
+        return w && w.consumption.b === 40 && w.consumption.a === fromA ? w : undefined;
+      },
+      15_000,
+      'b to rebuild its views',
+    );
     expect(rebuilt.fenced).toBe(true);
 
     // The others keep admitting within their allowances; the window's total stays within L + B.
@@ -129,7 +161,8 @@ describe('recovery', () => {
     await b.server.kill('SIGKILL');
     // Same port and directory, but the AOF is gone: the restart comes up empty.
     const { rmSync, readdirSync } = await import('node:fs');
-    for (const entry of readdirSync(b.server.dir)) if (entry.startsWith('appendonly')) rmSync(`${b.server.dir}/${entry}`, { recursive: true, force: true });
+    for (const entry of readdirSync(b.server.dir))
+      if (entry.startsWith('appendonly')) rmSync(`${b.server.dir}/${entry}`, { recursive: true, force: true });
     await b.server.restart();
     await eventually(async () => (await b.redis.ping()) === 'PONG', 5_000, 'b redis');
     await b.startFederation();

@@ -27,7 +27,6 @@ function fullWindows(result: SimResult): SimResult['stats']['windows'] {
   return result.stats.windows.filter((window) => window.window < 6);
 }
 
-
 describe('accuracy when healthy: syncIntervalMs 100, 50 ms one way, L = 1000/min, budget 5%', () => {
   for (const seed of [1, 2, 3]) {
     for (const rate of [20, 100]) {
@@ -203,7 +202,13 @@ describe('figures for docs/federation.md §5 (printed; each run also checked aga
         );
       }
     }
-    console.log(['| algorithm | traffic | target | worst | mean | sync lag p50 / p99 | time to grant p50 / p99 | false denials / run | fast sends / run |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- |', ...lines].join('\n'));
+    console.log(
+      [
+        '| algorithm | traffic | target | worst | mean | sync lag p50 / p99 | time to grant p50 / p99 | false denials / run | fast sends / run |',
+        '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+        ...lines,
+      ].join('\n'),
+    );
     expect(lines).toHaveLength(ALGORITHMS.length * (BURSTS.length + STEADY.length));
   });
 });

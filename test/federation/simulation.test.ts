@@ -5,7 +5,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { LeakageBudget } from '../../src/config/schema.ts';
 import { SHARE_UNITS, resolveBudget } from '../../src/federation/protocol.ts';
-import { simulate, type Fault, type Scenario, type SimAlgorithm, type SimDecision, type TrafficShape } from '../../src/federation/simulation.ts';
+import {
+  simulate,
+  type Fault,
+  type Scenario,
+  type SimAlgorithm,
+  type SimDecision,
+  type TrafficShape,
+} from '../../src/federation/simulation.ts';
 
 const NAMES = ['ap', 'eu', 'sa', 'us'];
 
@@ -67,7 +74,11 @@ function scenarioArb(algorithms: SimAlgorithm[], budget: fc.Arbitrary<LeakageBud
       return fc.record({
         regions: fc.tuple(
           ...names.map((name) =>
-            fc.record({ name: fc.constant(name), weight: fc.integer({ min: 1, max: 4 }), clockOffsetMs: fc.integer({ min: -half, max: half }) }),
+            fc.record({
+              name: fc.constant(name),
+              weight: fc.integer({ min: 1, max: 4 }),
+              clockOffsetMs: fc.integer({ min: -half, max: half }),
+            }),
           ),
         ),
         rule: fc.record({

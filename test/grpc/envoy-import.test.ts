@@ -43,8 +43,24 @@ descriptors:
     );
     const config = loadConfigFile(write('region.yaml', `${REGION}envoy:\n  files: [ratelimit.yaml]\n  failMode: closed\n`), {});
     const imported = config.rules.filter((r) => r.match.envoy);
-    expect(imported.map((r) => ({ name: r.name, limit: r.limit, period: r.period, algorithm: r.algorithm, failMode: r.failMode, match: r.match.envoy }))).toEqual([
-      { name: 'envoy.rl.generic_key_default', limit: 50, period: 1_000, algorithm: 'fixedWindow', failMode: 'closed', match: { domain: 'rl', descriptor: [{ key: 'generic_key', value: 'default' }] } },
+    expect(
+      imported.map((r) => ({
+        name: r.name,
+        limit: r.limit,
+        period: r.period,
+        algorithm: r.algorithm,
+        failMode: r.failMode,
+        match: r.match.envoy,
+      })),
+    ).toEqual([
+      {
+        name: 'envoy.rl.generic_key_default',
+        limit: 50,
+        period: 1_000,
+        algorithm: 'fixedWindow',
+        failMode: 'closed',
+        match: { domain: 'rl', descriptor: [{ key: 'generic_key', value: 'default' }] },
+      },
       {
         name: 'envoy.other.header_match_bots.remote_address',
         limit: 1_000,
@@ -61,7 +77,14 @@ descriptors:
     const bad = () => loadConfigFile(write('region-bad.yaml', `${REGION}envoy:\n  files: [bad.yaml]\n`), {});
     expect(bad).toThrow(ConfigError);
     expect(bad).toThrow(/rate_limit\.unit: expected second, minute, hour or day/);
-    const inline = () => loadConfigFile(write('region-inline.yaml', `${REGION}envoy:\n  configs:\n    - domain: d\n      descriptors: [{ key: k, rate_limit: { unit: minute, requests_per_unit: 1, unlimited: true } }]\n`), {});
+    const inline = () =>
+      loadConfigFile(
+        write(
+          'region-inline.yaml',
+          `${REGION}envoy:\n  configs:\n    - domain: d\n      descriptors: [{ key: k, rate_limit: { unit: minute, requests_per_unit: 1, unlimited: true } }]\n`,
+        ),
+        {},
+      );
     expect(inline).toThrow(/envoy\.configs\[0\]\.descriptors\[0\]\.rate_limit\.unlimited/);
     const missing = () => loadConfigFile(write('region-missing.yaml', `${REGION}envoy:\n  files: [nope.yaml]\n`), {});
     expect(missing).toThrow(/envoy\.files\[0\]/);
@@ -77,10 +100,16 @@ describe('policy reload with envoy imports', () => {
   it('takes changed inline envoyproxy/ratelimit documents and changed files without a restart', async () => {
     const { restartOnlyChanges } = await import('../../src/policy.ts');
     write('reload-rl.yaml', 'domain: rl\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 5 } }\n');
-    const path = write('region-reload.yaml', `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 1 } }] }]\n`);
+    const path = write(
+      'region-reload.yaml',
+      `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 1 } }] }]\n`,
+    );
     const before = loadConfigFile(path, {});
     write('reload-rl.yaml', 'domain: rl\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n');
-    write('region-reload.yaml', `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 2 } }] }]\n`);
+    write(
+      'region-reload.yaml',
+      `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 2 } }] }]\n`,
+    );
     const after = loadConfigFile(path, {});
     expect(restartOnlyChanges(before, after)).toEqual([]);
     expect(after.rules.filter((r) => r.match.envoy).map((r) => r.limit)).toEqual([2, 7]);
@@ -106,7 +135,15 @@ describe('docs/envoy.md', () => {
     ]);
 
     const bootstrap = JSON.stringify(parseYaml(blocks.find((b) => b.startsWith('static_resources:'))!));
-    for (const needed of ['envoy.filters.http.ratelimit', '"failure_mode_deny":false', '"rate_limited_as_resource_exhausted":true', '"cluster_name":"quotafed_rls"', '"http2_protocol_options":{}', '"grpc_health_check":{}', '"domain":"edge"']) {
+    for (const needed of [
+      'envoy.filters.http.ratelimit',
+      '"failure_mode_deny":false',
+      '"rate_limited_as_resource_exhausted":true',
+      '"cluster_name":"quotafed_rls"',
+      '"http2_protocol_options":{}',
+      '"grpc_health_check":{}',
+      '"domain":"edge"',
+    ]) {
       expect(bootstrap).toContain(needed);
     }
   });

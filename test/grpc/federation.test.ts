@@ -24,12 +24,25 @@ describe('Envoy RLS across a federation', async () => {
       grpc: { port: 0 },
       redis: { url: own, commandTimeoutMs: 2_000 },
       federation: { syncIntervalMs: 50, leakageBudget: 0, secret: SECRET, peers: [{ name: peer, redisUrl: peerUrl }] },
-      rules: [{ name: 'rls-tenant', match: { envoy: { domain: 'edge', descriptor: [{ key: 'tenant' }] } }, algorithm: 'fixedWindow', limit: 20, period: '1h' }],
+      rules: [
+        {
+          name: 'rls-tenant',
+          match: { envoy: { domain: 'edge', descriptor: [{ key: 'tenant' }] } },
+          algorithm: 'fixedWindow',
+          limit: 20,
+          period: '1h',
+        },
+      ],
     });
 
   beforeAll(async () => {
     await awayFromWindowEdge(3_600_000, 20_000);
-    services.push(...(await Promise.all([startRegionService(region('a', redisA.url, 'b', redisB.url), { dashboard: false }), startRegionService(region('b', redisB.url, 'a', redisA.url), { dashboard: false })])));
+    services.push(
+      ...(await Promise.all([
+        startRegionService(region('a', redisA.url, 'b', redisB.url), { dashboard: false }),
+        startRegionService(region('b', redisB.url, 'a', redisA.url), { dashboard: false }),
+      ])),
+    );
     clients.push(...services.map((s) => createRlsClient(s.grpcAddress!)));
   });
   afterAll(async () => {
@@ -37,18 +50,23 @@ describe('Envoy RLS across a federation', async () => {
     await Promise.all(services.map((s) => s.close()));
   });
 
-  const call = (index: number) => clients[index]!.shouldRateLimit({ domain: 'edge', descriptors: [{ entries: [{ key: 'tenant', value: 'shared-tenant' }] }] });
+  const call = (index: number) =>
+    clients[index]!.shouldRateLimit({ domain: 'edge', descriptors: [{ entries: [{ key: 'tenant', value: 'shared-tenant' }] }] });
 
   it('admits at most the limit over both regions, and each region sees the other', async () => {
     let admitted = 0;
     for (let i = 0; i < 8; i++) if ((await call(0)).overall_code === 'OK') admitted++;
     expect(admitted).toBe(8);
     // Region b hears of a's 8 admissions through gossip: its answer counts them.
-    await eventually(async () => {
-      const status = (await call(1)).statuses[0]!;
-      if (status.code === 'OK') admitted++;
-      return status.limit_remaining <= 20 - 8 - 1;
-    }, 10_000, "region b's view of a's admissions");
+    await eventually(
+      async () => {
+        const status = (await call(1)).statuses[0]!;
+        if (status.code === 'OK') admitted++;
+        return status.limit_remaining <= 20 - 8 - 1;
+      },
+      10_000,
+      "region b's view of a's admissions",
+    );
     for (let i = 0; i < 60; i++) {
       if ((await call(i % 2)).overall_code === 'OK') admitted++;
       await new Promise((r) => setTimeout(r, 20));

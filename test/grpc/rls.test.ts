@@ -19,8 +19,22 @@ function envoyRules(raw: Raw, failMode: 'open' | 'closed' = 'open'): void {
   raw.grpc = { port: 0 };
   raw.rules = [
     ...(raw.rules as Raw[]),
-    { name: 'edge-checkout', match: { envoy: { domain: 'edge', descriptor: [{ key: 'generic_key', value: 'checkout' }, { key: 'api_key' }] } }, algorithm: 'fixedWindow', limit: 3, period: '1h', failMode },
-    { name: 'edge-tenant', match: { envoy: { domain: 'edge', descriptor: [{ key: 'tenant' }] } }, algorithm: 'fixedWindow', limit: 10, period: '1h', failMode: 'closed' },
+    {
+      name: 'edge-checkout',
+      match: { envoy: { domain: 'edge', descriptor: [{ key: 'generic_key', value: 'checkout' }, { key: 'api_key' }] } },
+      algorithm: 'fixedWindow',
+      limit: 3,
+      period: '1h',
+      failMode,
+    },
+    {
+      name: 'edge-tenant',
+      match: { envoy: { domain: 'edge', descriptor: [{ key: 'tenant' }] } },
+      algorithm: 'fixedWindow',
+      limit: 10,
+      period: '1h',
+      failMode: 'closed',
+    },
   ];
   raw.envoy = {
     configs: [
@@ -30,14 +44,22 @@ function envoyRules(raw: Raw, failMode: 'open' | 'closed' = 'open'): void {
           { key: 'remote_address', rate_limit: { unit: 'hour', requests_per_unit: 100 } },
           { key: 'remote_address', value: '10.0.0.9', rate_limit: { unit: 'hour', requests_per_unit: 2 } },
           { key: 'path', value: '/shadow', shadow_mode: true, rate_limit: { unit: 'hour', requests_per_unit: 1 } },
-          { key: 'authenticated', value: 'true', descriptors: [{ key: 'client_id', rate_limit: { unit: 'minute', requests_per_unit: 5 } }] },
+          {
+            key: 'authenticated',
+            value: 'true',
+            descriptors: [{ key: 'client_id', rate_limit: { unit: 'minute', requests_per_unit: 5 } }],
+          },
         ],
       },
     ],
   };
 }
 
-const req = (domain: string, entries: Array<[string, string]>[], extra: Partial<RateLimitRequestMessage> = {}): RateLimitRequestMessage => ({
+const req = (
+  domain: string,
+  entries: Array<[string, string]>[],
+  extra: Partial<RateLimitRequestMessage> = {},
+): RateLimitRequestMessage => ({
   domain,
   descriptors: entries.map((list) => ({ entries: list.map(([key, value]) => ({ key, value })) })),
   ...extra,
@@ -54,7 +76,10 @@ describe('Envoy RLS over gRPC', async () => {
   let strictClient: RlsClient;
 
   beforeAll(async () => {
-    service = await startRegionService(seedConfig(redis.url, (raw) => envoyRules(raw)), { dashboard: false });
+    service = await startRegionService(
+      seedConfig(redis.url, (raw) => envoyRules(raw)),
+      { dashboard: false },
+    );
     strict = await startRegionService(
       seedConfig(redis.url, (raw) => {
         envoyRules(raw);
@@ -96,11 +121,23 @@ describe('Envoy RLS over gRPC', async () => {
   });
 
   it('allows under the limit, denies at it with the status, headers and 429 body Envoy forwards', async () => {
-    const call = () => client.shouldRateLimit(req('edge', [[['generic_key', 'checkout'], ['api_key', 'k-allow-deny']]]));
+    const call = () =>
+      client.shouldRateLimit(
+        req('edge', [
+          [
+            ['generic_key', 'checkout'],
+            ['api_key', 'k-allow-deny'],
+          ],
+        ]),
+      );
     const first = await call();
     expect(first.overall_code).toBe('OK');
     expect(first.statuses).toHaveLength(1);
-    expect(first.statuses[0]).toMatchObject({ code: 'OK', current_limit: { name: 'edge-checkout', requests_per_unit: 3, unit: 'HOUR' }, limit_remaining: 2 });
+    expect(first.statuses[0]).toMatchObject({
+      code: 'OK',
+      current_limit: { name: 'edge-checkout', requests_per_unit: 3, unit: 'HOUR' },
+      limit_remaining: 2,
+    });
     expect(first.statuses[0]!.duration_until_reset!.seconds).toBeGreaterThan(0);
     expect(first.statuses[0]!.duration_until_reset!.seconds).toBeLessThanOrEqual(3_600);
     expect(header(first, 'x-ratelimit-limit')).toBe('3, 3;w=3600;name="edge-checkout"');
@@ -120,13 +157,39 @@ describe('Envoy RLS over gRPC', async () => {
     expect(header(denied, 'content-type')).toBe('application/json');
 
     // Another API key has its own counter.
-    expect((await client.shouldRateLimit(req('edge', [[['generic_key', 'checkout'], ['api_key', 'k-other']]]))).overall_code).toBe('OK');
+    expect(
+      (
+        await client.shouldRateLimit(
+          req('edge', [
+            [
+              ['generic_key', 'checkout'],
+              ['api_key', 'k-other'],
+            ],
+          ]),
+        )
+      ).overall_code,
+    ).toBe('OK');
   });
 
   it('limits on every descriptor of one call: one over its limit makes the call OVER_LIMIT', async () => {
-    for (let i = 0; i < 3; i++) await client.shouldRateLimit(req('edge', [[['generic_key', 'checkout'], ['api_key', 'k-multi']]]));
+    for (let i = 0; i < 3; i++)
+      await client.shouldRateLimit(
+        req('edge', [
+          [
+            ['generic_key', 'checkout'],
+            ['api_key', 'k-multi'],
+          ],
+        ]),
+      );
     const response = await client.shouldRateLimit(
-      req('edge', [[['tenant', 't-multi']], [['generic_key', 'checkout'], ['api_key', 'k-multi']], [['no_rule', 'x']]]),
+      req('edge', [
+        [['tenant', 't-multi']],
+        [
+          ['generic_key', 'checkout'],
+          ['api_key', 'k-multi'],
+        ],
+        [['no_rule', 'x']],
+      ]),
     );
     expect(response.overall_code).toBe('OVER_LIMIT');
     expect(response.statuses.map((s) => s.code)).toEqual(['OK', 'OVER_LIMIT', 'OK']);
@@ -140,14 +203,20 @@ describe('Envoy RLS over gRPC', async () => {
   it('counts hits_addend: the request-level value, and a descriptor-level value that overrides it', async () => {
     const five = await client.shouldRateLimit(req('edge', [[['tenant', 't-hits']]], { hits_addend: 5 }));
     expect(five.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 5 });
-    const over = await client.shouldRateLimit({ domain: 'edge', descriptors: [{ entries: [{ key: 'tenant', value: 't-hits' }], hits_addend: { value: 6 } }], hits_addend: 1 });
+    const over = await client.shouldRateLimit({
+      domain: 'edge',
+      descriptors: [{ entries: [{ key: 'tenant', value: 't-hits' }], hits_addend: { value: 6 } }],
+      hits_addend: 1,
+    });
     expect(over.overall_code).toBe('OVER_LIMIT');
     const exact = await client.shouldRateLimit(req('edge', [[['tenant', 't-hits']]], { hits_addend: 5 }));
     expect(exact.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 });
   });
 
   it('imports envoyproxy/ratelimit YAML: the most specific descriptor wins, nested keys, shadow_mode', async () => {
-    const rules = service.config.rules.filter((r) => r.match.envoy?.domain === 'imported').map((r) => [r.name, r.algorithm, r.limit, r.period]);
+    const rules = service.config.rules
+      .filter((r) => r.match.envoy?.domain === 'imported')
+      .map((r) => [r.name, r.algorithm, r.limit, r.period]);
     expect(rules).toEqual([
       ['envoy.imported.remote_address', 'fixedWindow', 100, HOUR],
       ['envoy.imported.remote_address_10.0.0.9', 'fixedWindow', 2, HOUR],
@@ -158,9 +227,20 @@ describe('Envoy RLS over gRPC', async () => {
     expect((await ip('10.0.0.9')).statuses[0]).toMatchObject({ code: 'OK', current_limit: { requests_per_unit: 2 }, limit_remaining: 1 });
     await ip('10.0.0.9');
     expect((await ip('10.0.0.9')).overall_code).toBe('OVER_LIMIT');
-    expect((await ip('10.0.0.10')).statuses[0]).toMatchObject({ code: 'OK', current_limit: { requests_per_unit: 100 }, limit_remaining: 99 });
+    expect((await ip('10.0.0.10')).statuses[0]).toMatchObject({
+      code: 'OK',
+      current_limit: { requests_per_unit: 100 },
+      limit_remaining: 99,
+    });
 
-    const nested = await client.shouldRateLimit(req('imported', [[['authenticated', 'true'], ['client_id', 'c1']]]));
+    const nested = await client.shouldRateLimit(
+      req('imported', [
+        [
+          ['authenticated', 'true'],
+          ['client_id', 'c1'],
+        ],
+      ]),
+    );
     expect(nested.statuses[0]).toMatchObject({ code: 'OK', current_limit: { requests_per_unit: 5, unit: 'MINUTE' }, limit_remaining: 4 });
     // Only the parent level: no limit there.
     expect((await client.shouldRateLimit(req('imported', [[['authenticated', 'true']]]))).statuses[0]!.current_limit).toBeNull();
@@ -168,7 +248,9 @@ describe('Envoy RLS over gRPC', async () => {
     // shadow_mode: decided and counted, never refused.
     for (let i = 0; i < 3; i++) expect((await client.shouldRateLimit(req('imported', [[['path', '/shadow']]]))).overall_code).toBe('OK');
     const metrics = await (await fetch(`${service.url}/metrics`)).text();
-    expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'envoy.imported.path_-shadow', outcome: 'shadow_limited' })).toBeGreaterThanOrEqual(2);
+    expect(
+      await metricValue(metrics, 'quotafed_decisions_total', { rule: 'envoy.imported.path_-shadow', outcome: 'shadow_limited' }),
+    ).toBeGreaterThanOrEqual(2);
   });
 
   it('answers OK for an unknown domain, or OVER_LIMIT when grpc.unknownDomain says so', async () => {
@@ -195,7 +277,10 @@ describe('Envoy RLS over gRPC', async () => {
       [{ domain: 'edge', descriptors: [{ entries: [{ key: 'tenant', value: 't' }] }], hits_addend: 5_000_000 }, /hits_addend/],
     ];
     for (const [message, reason] of cases) {
-      await expect(client.shouldRateLimit(message)).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: expect.stringMatching(reason) });
+      await expect(client.shouldRateLimit(message)).rejects.toMatchObject({
+        code: grpc.status.INVALID_ARGUMENT,
+        details: expect.stringMatching(reason),
+      });
     }
     // Bytes that are not a RateLimitRequest at all (a descriptors field announcing 5 bytes, carrying 1).
     const garbage = await new Promise<grpc.ServiceError | null>((resolve) => {
@@ -214,7 +299,14 @@ describe('Envoy RLS over gRPC', async () => {
 
   it('counts gRPC decisions and OVER_LIMIT answers in the same metrics as HTTP decisions', async () => {
     const metrics = await (await fetch(`${service.url}/metrics`)).text();
-    expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'edge-checkout', endpoint: 'envoy:edge', outcome: 'limited', source: 'redis' })).toBeGreaterThanOrEqual(2);
+    expect(
+      await metricValue(metrics, 'quotafed_decisions_total', {
+        rule: 'edge-checkout',
+        endpoint: 'envoy:edge',
+        outcome: 'limited',
+        source: 'redis',
+      }),
+    ).toBeGreaterThanOrEqual(2);
     expect(await metricValue(metrics, 'quotafed_http_429_total', { endpoint: 'envoy:edge' })).toBeGreaterThanOrEqual(2);
   });
 });
@@ -223,12 +315,20 @@ describe('Envoy RLS shutdown', async () => {
   const redis = await useRedis();
 
   it('ends health Watch streams with NOT_SERVING and closes promptly', async () => {
-    const service = await startRegionService(seedConfig(redis.url, (raw) => envoyRules(raw)), { dashboard: false });
+    const service = await startRegionService(
+      seedConfig(redis.url, (raw) => envoyRules(raw)),
+      { dashboard: false },
+    );
     const client = createRlsClient(service.grpcAddress!);
     try {
       const statuses: number[][] = [];
       const ended = new Promise<void>((resolve) => {
-        const stream = client.raw.makeServerStreamRequest('/grpc.health.v1.Health/Watch', (value: Buffer) => value, (value: Buffer) => value, Buffer.alloc(0));
+        const stream = client.raw.makeServerStreamRequest(
+          '/grpc.health.v1.Health/Watch',
+          (value: Buffer) => value,
+          (value: Buffer) => value,
+          Buffer.alloc(0),
+        );
         stream.on('data', (data: Buffer) => statuses.push([...data]));
         stream.on('end', resolve);
         stream.on('error', () => resolve());
@@ -238,7 +338,10 @@ describe('Envoy RLS shutdown', async () => {
       await service.close();
       await ended;
       expect(Date.now() - started).toBeLessThan(5_000);
-      expect(statuses).toEqual([[0x08, 0x01], [0x08, 0x02]]);
+      expect(statuses).toEqual([
+        [0x08, 0x01],
+        [0x08, 0x02],
+      ]);
     } finally {
       client.close();
       await service.close();
@@ -271,7 +374,16 @@ describe('Envoy RLS when Redis stalls (SIGSTOP)', async () => {
   });
 
   it('decides by each rule fail mode within the caller deadline, and Redis decides again after SIGCONT', async () => {
-    const open = () => client.shouldRateLimit(req('edge', [[['generic_key', 'checkout'], ['api_key', 'k-stall']]]), { deadlineMs: 1_500 });
+    const open = () =>
+      client.shouldRateLimit(
+        req('edge', [
+          [
+            ['generic_key', 'checkout'],
+            ['api_key', 'k-stall'],
+          ],
+        ]),
+        { deadlineMs: 1_500 },
+      );
     const closed = () => client.shouldRateLimit(req('edge', [[['tenant', 't-stall']]]), { deadlineMs: 1_500 });
     expect((await open()).overall_code).toBe('OK');
     expect((await closed()).overall_code).toBe('OK');
@@ -287,10 +399,16 @@ describe('Envoy RLS when Redis stalls (SIGSTOP)', async () => {
       expect(failClosed.overall_code).toBe('OVER_LIMIT');
       expect(Number(header(failClosed, 'retry-after'))).toBeGreaterThanOrEqual(1);
       // A caller whose own deadline is shorter than the decision's gets DEADLINE_EXCEEDED, and nothing breaks.
-      await expect(client.shouldRateLimit(req('edge', [[['tenant', 't-stall']]]), { deadlineMs: 20 })).rejects.toMatchObject({ code: grpc.status.DEADLINE_EXCEEDED });
+      await expect(client.shouldRateLimit(req('edge', [[['tenant', 't-stall']]]), { deadlineMs: 20 })).rejects.toMatchObject({
+        code: grpc.status.DEADLINE_EXCEEDED,
+      });
       const metrics = await (await fetch(`${service.url}/metrics`)).text();
-      expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'edge-tenant', source: 'fail-closed' })).toBeGreaterThanOrEqual(1);
-      expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'edge-checkout', source: 'fail-open' })).toBeGreaterThanOrEqual(1);
+      expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'edge-tenant', source: 'fail-closed' })).toBeGreaterThanOrEqual(
+        1,
+      );
+      expect(await metricValue(metrics, 'quotafed_decisions_total', { rule: 'edge-checkout', source: 'fail-open' })).toBeGreaterThanOrEqual(
+        1,
+      );
     } finally {
       process.kill(redis.pid!, 'SIGCONT');
     }

@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from '../../src/grpc/proto.ts';
 
-const bytes = (...parts: Array<number | string>) => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from([p]))));
+const bytes = (...parts: Array<number | string>) =>
+  Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from([p]))));
 
 describe('rls.proto on the wire', () => {
   const method = serviceDefinition(RLS_SERVICE).ShouldRateLimit!;
@@ -29,11 +30,25 @@ describe('rls.proto on the wire', () => {
     const limit = bytes(0x08, 10, 0x10, 2, 0x1a, 1, 'n');
     const status = bytes(0x08, 2, 0x12, limit.length, limit.toString('latin1'), 0x22, 2, 0x08, 5);
     const header = bytes(0x0a, 1, 'a', 0x12, 1, 'b');
-    const golden = bytes(0x08, 2, 0x12, status.length, status.toString('latin1'), 0x1a, header.length, header.toString('latin1'), 0x2a, 1, 'x');
+    const golden = bytes(
+      0x08,
+      2,
+      0x12,
+      status.length,
+      status.toString('latin1'),
+      0x1a,
+      header.length,
+      header.toString('latin1'),
+      0x2a,
+      1,
+      'x',
+    );
     const response = {
       overall_code: 'OVER_LIMIT',
       // (Zeros set explicitly are encoded by protobufjs, which any proto3 decoder accepts; left out here.)
-      statuses: [{ code: 'OVER_LIMIT', current_limit: { name: 'n', requests_per_unit: 10, unit: 'MINUTE' }, duration_until_reset: { seconds: 5 } }],
+      statuses: [
+        { code: 'OVER_LIMIT', current_limit: { name: 'n', requests_per_unit: 10, unit: 'MINUTE' }, duration_until_reset: { seconds: 5 } },
+      ],
       response_headers_to_add: [{ key: 'a', value: 'b' }],
       request_headers_to_add: [],
       raw_body: Buffer.from('x'),
@@ -41,7 +56,11 @@ describe('rls.proto on the wire', () => {
     expect([...method.responseSerialize(response)]).toEqual([...golden]);
     // And back: limit_remaining 3 (field 3, varint), quota (5 in a status, 7 overall) decode as messages.
     const withRemaining = bytes(0x08, 1, 0x12, 4, 0x08, 1, 0x18, 3, 0x3a, 2, 0x08, 9);
-    expect(method.responseDeserialize(withRemaining)).toMatchObject({ overall_code: 'OK', statuses: [{ code: 'OK', limit_remaining: 3 }], quota: { requests: 9 } });
+    expect(method.responseDeserialize(withRemaining)).toMatchObject({
+      overall_code: 'OK',
+      statuses: [{ code: 'OK', limit_remaining: 3 }],
+      quota: { requests: 9 },
+    });
   });
 
   it('speaks grpc.health.v1 (service (1) string in, status (1) enum out)', () => {

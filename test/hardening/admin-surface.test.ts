@@ -19,9 +19,13 @@ const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
 describe('tokenMatches (constant-time comparison)', () => {
   it('is exactly string equality and never throws, whatever the lengths', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 300 }), fc.string({ unit: 'binary', minLength: 1, maxLength: 300 }), (presented, expected) => {
-        expect(tokenMatches(presented, expected)).toBe(presented === expected);
-      }),
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 300 }),
+        fc.string({ unit: 'binary', minLength: 1, maxLength: 300 }),
+        (presented, expected) => {
+          expect(tokenMatches(presented, expected)).toBe(presented === expected);
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -72,7 +76,8 @@ describe('admin surface of a running gateway', async () => {
   });
 
   /** Requests the upstream saw whose path is one of ours under /admin. */
-  const forwardedAdmin = () => upstream.seen.filter((r) => /^\/admin(\/|\?|$)/.test(new URL(decodeURIComponentSafe(r.path), 'http://x').pathname));
+  const forwardedAdmin = () =>
+    upstream.seen.filter((r) => /^\/admin(\/|\?|$)/.test(new URL(decodeURIComponentSafe(r.path), 'http://x').pathname));
 
   it('accepts only a well-formed bearer header carrying the exact token', async () => {
     const url = `${shared.url}/admin/status`;
@@ -103,7 +108,10 @@ describe('admin surface of a running gateway', async () => {
   it('keeps /v1/check and /v1/release behind the token when protectCheck is set', async () => {
     const check = JSON.stringify({ apiKey: 'k', method: 'GET', path: '/search' });
     const release = JSON.stringify({ leases: [] });
-    for (const [path, body] of [['/v1/check', check], ['/v1/release', release]] as const) {
+    for (const [path, body] of [
+      ['/v1/check', check],
+      ['/v1/release', release],
+    ] as const) {
       expect((await fetch(`${shared.url}${path}`, { method: 'POST', body })).status).toBe(401);
       expect((await fetch(`${shared.url}${path}`, { method: 'POST', body, headers: bearer('not-the-token-0123456789') })).status).toBe(401);
       expect((await fetch(`${shared.url}${path}`, { method: 'POST', body, headers: bearer(TOKEN) })).status).toBe(200);
@@ -164,7 +172,10 @@ describe('admin surface of a running gateway', async () => {
     }
     // The same paths with raw request lines (no client-side normalisation).
     for (const path of adminSpellings) {
-      const res = await rawRequest(Number(new URL(separate.url).port), `GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: close\r\n\r\n`);
+      const res = await rawRequest(
+        Number(new URL(separate.url).port),
+        `GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: close\r\n\r\n`,
+      );
       expect(res.status, path).toBe(404);
       expect(res.text, path).not.toContain('"ok":true');
     }

@@ -26,7 +26,15 @@ describe('random-key load on a healthy Redis', async () => {
         redis: { url: redis.url },
         rules: [
           { name: 'per-key', match: { endpoints: ['/items'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000_000, period: '1m' },
-          { name: 'probe', match: { endpoints: ['/probe'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: PERIOD_MS, failMode: 'closed' },
+          {
+            name: 'probe',
+            match: { endpoints: ['/probe'] },
+            by: ['apiKey'],
+            algorithm: 'fixedWindow',
+            limit: LIMIT,
+            period: PERIOD_MS,
+            failMode: 'closed',
+          },
         ],
       }),
       { logger: log.logger, federation: false },
@@ -64,7 +72,15 @@ describe('random-key load on a healthy Redis', async () => {
     await Promise.all([...Array.from({ length: CONCURRENCY }, worker), hot()]);
 
     const opened = log.lines().filter((line) => line.event === 'breaker.open').length;
-    console.info(JSON.stringify({ probe: 'random-key-load', decisions, breakerOpened: opened, worstWindow: Math.max(...admittedByWindow.values()), limit: LIMIT }));
+    console.info(
+      JSON.stringify({
+        probe: 'random-key-load',
+        decisions,
+        breakerOpened: opened,
+        worstWindow: Math.max(...admittedByWindow.values()),
+        limit: LIMIT,
+      }),
+    );
     expect(decisions).toBeGreaterThan(1_000); // it was load
     expect(admittedByWindow.size).toBeGreaterThan(1);
     expect(Math.max(...admittedByWindow.values()), JSON.stringify([...admittedByWindow])).toBeLessThanOrEqual(LIMIT);

@@ -36,8 +36,18 @@ const rule = (overrides: Partial<Rule> = {}): Rule => ({
 });
 
 const denial = (key: string): RuleOutcome => ({
-  rule: 'r', algorithm: 'fixedWindow', allowed: false, limit: 1, remaining: 0, resetAtMs: Date.now() + 60_000,
-  retryAfterMs: 60_000, periodMs: 60_000, shadow: false, failMode: 'open', source: 'redis', ...({ key } as object),
+  rule: 'r',
+  algorithm: 'fixedWindow',
+  allowed: false,
+  limit: 1,
+  remaining: 0,
+  resetAtMs: Date.now() + 60_000,
+  retryAfterMs: 60_000,
+  periodMs: 60_000,
+  shadow: false,
+  failMode: 'open',
+  source: 'redis',
+  ...({ key } as object),
 });
 
 describe('in-process caps', () => {
@@ -55,7 +65,9 @@ describe('in-process caps', () => {
     // Generous: 1.5 × cap more distinct keys must not add more than a tenth of what the first cap took.
     expect(after - atCap).toBeLessThan(0.1 * (atCap - before) + 8 * 1024 * 1024);
     expect(perEntry).toBeLessThan(2_000);
-    console.info(`over-limit cache: ~${Math.round(perEntry)} bytes/entry (~${Math.round((perEntry * 100_000) / 1048576)} MB at the service's 100,000-entry cap)`);
+    console.info(
+      `over-limit cache: ~${Math.round(perEntry)} bytes/entry (~${Math.round((perEntry * 100_000) / 1048576)} MB at the service's 100,000-entry cap)`,
+    );
   });
 
   it('the over-limit cache forgets an entry once its retry time passed', () => {
@@ -73,9 +85,17 @@ describe('in-process caps', () => {
   it('the local fallback holds at most its capacity for every algorithm', () => {
     const capacity = 1_000;
     const local = createLocalFallback({ instancesPerRegion: 1, capacity });
-    const rules = [rule(), rule({ name: 'tb', algorithm: 'tokenBucket', burst: 5 }), rule({ name: 'cc', algorithm: 'concurrency', limit: 2 })];
+    const rules = [
+      rule(),
+      rule({ name: 'tb', algorithm: 'tokenBucket', burst: 5 }),
+      rule({ name: 'cc', algorithm: 'concurrency', limit: 2 }),
+    ];
     for (let i = 0; i < 5 * capacity; i++) {
-      const decided = local.decide(rules.map((r) => ({ rule: r, key: `${r.name}:${i}` })), 1, Date.now());
+      const decided = local.decide(
+        rules.map((r) => ({ rule: r, key: `${r.name}:${i}` })),
+        1,
+        Date.now(),
+      );
       expect(decided.allowed).toBe(true);
       local.release(decided.leases);
     }
@@ -109,7 +129,9 @@ describe('caps in Redis and on a running service', async () => {
   it('the gossip replay record keeps at most RETAINED sequence numbers per sender', async () => {
     const total = RETAINED + 500;
     for (let start = 0; start < total; start += 1_000) {
-      await Promise.all(Array.from({ length: Math.min(1_000, total - start) }, (_, i) => recordApplied(admin, 'eu-west', 1_000_000 + start + i)));
+      await Promise.all(
+        Array.from({ length: Math.min(1_000, total - start) }, (_, i) => recordApplied(admin, 'eu-west', 1_000_000 + start + i)),
+      );
     }
     expect(await admin.zcard(replayKey('eu-west'))).toBe(RETAINED);
     // The newest survive: the oldest retained is above the first ones recorded.
@@ -126,24 +148,34 @@ describe('caps in Redis and on a running service', async () => {
     expect(refused.headers.get('retry-after')).toBe('5');
     controllers.forEach((c) => c.abort());
     await Promise.all(streams.map((s) => s.body?.cancel().catch(() => undefined)));
-    await eventually(async () => {
-      const again = await fetch(`${service.url}/dashboard/events`);
-      const ok = again.status === 200;
-      await again.body?.cancel().catch(() => undefined);
-      return ok;
-    }, 5_000, 'a stream slot to free up');
+    await eventually(
+      async () => {
+        const again = await fetch(`${service.url}/dashboard/events`);
+        const ok = again.status === 200;
+        await again.body?.cancel().catch(() => undefined);
+        return ok;
+      },
+      5_000,
+      'a stream slot to free up',
+    );
   });
 
   it('the local fallback filled during an outage stays bounded and keeps only windows still running when Redis returns', async () => {
     const metrics = async () => (await fetch(`${service.url}/metrics`)).text();
     const check = (apiKey: string) =>
-      fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey, method: 'GET', path: '/search' }) }).then((r) => r.json() as Promise<{ allowed: boolean }>);
+      fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey, method: 'GET', path: '/search' }) }).then(
+        (r) => r.json() as Promise<{ allowed: boolean }>,
+      );
     await redis.kill('SIGKILL');
     try {
-      await eventually(async () => {
-        await check('probe');
-        return service.engine.breaker.state === 'open';
-      }, 10_000, 'the breaker to open');
+      await eventually(
+        async () => {
+          await check('probe');
+          return service.engine.breaker.state === 'open';
+        },
+        10_000,
+        'the breaker to open',
+      );
       for (let i = 0; i < 300; i++) await check(`outage-key-${i}`);
       expect(await metricValue(await metrics(), 'quotafed_local_fallback_keys')).toBeGreaterThanOrEqual(300);
     } finally {

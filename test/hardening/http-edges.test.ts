@@ -13,7 +13,11 @@ const HEADERS_TIMEOUT_MS = 1_000;
 const KEEP_ALIVE_MS = 1_000;
 
 /** Opens a connection, lets `drive` write to it, and resolves with what came back and when the server closed it. */
-function session(port: number, drive: (write: (text: string) => void) => void, giveUpMs: number): Promise<{ text: string; closedAfterMs: number | undefined }> {
+function session(
+  port: number,
+  drive: (write: (text: string) => void) => void,
+  giveUpMs: number,
+): Promise<{ text: string; closedAfterMs: number | undefined }> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     const started = performance.now();
@@ -77,9 +81,13 @@ describe('odd HTTP clients', async () => {
     });
     expect(halfClosed === '' || /^HTTP\/1\.1 400 /.test(halfClosed), halfClosed).toBe(true);
     // Gone for good.
-    await session(port, (write) => {
-      write(head);
-    }, 200);
+    await session(
+      port,
+      (write) => {
+        write(head);
+      },
+      200,
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
     const lines = log.lines();
     expect(lines.filter((line) => (line.level as number) >= 50)).toEqual([]);

@@ -26,7 +26,13 @@ describe("a peer region's Redis killed and restarted empty", () => {
         port: 0,
         redis: { url: own.url, commandTimeoutMs: 250, connectTimeoutMs: 500 },
         breaker: { failureThreshold: 3, probeIntervalMs: 100, successThreshold: 1, localFallback: true },
-        federation: { syncIntervalMs: 50, leakageBudget: 0, secret: SECRET, maxClockSkewMs: 200, peers: [{ name: peerName, redisUrl: peer.url }] },
+        federation: {
+          syncIntervalMs: 50,
+          leakageBudget: 0,
+          secret: SECRET,
+          maxClockSkewMs: 200,
+          peers: [{ name: peerName, redisUrl: peer.url }],
+        },
         rules: [{ name: 'probe', by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: PERIOD_MS, failMode: 'closed' }],
       }),
       { logger: silentLogger() },
@@ -44,7 +50,8 @@ describe("a peer region's Redis killed and restarted empty", () => {
     await redisB?.stop();
   });
 
-  const ask = async (service: RegionService) => (await service.engine.decide({ apiKey: 'hot', ip: '10.0.0.1', method: 'GET', path: '/x' })).allowed;
+  const ask = async (service: RegionService) =>
+    (await service.engine.decide({ apiKey: 'hot', ip: '10.0.0.1', method: 'GET', path: '/x' })).allowed;
   const burst = async (service: RegionService, count: number) => {
     let admitted = 0;
     for (let i = 0; i < count; i++) if (await ask(service)) admitted++;
@@ -57,10 +64,14 @@ describe("a peer region's Redis killed and restarted empty", () => {
     admitted += await burst(a, 5);
 
     await redisB.kill('SIGKILL');
-    await eventually(async () => {
-      admitted += await burst(b, 1);
-      return b.engine.breaker.state === 'open';
-    }, 5_000, "b's breaker to open");
+    await eventually(
+      async () => {
+        admitted += await burst(b, 1);
+        return b.engine.breaker.state === 'open';
+      },
+      5_000,
+      "b's breaker to open",
+    );
     admitted += await burst(b, 20);
     admitted += await burst(a, 5);
 

@@ -28,12 +28,33 @@ describe('Redis with AOF: SIGKILL and restart under a running region', async () 
         raw.region = 'us-east';
         raw.redis = { url: own.url, commandTimeoutMs: 1_000, connectTimeoutMs: 1_000 };
         raw.breaker = { failureThreshold: 2, probeIntervalMs: 100, successThreshold: 1, localFallback: false };
-        raw.federation = { syncIntervalMs: 100, leakageBudget: 0, secret: 'hardening-federation-secret', peers: [{ name: 'eu-west', redisUrl: peerRedis.url }] };
+        raw.federation = {
+          syncIntervalMs: 100,
+          leakageBudget: 0,
+          secret: 'hardening-federation-secret',
+          peers: [{ name: 'eu-west', redisUrl: peerRedis.url }],
+        };
         raw.rules = [
           // Regional only (sliding log): exact against this Redis.
-          { name: 'log', match: { endpoints: ['/log'] }, by: ['apiKey'], algorithm: 'slidingLog', limit: 20, period: '1h', failMode: 'closed' },
+          {
+            name: 'log',
+            match: { endpoints: ['/log'] },
+            by: ['apiKey'],
+            algorithm: 'slidingLog',
+            limit: 20,
+            period: '1h',
+            failMode: 'closed',
+          },
           // Federated: this region's allowance is floor(20 · 1/2) = 10 with no budget and a silent peer.
-          { name: 'fed', match: { endpoints: ['/fed'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 20, period: '1h', failMode: 'closed' },
+          {
+            name: 'fed',
+            match: { endpoints: ['/fed'] },
+            by: ['apiKey'],
+            algorithm: 'fixedWindow',
+            limit: 20,
+            period: '1h',
+            failMode: 'closed',
+          },
         ];
       }),
     );
@@ -45,20 +66,27 @@ describe('Redis with AOF: SIGKILL and restart under a running region', async () 
   });
 
   const check = async (path: string) => {
-    const res = await fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: 'aof-key', method: 'GET', path }) });
-    return ((await res.json()) as { allowed: boolean; outcomes: Array<{ source: string }> });
+    const res = await fetch(`${service.url}/v1/check`, {
+      method: 'POST',
+      body: JSON.stringify({ apiKey: 'aof-key', method: 'GET', path }),
+    });
+    return (await res.json()) as { allowed: boolean; outcomes: Array<{ source: string }> };
   };
   const admitted = async (path: string, attempts: number) => {
     let count = 0;
     for (let i = 0; i < attempts; i++) {
       const decision = await check(path);
       // Every decision here is Redis's: a fail mode or a fence would show up as another source or a denial.
-      expect(decision.outcomes.every((o) => o.source === 'redis' || o.source === 'cache'), JSON.stringify(decision.outcomes)).toBe(true);
+      expect(
+        decision.outcomes.every((o) => o.source === 'redis' || o.source === 'cache'),
+        JSON.stringify(decision.outcomes),
+      ).toBe(true);
       if (decision.allowed) count += 1;
     }
     return count;
   };
-  const fences = async () => (await Promise.all(Array.from({ length: KEY_SHARDS }, (_, s) => inspector.hget(shardMarkerKey(s), 'fence')))).filter((f) => f !== null);
+  const fences = async () =>
+    (await Promise.all(Array.from({ length: KEY_SHARDS }, (_, s) => inspector.hget(shardMarkerKey(s), 'fence')))).filter((f) => f !== null);
 
   it('keeps counters, markers and the start-up record; no fence; limits continue exactly', async () => {
     await awayFromWindowEdge(HOUR, 30_000);
@@ -74,7 +102,11 @@ describe('Redis with AOF: SIGKILL and restart under a running region', async () 
 
     await own.kill('SIGKILL');
     await own.restart();
-    await eventually(async () => (await inspector.ping().catch(() => '')) === 'PONG' && service.redis.status === 'ready', 10_000, 'Redis to be back');
+    await eventually(
+      async () => (await inspector.ping().catch(() => '')) === 'PONG' && service.redis.status === 'ready',
+      10_000,
+      'Redis to be back',
+    );
     // Two federation rounds: the running check for lost data (the start-up marker) has looked at the restarted Redis.
     await service.federation!.flush();
     await service.federation!.flush();

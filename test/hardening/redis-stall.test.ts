@@ -27,8 +27,24 @@ describe('region Redis frozen (SIGSTOP/SIGCONT), breaker flapping', async () => 
         redis: { url: redis.url, commandTimeoutMs: 200, connectTimeoutMs: 500 },
         breaker: { failureThreshold: 3, probeIntervalMs: 100, successThreshold: 1, localFallback: true },
         rules: [
-          { name: 'closed', match: { endpoints: ['/closed'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: '30s', failMode: 'closed' },
-          { name: 'open', match: { endpoints: ['/open'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: '30s', failMode: 'open' },
+          {
+            name: 'closed',
+            match: { endpoints: ['/closed'] },
+            by: ['apiKey'],
+            algorithm: 'fixedWindow',
+            limit: LIMIT,
+            period: '30s',
+            failMode: 'closed',
+          },
+          {
+            name: 'open',
+            match: { endpoints: ['/open'] },
+            by: ['apiKey'],
+            algorithm: 'fixedWindow',
+            limit: LIMIT,
+            period: '30s',
+            failMode: 'open',
+          },
         ],
       }),
       { logger: log.logger, federation: false },
@@ -60,10 +76,14 @@ describe('region Redis frozen (SIGSTOP/SIGCONT), breaker flapping', async () => 
     for (let cycle = 0; cycle < 2; cycle++) {
       freeze();
       try {
-        await eventually(async () => {
-          await ask('/open');
-          return service.engine.breaker.state === 'open';
-        }, 10_000, 'the breaker to open');
+        await eventually(
+          async () => {
+            await ask('/open');
+            return service.engine.breaker.state === 'open';
+          },
+          10_000,
+          'the breaker to open',
+        );
         closed += await burst('/closed', 15);
         open += await burst('/open', 15);
       } finally {

@@ -42,14 +42,31 @@ describe('SIGKILL of a service process under load', async () => {
       port,
       logLevel: 'warn',
       redis: { url: redis.url, commandTimeoutMs: 2_000 },
-      rules: [{ name: 'fw', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000_000, period: '1h', failMode: 'closed' }],
+      rules: [
+        {
+          name: 'fw',
+          match: { identity: 'apiKey' },
+          by: ['apiKey'],
+          algorithm: 'fixedWindow',
+          limit: 1_000_000,
+          period: '1h',
+          failMode: 'closed',
+        },
+      ],
     };
     const configPath = join(dir, 'kill-test.yaml');
     writeFileSync(configPath, stringify(raw));
     const key = matchRules(parseConfig(raw, 'kill test'), { apiKey: API_KEY, ip: '127.0.0.1', method: 'GET', path: '/x' })[0]!.key;
     const output: string[] = [];
     const start = async () => {
-      const service = await startServiceProcess({ region: 'kill-test', configPath, port, root: ROOT, write: (line) => output.push(line), readyTimeoutMs: 30_000 });
+      const service = await startServiceProcess({
+        region: 'kill-test',
+        configPath,
+        port,
+        root: ROOT,
+        write: (line) => output.push(line),
+        readyTimeoutMs: 30_000,
+      });
       processes.push(service);
       return service;
     };
@@ -100,6 +117,8 @@ describe('SIGKILL of a service process under load', async () => {
     expect(counted).toBeGreaterThanOrEqual(admitted);
     expect(counted - admitted).toBeLessThanOrEqual(inFlightAtKill);
     expect(inFlightAtKill).toBeLessThanOrEqual(CONCURRENCY);
-    console.info(`service kill: client saw ${admitted} admissions, Redis counted ${counted} (${inFlightAtKill} in flight at the kill, ${failed} failed requests)`);
+    console.info(
+      `service kill: client saw ${admitted} admissions, Redis counted ${counted} (${inFlightAtKill} in flight at the kill, ${failed} failed requests)`,
+    );
   });
 });

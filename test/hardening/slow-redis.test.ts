@@ -33,8 +33,24 @@ describe('slow Redis through the chaos proxy', async () => {
         raw.upstream = { url: upstream.url };
         raw.breaker = { failureThreshold: 3, probeIntervalMs: 100, successThreshold: 2, localFallback: false };
         raw.rules = [
-          { name: 'open-rule', match: { endpoints: ['/open'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m', failMode: 'open' },
-          { name: 'closed-rule', match: { endpoints: ['/closed'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1m', failMode: 'closed' },
+          {
+            name: 'open-rule',
+            match: { endpoints: ['/open'] },
+            by: ['apiKey'],
+            algorithm: 'fixedWindow',
+            limit: 1_000,
+            period: '1m',
+            failMode: 'open',
+          },
+          {
+            name: 'closed-rule',
+            match: { endpoints: ['/closed'] },
+            by: ['apiKey'],
+            algorithm: 'fixedWindow',
+            limit: 1_000,
+            period: '1m',
+            failMode: 'closed',
+          },
         ];
       }),
     );
@@ -59,7 +75,13 @@ describe('slow Redis through the chaos proxy', async () => {
     const degradedBefore = await metricValue(await metrics(), 'quotafed_degraded_admissions_total', { mode: 'fail-open' });
     const forwardedBefore = upstream.seen.length;
 
-    const toxic: Toxic<Latency> = await proxy.addToxic<Latency>({ name: 'slow', type: 'latency', stream: 'downstream', toxicity: 1, attributes: { latency: LATENCY_MS, jitter: 0 } });
+    const toxic: Toxic<Latency> = await proxy.addToxic<Latency>({
+      name: 'slow',
+      type: 'latency',
+      stream: 'downstream',
+      toxicity: 1,
+      attributes: { latency: LATENCY_MS, jitter: 0 },
+    });
 
     const durations: number[] = [];
     let openAdmitted = 0;
@@ -72,7 +94,9 @@ describe('slow Redis through the chaos proxy', async () => {
       openAdmitted += 1;
     }
     expect(Math.max(...durations), durations.map(Math.round).join(',')).toBeLessThan(BOUND_MS);
-    console.info(`slow Redis (+${LATENCY_MS} ms, command timeout ${COMMAND_TIMEOUT_MS} ms): slowest decision ${Math.round(Math.max(...durations))} ms over ${durations.length}`);
+    console.info(
+      `slow Redis (+${LATENCY_MS} ms, command timeout ${COMMAND_TIMEOUT_MS} ms): slowest decision ${Math.round(Math.max(...durations))} ms over ${durations.length}`,
+    );
     expect(service.engine.breaker.state).toBe('open');
     const text = await metrics();
     expect(await metricValue(text, 'quotafed_breaker_state')).toBe(1);
@@ -86,7 +110,10 @@ describe('slow Redis through the chaos proxy', async () => {
     await toxic.remove();
 
     await eventually(() => service.engine.breaker.state === 'closed', 10_000, 'the breaker to close');
-    const check = await fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: 'slow-key', method: 'GET', path: '/closed' }) });
+    const check = await fetch(`${service.url}/v1/check`, {
+      method: 'POST',
+      body: JSON.stringify({ apiKey: 'slow-key', method: 'GET', path: '/closed' }),
+    });
     const decision = (await check.json()) as { allowed: boolean; outcomes: Array<{ source: string }> };
     expect(decision.allowed).toBe(true);
     expect(decision.outcomes[0]!.source).toBe('redis');

@@ -6,7 +6,14 @@ import { judge, runSoak, type Sample } from '../../bench/soak.ts';
 
 const series = (heap: (i: number) => number): Sample[] =>
   Array.from({ length: 30 }, (_, i) => ({
-    t: i * 5, rssMb: 150, heapUsedMb: heap(i), heapTotalMb: 120, liveSlots: 0, localFallbackKeys: 0, breakerOpen: false, decisionsPerSec: 100,
+    t: i * 5,
+    rssMb: 150,
+    heapUsedMb: heap(i),
+    heapTotalMb: 120,
+    liveSlots: 0,
+    localFallbackKeys: 0,
+    breakerOpen: false,
+    decisionsPerSec: 100,
     phase: i < 6 ? 'warmup' : 'load',
   }));
 
@@ -14,7 +21,11 @@ describe('soak verdict', () => {
   it('fails a growing live set and leaked slots, passes a flat sawtooth', () => {
     const sawtooth = (i: number) => 40 + (i % 4) * 15;
     expect(judge(series(sawtooth), { maxHeapGrowthMb: 24 }, 0).ok).toBe(true);
-    const leaking = judge(series((i) => sawtooth(i) + 2 * i), { maxHeapGrowthMb: 24 }, 0);
+    const leaking = judge(
+      series((i) => sawtooth(i) + 2 * i),
+      { maxHeapGrowthMb: 24 },
+      0,
+    );
     expect(leaking.ok).toBe(false);
     expect(leaking.reasons.join()).toMatch(/heap live set grew/);
     expect(judge(series(sawtooth), { maxHeapGrowthMb: 24 }, 3).reasons.join()).toMatch(/3 concurrency slots/);

@@ -27,8 +27,14 @@ describe('admin routes', async () => {
   let tokenless: RegionService;
 
   beforeAll(async () => {
-    shared = await startRegionService(seedConfig(redis.url, (raw) => void (raw.admin = { token: TOKEN, protectCheck: true })), { adminRoutes: [status] });
-    separate = await startRegionService(seedConfig(redis.url, (raw) => void (raw.admin = { token: TOKEN, port: 0 })), { adminRoutes: [status] });
+    shared = await startRegionService(
+      seedConfig(redis.url, (raw) => void (raw.admin = { token: TOKEN, protectCheck: true })),
+      { adminRoutes: [status] },
+    );
+    separate = await startRegionService(
+      seedConfig(redis.url, (raw) => void (raw.admin = { token: TOKEN, port: 0 })),
+      { adminRoutes: [status] },
+    );
     tokenless = await startRegionService(seedConfig(redis.url), { adminRoutes: [status] });
   });
   afterAll(async () => {

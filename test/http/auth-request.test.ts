@@ -29,7 +29,12 @@ describe('GET /v1/auth', async () => {
   });
 
   const auth = (service: RegionService, headers: Record<string, string>) => fetch(`${service.url}/v1/auth`, { headers });
-  const subrequest = (extra: Record<string, string> = {}) => ({ 'X-Original-URI': '/checkout?q=1', 'X-Original-Method': 'POST', 'X-Real-IP': '198.51.100.7', ...extra });
+  const subrequest = (extra: Record<string, string> = {}) => ({
+    'X-Original-URI': '/checkout?q=1',
+    'X-Original-Method': 'POST',
+    'X-Real-IP': '198.51.100.7',
+    ...extra,
+  });
 
   it('answers 204 with the rate-limit headers, then 403 with the 429 body and Retry-After', async () => {
     await awayFromWindowEdge(60_000, 5_000);
@@ -53,8 +58,12 @@ describe('GET /v1/auth', async () => {
     expect(first.status).toBe(204);
     expect(first.headers.get('x-ratelimit-limit')).toBe('60');
     expect(first.headers.get('x-ratelimit-remaining')).toBe('59');
-    expect((await auth(open, subrequest({ 'X-Original-URI': '/anon', 'X-Real-IP': '198.51.100.8' }))).headers.get('x-ratelimit-remaining')).toBe('58');
-    expect((await auth(open, subrequest({ 'X-Original-URI': '/anon', 'X-Real-IP': '198.51.100.9' }))).headers.get('x-ratelimit-remaining')).toBe('59');
+    expect(
+      (await auth(open, subrequest({ 'X-Original-URI': '/anon', 'X-Real-IP': '198.51.100.8' }))).headers.get('x-ratelimit-remaining'),
+    ).toBe('58');
+    expect(
+      (await auth(open, subrequest({ 'X-Original-URI': '/anon', 'X-Real-IP': '198.51.100.9' }))).headers.get('x-ratelimit-remaining'),
+    ).toBe('59');
   });
 
   it('answers 400 with a reason to a request that is not an auth subrequest', async () => {
@@ -68,8 +77,12 @@ describe('GET /v1/auth', async () => {
 
   it('with protectCheck needs the admin token in X-Quotafed-Token; 401 without an API key under anonymous: reject', async () => {
     expect((await auth(guarded, subrequest({ 'X-API-Key': 'guarded-key' }))).status).toBe(400);
-    expect((await auth(guarded, subrequest({ 'X-API-Key': 'guarded-key', 'X-Quotafed-Token': 'wrong-token-wrong-token' }))).status).toBe(400);
-    expect((await auth(guarded, subrequest({ 'X-API-Key': 'guarded-key', 'X-Quotafed-Token': TOKEN, 'X-Original-URI': '/items' }))).status).toBe(204);
+    expect((await auth(guarded, subrequest({ 'X-API-Key': 'guarded-key', 'X-Quotafed-Token': 'wrong-token-wrong-token' }))).status).toBe(
+      400,
+    );
+    expect(
+      (await auth(guarded, subrequest({ 'X-API-Key': 'guarded-key', 'X-Quotafed-Token': TOKEN, 'X-Original-URI': '/items' }))).status,
+    ).toBe(204);
     const anonymous = await auth(guarded, subrequest({ 'X-Quotafed-Token': TOKEN }));
     expect(anonymous.status).toBe(401);
     expect((await anonymous.json()).error).toMatch(/API key is required/);

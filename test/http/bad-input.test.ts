@@ -42,7 +42,11 @@ describe('CLI config validation', () => {
   });
 
   it('exits 2 on an unknown field, a bad environment override and a missing file', () => {
-    const unknown = cli(['check-config', '--config', write('extra.yaml', 'region: us-east\nrules: [{ name: a, limit: 1 }]\nredis: { urll: "redis://x" }\n')]);
+    const unknown = cli([
+      'check-config',
+      '--config',
+      write('extra.yaml', 'region: us-east\nrules: [{ name: a, limit: 1 }]\nredis: { urll: "redis://x" }\n'),
+    ]);
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/redis.*urll|urll/);
 
@@ -70,7 +74,8 @@ describe('hostile requests', async () => {
     await upstream?.close();
   });
 
-  const check = (body: string) => fetch(`${service.url}/v1/check`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+  const check = (body: string) =>
+    fetch(`${service.url}/v1/check`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
 
   it.each([
     ['not JSON', '{"method":', /not valid JSON/],
@@ -122,10 +127,13 @@ describe('hostile requests', async () => {
   it('decides odd but valid keys and paths without a 5xx', async () => {
     const keys = ['{s1}', 'a:b:c', '🔑', ' padded ', 'k'.repeat(512)];
     for (const key of keys) {
-      const res = await fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: key, method: 'get', path: '/search?q=1#x' }) });
+      const res = await fetch(`${service.url}/v1/check`, {
+        method: 'POST',
+        body: JSON.stringify({ apiKey: key, method: 'get', path: '/search?q=1#x' }),
+      });
       expect(res.status).toBe(200);
     }
-    for (const path of ['/%7B%7D', '/a/../../b', '/%00', '/' + 'x/'.repeat(500)]) {
+    for (const path of ['/%7B%7D', '/a/../../b', '/%00', `/${'x/'.repeat(500)}`]) {
       const res = await fetch(`${service.url}${path}`, { headers: { 'X-API-Key': 'odd-paths' } });
       expect(res.status).toBeLessThan(500);
     }
@@ -136,7 +144,11 @@ describe('hostile requests', async () => {
     const start = upstream.seen.length;
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
-      const res = await fetch(`${service.url}/checkout?i=${i}`, { method: 'POST', headers: { 'X-API-Key': 'gateway-key' }, body: `order ${i}` });
+      const res = await fetch(`${service.url}/checkout?i=${i}`, {
+        method: 'POST',
+        headers: { 'X-API-Key': 'gateway-key' },
+        body: `order ${i}`,
+      });
       statuses.push(res.status);
       await res.arrayBuffer();
     }

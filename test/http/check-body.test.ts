@@ -18,9 +18,22 @@ const schema = checkBodySchema(identity);
 const field = {
   apiKey: fc.oneof(fc.string({ maxLength: 14 }), fc.string({ unit: 'grapheme', maxLength: 6 }), fc.integer(), fc.constant(null)),
   ip: fc.oneof(fc.constantFrom('10.0.0.1', '::1', '::ffff:10.0.0.1', '999.1.1.1', '', 'x'), fc.string({ maxLength: 4 }), fc.boolean()),
-  method: fc.oneof(fc.constantFrom('GET', 'get', 'PoSt', 'GE T', '', 'A'.repeat(16), 'A'.repeat(17), 'DELÉTE'), fc.string({ maxLength: 5 }), fc.integer()),
-  path: fc.oneof(fc.constantFrom('/', '/items', '/a?b#c', '/a#b?c', '?x', 'x', `/${'a'.repeat(4095)}`, `/${'a'.repeat(4096)}`), fc.string({ maxLength: 8 }).map((s) => `/${s}`), fc.string({ maxLength: 6 })),
-  cost: fc.oneof(fc.constantFrom(1, 0, -3, 1.5, 1_000_000, 1_000_001, Number.MAX_SAFE_INTEGER), fc.integer(), fc.double(), fc.string({ maxLength: 2 })),
+  method: fc.oneof(
+    fc.constantFrom('GET', 'get', 'PoSt', 'GE T', '', 'A'.repeat(16), 'A'.repeat(17), 'DELÉTE'),
+    fc.string({ maxLength: 5 }),
+    fc.integer(),
+  ),
+  path: fc.oneof(
+    fc.constantFrom('/', '/items', '/a?b#c', '/a#b?c', '?x', 'x', `/${'a'.repeat(4095)}`, `/${'a'.repeat(4096)}`),
+    fc.string({ maxLength: 8 }).map((s) => `/${s}`),
+    fc.string({ maxLength: 6 }),
+  ),
+  cost: fc.oneof(
+    fc.constantFrom(1, 0, -3, 1.5, 1_000_000, 1_000_001, Number.MAX_SAFE_INTEGER),
+    fc.integer(),
+    fc.double(),
+    fc.string({ maxLength: 2 }),
+  ),
   tenant: fc.string({ maxLength: 3 }),
 };
 const body = fc.oneof(
@@ -60,11 +73,15 @@ describe('POST /v1/check body size', async () => {
 
   const chunked = (chunks: string[]) =>
     new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${service.url}/v1/check`, { method: 'POST', headers: { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json' } }, (res) => {
-        let text = '';
-        res.on('data', (chunk: Buffer) => (text += chunk.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-      });
+      const req = httpRequest(
+        `${service.url}/v1/check`,
+        { method: 'POST', headers: { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json' } },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
       req.on('error', reject);
       for (const chunk of chunks) req.write(chunk);
       req.end();
@@ -80,7 +97,10 @@ describe('POST /v1/check body size', async () => {
   });
 
   it('answers the rate-limit headers and JSON content type on a decided check', async () => {
-    const res = await fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: 'headers-key', method: 'GET', path: '/x' }) });
+    const res = await fetch(`${service.url}/v1/check`, {
+      method: 'POST',
+      body: JSON.stringify({ apiKey: 'headers-key', method: 'GET', path: '/x' }),
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/json');
     const json = (await res.json()) as { headers: Record<string, string>; allowed: boolean };
@@ -104,10 +124,25 @@ describe('checkResponseJson', () => {
       rule: binding?.rule ?? null,
       headers,
       leases: decision.leases,
-      outcomes: decision.outcomes.map((o) => ({ rule: o.rule, algorithm: o.algorithm, allowed: o.allowed, limit: o.limit, remaining: Math.max(0, Math.floor(o.remaining)), resetAtMs: o.resetAtMs, retryAfterMs: o.retryAfterMs, periodMs: o.periodMs, shadow: o.shadow, source: o.source })),
+      outcomes: decision.outcomes.map((o) => ({
+        rule: o.rule,
+        algorithm: o.algorithm,
+        allowed: o.allowed,
+        limit: o.limit,
+        remaining: Math.max(0, Math.floor(o.remaining)),
+        resetAtMs: o.resetAtMs,
+        retryAfterMs: o.retryAfterMs,
+        periodMs: o.periodMs,
+        shadow: o.shadow,
+        source: o.source,
+      })),
     });
   };
-  const number = fc.oneof(fc.integer({ min: -5, max: 2_000_000_000_000 }), fc.double({ noNaN: false }), fc.constantFrom(0, -0, 1e21, Number.NaN, Infinity));
+  const number = fc.oneof(
+    fc.integer({ min: -5, max: 2_000_000_000_000 }),
+    fc.double({ noNaN: false }),
+    fc.constantFrom(0, -0, 1e21, Number.NaN, Infinity),
+  );
   const outcome: fc.Arbitrary<RuleOutcome> = fc.record({
     rule: fc.string({ maxLength: 8 }),
     algorithm: fc.constantFrom('tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency'),
@@ -121,11 +156,15 @@ describe('checkResponseJson', () => {
     failMode: fc.constantFrom('open', 'closed'),
     source: fc.constantFrom('redis', 'cache', 'fail-open', 'fail-closed', 'local-fallback'),
   }) as fc.Arbitrary<RuleOutcome>;
-  const decision: fc.Arbitrary<Decision> = fc.record({
-    allowed: fc.boolean(),
-    outcomes: fc.array(outcome, { maxLength: 3 }),
-    leases: fc.array(fc.record({ key: fc.string({ maxLength: 6 }), id: fc.uuid(), slots: fc.integer({ min: 1, max: 5 }) }), { maxLength: 2 }),
-  }).map((d) => ({ ...d, binding: bindingOutcome(d.outcomes) }));
+  const decision: fc.Arbitrary<Decision> = fc
+    .record({
+      allowed: fc.boolean(),
+      outcomes: fc.array(outcome, { maxLength: 3 }),
+      leases: fc.array(fc.record({ key: fc.string({ maxLength: 6 }), id: fc.uuid(), slots: fc.integer({ min: 1, max: 5 }) }), {
+        maxLength: 2,
+      }),
+    })
+    .map((d) => ({ ...d, binding: bindingOutcome(d.outcomes) }));
 
   it('writes exactly what JSON.stringify of the documented object writes', () => {
     fc.assert(

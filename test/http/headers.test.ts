@@ -34,7 +34,10 @@ describe('rateLimitHeaders', () => {
   });
 
   it('never tells a denied client to retry after 0 seconds', () => {
-    const headers = rateLimitHeaders({ allowed: false, binding: outcome({ allowed: false, remaining: 0, retryAfterMs: 20, resetAtMs: 1_020 }) }, 1_000);
+    const headers = rateLimitHeaders(
+      { allowed: false, binding: outcome({ allowed: false, remaining: 0, retryAfterMs: 20, resetAtMs: 1_020 }) },
+      1_000,
+    );
     expect(headers['Retry-After']).toBe('1');
     expect(headers['X-RateLimit-Remaining']).toBe('0');
   });

@@ -29,19 +29,25 @@ describe('identity through the service', async () => {
       raw.upstream = { url: upstream.url };
       raw.rules = [{ name: 'anon', match: { identity: 'anonymous' }, by: ['ip'], algorithm: 'fixedWindow', limit: 2, period: '1h' }];
     };
-    rejecting = await startRegionService(seedConfig(redis.url, (raw) => {
-      raw.upstream = { url: upstream.url };
-      raw.identity = { anonymous: 'reject' };
-    }));
-    trusting = await startRegionService(seedConfig(redis.url, (raw) => {
-      anonymousLimit(raw);
-      raw.region = 'trusting';
-      raw.identity = { trustForwardedFor: true };
-    }));
-    direct = await startRegionService(seedConfig(redis.url, (raw) => {
-      anonymousLimit(raw);
-      raw.rules = [{ ...(raw.rules as object[])[0], name: 'anon-direct' }];
-    }));
+    rejecting = await startRegionService(
+      seedConfig(redis.url, (raw) => {
+        raw.upstream = { url: upstream.url };
+        raw.identity = { anonymous: 'reject' };
+      }),
+    );
+    trusting = await startRegionService(
+      seedConfig(redis.url, (raw) => {
+        anonymousLimit(raw);
+        raw.region = 'trusting';
+        raw.identity = { trustForwardedFor: true };
+      }),
+    );
+    direct = await startRegionService(
+      seedConfig(redis.url, (raw) => {
+        anonymousLimit(raw);
+        raw.rules = [{ ...(raw.rules as object[])[0], name: 'anon-direct' }];
+      }),
+    );
   });
   afterAll(async () => {
     await Promise.all([rejecting?.close(), trusting?.close(), direct?.close()]);
@@ -60,9 +66,14 @@ describe('identity through the service', async () => {
   });
 
   it('keys anonymous callers by the right-most X-Forwarded-For entry only when trusted', async () => {
-    const get = (service: RegionService, forwardedFor: string) => fetch(`${service.url}/page`, { headers: { 'X-Forwarded-For': forwardedFor } }).then((r) => r.status);
+    const get = (service: RegionService, forwardedFor: string) =>
+      fetch(`${service.url}/page`, { headers: { 'X-Forwarded-For': forwardedFor } }).then((r) => r.status);
     // Trusted: two clients behind the proxy have separate budgets of 2; a spoofed left entry changes nothing.
-    expect([await get(trusting, '9.9.9.9, 203.0.113.1'), await get(trusting, '8.8.8.8, 203.0.113.1'), await get(trusting, '203.0.113.1')]).toEqual([200, 200, 429]);
+    expect([
+      await get(trusting, '9.9.9.9, 203.0.113.1'),
+      await get(trusting, '8.8.8.8, 203.0.113.1'),
+      await get(trusting, '203.0.113.1'),
+    ]).toEqual([200, 200, 429]);
     expect(await get(trusting, '203.0.113.2')).toBe(200);
     // Not trusted: the header is ignored, every request is the socket's 127.0.0.1.
     expect([await get(direct, '203.0.113.1'), await get(direct, '203.0.113.2'), await get(direct, '203.0.113.3')]).toEqual([200, 200, 429]);

@@ -30,11 +30,19 @@ describe('quotafed() middleware', async () => {
     });
     redis = createRegionRedis(config);
     await waitReady(redis);
-    engine = createResilientEngine({ config, inner: createRedisEngine({ config, redis }), probe: () => redis.ping(), logger: silentLogger() });
+    engine = createResilientEngine({
+      config,
+      inner: createRedisEngine({ config, redis }),
+      probe: () => redis.ping(),
+      logger: silentLogger(),
+    });
 
     // The embedding, as a user would write it; identify() supplies the client IP (app.request has no socket).
     app = new Hono<QuotafedEnv>();
-    app.use('*', quotafed({ engine, identify: (c) => ({ apiKey: c.req.header('x-user'), ip: '192.0.2.7', method: c.req.method, path: c.req.path }) }));
+    app.use(
+      '*',
+      quotafed({ engine, identify: (c) => ({ apiKey: c.req.header('x-user'), ip: '192.0.2.7', method: c.req.method, path: c.req.path }) }),
+    );
     app.get('/hello', (c) => {
       handled += 1;
       return c.json({ hello: 'world', remaining: c.get('quotafed').binding?.remaining });

@@ -14,7 +14,17 @@ import { awayFromWindowEdge, startUpstream, type Upstream } from '../service/fix
 import { silentLogger } from '../../src/log.ts';
 
 const LIMIT = 10;
-const rules = [{ name: 'checkout', match: { endpoints: ['/checkout'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: '1m', failMode: 'closed' }];
+const rules = [
+  {
+    name: 'checkout',
+    match: { endpoints: ['/checkout'] },
+    by: ['apiKey'],
+    algorithm: 'fixedWindow',
+    limit: LIMIT,
+    period: '1m',
+    failMode: 'closed',
+  },
+];
 
 describe('canonicalPath', () => {
   it('gives one form per resource and refuses what has none', () => {
@@ -33,15 +43,33 @@ describe('canonicalPath', () => {
     expect(ok(pathBytes('/café'))).toEqual({ ok: true, path: '/caf%C3%A9' });
     expect(ok('/a"b{c}')).toEqual({ ok: true, path: '/a%22b%7Bc%7D' });
     expect(canonicalPath('/Checkout/', { caseSensitive: true, trailingSlash: 'strict' })).toEqual({ ok: true, path: '/Checkout/' });
-    for (const bad of ['/checkout%2f', '/checkout%2F', '/checkout%5c', '/checkout%20', '/%20checkout', '/checkout%00', '/checkout%zz', '/checkout%4', '/..', '/a/../../checkout', 'checkout']) {
+    for (const bad of [
+      '/checkout%2f',
+      '/checkout%2F',
+      '/checkout%5c',
+      '/checkout%20',
+      '/%20checkout',
+      '/checkout%00',
+      '/checkout%zz',
+      '/checkout%4',
+      '/..',
+      '/a/../../checkout',
+      'checkout',
+    ]) {
       expect(canonicalPath(bad).ok, bad).toBe(false);
     }
   });
 
   it('refuses rule patterns that could never match a canonical path (config error naming the field)', () => {
-    expect(() => parseConfig({ region: 'r', rules: [{ ...rules[0], match: { endpoints: ['/Checkout'] } }] })).toThrow(/rules\[0\]\.match\.endpoints\[0\]/);
-    expect(() => parseConfig({ region: 'r', rules: [{ ...rules[0], match: { endpoints: ['/checkout/'] } }] })).toThrow(/rules\[0\]\.match\.endpoints\[0\]/);
-    expect(() => parseConfig({ region: 'r', paths: { caseSensitive: true }, rules: [{ ...rules[0], match: { endpoints: ['/Checkout/:itemId'] } }] })).not.toThrow();
+    expect(() => parseConfig({ region: 'r', rules: [{ ...rules[0], match: { endpoints: ['/Checkout'] } }] })).toThrow(
+      /rules\[0\]\.match\.endpoints\[0\]/,
+    );
+    expect(() => parseConfig({ region: 'r', rules: [{ ...rules[0], match: { endpoints: ['/checkout/'] } }] })).toThrow(
+      /rules\[0\]\.match\.endpoints\[0\]/,
+    );
+    expect(() =>
+      parseConfig({ region: 'r', paths: { caseSensitive: true }, rules: [{ ...rules[0], match: { endpoints: ['/Checkout/:itemId'] } }] }),
+    ).not.toThrow();
   });
 });
 
@@ -53,7 +81,14 @@ describe('path spellings against a real gateway', async () => {
   beforeAll(async () => {
     upstream = await startUpstream();
     service = await startRegionService(
-      parseConfig({ region: 'paths', port: 0, logLevel: 'silent', redis: { url: redis.url, commandTimeoutMs: 2_000 }, upstream: { url: upstream.url }, rules }),
+      parseConfig({
+        region: 'paths',
+        port: 0,
+        logLevel: 'silent',
+        redis: { url: redis.url, commandTimeoutMs: 2_000 },
+        upstream: { url: upstream.url },
+        rules,
+      }),
       { logger: silentLogger(), federation: false },
     );
   });
@@ -67,9 +102,16 @@ describe('path spellings against a real gateway', async () => {
     for (const [i, spelling] of ['/checkout/', '/CHECKOUT', '/checkout;x', '/%63heckout', '/a/..;/checkout'].entries()) {
       const before = upstream.seen.length;
       const statuses: number[] = [];
-      for (let n = 0; n < 12; n++) statuses.push((await send(service.url, { path: spelling, headers: { authorization: `Bearer spelling-${i}` } })).status);
-      expect(statuses.filter((s) => s === 200), spelling).toHaveLength(LIMIT);
-      expect(statuses.filter((s) => s === 429), spelling).toHaveLength(2);
+      for (let n = 0; n < 12; n++)
+        statuses.push((await send(service.url, { path: spelling, headers: { authorization: `Bearer spelling-${i}` } })).status);
+      expect(
+        statuses.filter((s) => s === 200),
+        spelling,
+      ).toHaveLength(LIMIT);
+      expect(
+        statuses.filter((s) => s === 429),
+        spelling,
+      ).toHaveLength(2);
       expect(new Set(upstream.seen.slice(before).map((r) => r.path)), spelling).toEqual(new Set(['/checkout']));
     }
   });
@@ -77,7 +119,8 @@ describe('path spellings against a real gateway', async () => {
   it('shares one budget across spellings', async () => {
     const statuses: number[] = [];
     for (const spelling of ['/checkout', '/checkout/', '/CHECKOUT', '/checkout;x']) {
-      for (let n = 0; n < 3; n++) statuses.push((await send(service.url, { path: spelling, headers: { authorization: 'Bearer one-budget' } })).status);
+      for (let n = 0; n < 3; n++)
+        statuses.push((await send(service.url, { path: spelling, headers: { authorization: 'Bearer one-budget' } })).status);
     }
     expect(statuses.filter((s) => s === 200)).toHaveLength(LIMIT);
   });
@@ -102,7 +145,8 @@ describe('path spellings against a real gateway', async () => {
   });
 
   it('/v1/check matches the canonical path and refuses the others with 400', async () => {
-    const check = (path: string) => send(service.url, { method: 'POST', path: '/v1/check', body: JSON.stringify({ apiKey: 'check-key', method: 'GET', path }) });
+    const check = (path: string) =>
+      send(service.url, { method: 'POST', path: '/v1/check', body: JSON.stringify({ apiKey: 'check-key', method: 'GET', path }) });
     const allowed: boolean[] = [];
     for (const spelling of ['/checkout/', '/CHECKOUT', '/checkout;x', '/checkout', '/%63heckout', '//checkout']) {
       for (let n = 0; n < 2; n++) {

@@ -58,7 +58,11 @@ describe.skipIf(!HAVE_NGINX)('nginx auth_request in front of quotafed', async ()
     expect(res.headers.get('ratelimit')).toMatch(/^"per-key";r=999;t=\d+$/);
     expect(res.headers.get('retry-after')).toBeNull();
     // A POST with a body: the subrequest goes out as a body-less GET (proxy_method), the upstream gets the POST.
-    const post = await fetch(`${nginx.url}/orders`, { method: 'POST', headers: { 'X-API-Key': 'nginx-allow', 'Content-Type': 'application/json' }, body: '{"n":1}' });
+    const post = await fetch(`${nginx.url}/orders`, {
+      method: 'POST',
+      headers: { 'X-API-Key': 'nginx-allow', 'Content-Type': 'application/json' },
+      body: '{"n":1}',
+    });
     expect(post.status).toBe(200);
     expect(await post.json()).toMatchObject({ path: '/orders', method: 'POST' });
     expect(post.headers.get('x-ratelimit-remaining')).toBe('998');

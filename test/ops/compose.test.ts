@@ -59,16 +59,27 @@ describe('docker-compose.yml', () => {
   });
 
   it('has three Redis servers, Toxiproxy, the demo upstream and three regional services', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(
-      ['ap-south', 'eu-west', 'redis-ap-south', 'redis-eu-west', 'redis-us-east', 'toxiproxy', 'upstream', 'us-east'],
-    );
+    expect(Object.keys(compose.services).sort()).toEqual([
+      'ap-south',
+      'eu-west',
+      'redis-ap-south',
+      'redis-eu-west',
+      'redis-us-east',
+      'toxiproxy',
+      'upstream',
+      'us-east',
+    ]);
     expect(compose.services.toxiproxy!.image).toMatch(/^ghcr\.io\/shopify\/toxiproxy:/);
     expect(compose.services.upstream!.entrypoint).toEqual(['node', 'dist/demo/upstream.js']);
     // Host ports match `npm start`, on loopback only, and never collide.
     const published = Object.values(compose.services).flatMap((service) => service.ports ?? []);
     expect(published.every((port) => port.startsWith('127.0.0.1:'))).toBe(true);
     expect(new Set(published.map((port) => port.split(':')[1])).size).toBe(published.length);
-    expect(regions.map((region) => compose.services[region]!.ports)).toEqual([['127.0.0.1:8081:8080'], ['127.0.0.1:8082:8080'], ['127.0.0.1:8083:8080']]);
+    expect(regions.map((region) => compose.services[region]!.ports)).toEqual([
+      ['127.0.0.1:8081:8080'],
+      ['127.0.0.1:8082:8080'],
+      ['127.0.0.1:8083:8080'],
+    ]);
     for (const service of Object.values(compose.services)) {
       for (const dependency of Object.keys(service.depends_on ?? {})) expect(compose.services).toHaveProperty(dependency);
       for (const config of service.configs ?? []) expect(compose.configs).toHaveProperty(config.source);
@@ -120,12 +131,17 @@ describe('docker-compose.yml', () => {
       expect(composed.rules).toEqual(local.rules);
       expect(composed.federation.syncIntervalMs).toBe(local.federation.syncIntervalMs);
       expect(composed.federation.leakageBudget).toEqual(local.federation.leakageBudget);
-      expect(composed.federation.peers.map((peer) => [peer.name, peer.weight])).toEqual(local.federation.peers.map((peer) => [peer.name, peer.weight]));
+      expect(composed.federation.peers.map((peer) => [peer.name, peer.weight])).toEqual(
+        local.federation.peers.map((peer) => [peer.name, peer.weight]),
+      );
       expect(composed.identity).toEqual(local.identity);
     });
 
     it('also turns regions/<region>.yaml into a valid config with the same environment', () => {
-      const config = loadConfigFile(join(root, 'regions', `${region}.yaml`), { ...env, QUOTAFED_FEDERATION_SECRET: 'a-secret-from-the-shell-0123' });
+      const config = loadConfigFile(join(root, 'regions', `${region}.yaml`), {
+        ...env,
+        QUOTAFED_FEDERATION_SECRET: 'a-secret-from-the-shell-0123',
+      });
       expect(config.redis.url).toBe(`redis://redis-${region}:6379`);
       expect(config.port).toBe(8080);
       expect(config.host).toBe('0.0.0.0');
@@ -160,7 +176,9 @@ describe('Dockerfile', () => {
   });
 
   it('copies only paths that exist and are not excluded by .dockerignore', () => {
-    const ignored = read('.dockerignore').split('\n').filter((line) => line && !line.startsWith('#'));
+    const ignored = read('.dockerignore')
+      .split('\n')
+      .filter((line) => line && !line.startsWith('#'));
     for (const match of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
       for (const source of match[1]!.split(' ')) {
         expect(existsSync(join(root, source)), source).toBe(true);

@@ -34,7 +34,12 @@ let ownerOfShard: Map<number, number>;
 const clients: RegionRedis[] = [];
 
 function clusterConfig(extra: Partial<ConfigInput> = {}, redis: Partial<NonNullable<ConfigInput['redis']>> = {}): Config {
-  return parseConfig({ region: 'solo', rules: SEED_RULES, ...extra, redis: { clusterNodes: [...cluster.seedUrls], commandTimeoutMs: 2_000, ...redis } });
+  return parseConfig({
+    region: 'solo',
+    rules: SEED_RULES,
+    ...extra,
+    redis: { clusterNodes: [...cluster.seedUrls], commandTimeoutMs: 2_000, ...redis },
+  });
 }
 
 async function connect(config: Config): Promise<RegionRedis> {
@@ -182,11 +187,29 @@ describe('federation with a cluster region', () => {
     const eastRedis = await connect(eastConfig);
     westRedis = new Redis(west.url, { maxRetriesPerRequest: 1 });
     westRedis.on('error', () => undefined);
-    const east = { config: eastConfig, redis: eastRedis, engine: createRedisEngine({ config: eastConfig, redis: eastRedis, overLimitCache: false }) };
-    const westRegion = { config: westConfig, redis: westRedis, engine: createRedisEngine({ config: westConfig, redis: westRedis, overLimitCache: false }) };
-    const eastFederation = await startFederation({ config: eastConfig, redis: eastRedis, registry: new Registry(), logger: silentLogger() });
+    const east = {
+      config: eastConfig,
+      redis: eastRedis,
+      engine: createRedisEngine({ config: eastConfig, redis: eastRedis, overLimitCache: false }),
+    };
+    const westRegion = {
+      config: westConfig,
+      redis: westRedis,
+      engine: createRedisEngine({ config: westConfig, redis: westRedis, overLimitCache: false }),
+    };
+    const eastFederation = await startFederation({
+      config: eastConfig,
+      redis: eastRedis,
+      registry: new Registry(),
+      logger: silentLogger(),
+    });
     federations.push(eastFederation);
-    const westFederation = await startFederation({ config: westConfig, redis: westRedis, registry: new Registry(), logger: silentLogger() });
+    const westFederation = await startFederation({
+      config: westConfig,
+      redis: westRedis,
+      registry: new Registry(),
+      logger: silentLogger(),
+    });
     federations.push(westFederation);
     // West asked the cluster whether it had heard of west: a fresh region, not a "lost data" fence.
     expect(westFederation.recovery).toMatchObject({ fenced: false, answers: { east: 'never' } });
@@ -199,10 +222,14 @@ describe('federation with a cluster region', () => {
     for (let i = 0; i < 4; i++) expect((await westRegion.engine.decide(get(westKey))).allowed).toBe(true);
 
     const seen = async (region: typeof east, key: string, from: string, count: number) =>
-      eventually(async () => {
-        const view = await federationKeyView(region.config, region.redis, 'fed-fw', { apiKey: key });
-        return view.windows.find((w) => w.current)?.consumption[from] === count ? true : undefined;
-      }, 10_000, `${region.config.region} to see ${count} of ${from} for ${key}`);
+      eventually(
+        async () => {
+          const view = await federationKeyView(region.config, region.redis, 'fed-fw', { apiKey: key });
+          return view.windows.find((w) => w.current)?.consumption[from] === count ? true : undefined;
+        },
+        10_000,
+        `${region.config.region} to see ${count} of ${from} for ${key}`,
+      );
     for (const key of keys) await seen(westRegion, key, 'east', 3);
     await seen(east, westKey, 'west', 4);
 

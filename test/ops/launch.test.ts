@@ -14,7 +14,11 @@ interface Run {
 }
 
 function runLauncher(args: string[], env: NodeJS.ProcessEnv = process.env): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'launch', ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'launch', ...args], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let text = '';
   child.stdout!.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
   child.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
@@ -51,7 +55,14 @@ describe('npm start (the launch command)', () => {
     const blocker = createServer();
     await new Promise<void>((resolve) => blocker.listen(taken, '127.0.0.1', resolve));
     try {
-      const run = runLauncher(['--redis-ports', `${taken},${others[0]},${others[1]}`, '--ports', others.slice(2, 5).join(','), '--upstream-port', String(others[5])]);
+      const run = runLauncher([
+        '--redis-ports',
+        `${taken},${others[0]},${others[1]}`,
+        '--ports',
+        others.slice(2, 5).join(','),
+        '--upstream-port',
+        String(others[5]),
+      ]);
       expect(await run.exited).toBe(1);
       expect(run.output()).toContain(`${taken}  redis-server for us-east`);
       expect(run.output()).toContain('--redis-ports');
@@ -72,7 +83,14 @@ describe('npm start (the launch command)', () => {
     const redisPorts = ports.slice(0, 3);
     const servicePorts = ports.slice(3, 6);
     const upstreamPort = ports[6]!;
-    const run = runLauncher(['--redis-ports', redisPorts.join(','), '--ports', servicePorts.join(','), '--upstream-port', String(upstreamPort)]);
+    const run = runLauncher([
+      '--redis-ports',
+      redisPorts.join(','),
+      '--ports',
+      servicePorts.join(','),
+      '--upstream-port',
+      String(upstreamPort),
+    ]);
     try {
       const [, apiKey] = await waitForOutput(run, /X-API-Key: (demo-[0-9a-f]+)/, 90_000);
       await waitForOutput(run, /Ctrl-C stops every process/, 5_000);

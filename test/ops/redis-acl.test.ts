@@ -39,7 +39,15 @@ describe('recommended Redis ACL users', async () => {
       logLevel: 'silent',
       rules: [
         { name: 'per-key', match: { identity: 'apiKey' }, algorithm: 'tokenBucket', limit: 100, period: '1m', failMode: 'closed' },
-        { name: 'orders', match: { identity: 'apiKey', endpoints: ['/orders'] }, by: ['apiKey', 'endpoint'], algorithm: 'fixedWindow', limit: 3, period: '1m', failMode: 'closed' },
+        {
+          name: 'orders',
+          match: { identity: 'apiKey', endpoints: ['/orders'] },
+          by: ['apiKey', 'endpoint'],
+          algorithm: 'fixedWindow',
+          limit: 3,
+          period: '1m',
+          failMode: 'closed',
+        },
       ],
     });
     const service = await startRegionService(config);
@@ -58,11 +66,18 @@ describe('recommended Redis ACL users', async () => {
   it('lets a peer add gossip jobs that the regional user works off', async () => {
     const peer = new Redis(peerUrl, { maxRetriesPerRequest: null });
     const regional = new Redis(regionalUrl, { maxRetriesPerRequest: null });
-    closers.push(() => peer.quit(), () => regional.quit());
+    closers.push(
+      () => peer.quit(),
+      () => regional.quit(),
+    );
     const queue = new Queue('gossip-acl', { connection: peer, prefix: GOSSIP_QUEUE_PREFIX });
     closers.push(() => queue.close());
     const received = new Promise<unknown>((resolve) => {
-      const worker = new Worker('gossip-acl', async (job) => resolve(job.data), { connection: regional, prefix: GOSSIP_QUEUE_PREFIX, drainDelay: 1 });
+      const worker = new Worker('gossip-acl', async (job) => resolve(job.data), {
+        connection: regional,
+        prefix: GOSSIP_QUEUE_PREFIX,
+        drainDelay: 1,
+      });
       closers.push(() => worker.close());
     });
     await queue.add('batch', { from: 'eu-west', keys: 3 }, { removeOnComplete: true });
@@ -72,7 +87,10 @@ describe('recommended Redis ACL users', async () => {
   it('keeps each user to its keys and away from admin commands', async () => {
     const peer = new Redis(peerUrl, { maxRetriesPerRequest: 0 });
     const regional = new Redis(regionalUrl, { maxRetriesPerRequest: 0 });
-    closers.push(() => peer.quit(), () => regional.quit());
+    closers.push(
+      () => peer.quit(),
+      () => regional.quit(),
+    );
     await expect(peer.hget('qf:{s1}:m', 'fence')).rejects.toThrow(/NOPERM/);
     await expect(regional.get('session:123')).rejects.toThrow(/NOPERM/);
     await expect(regional.flushall()).rejects.toThrow(/NOPERM/);

@@ -4,7 +4,16 @@ import { readableLogLine } from '../../src/ops/service-process.ts';
 
 describe('readableLogLine', () => {
   it('shortens a pino JSON line to level, message and fields', () => {
-    const line = JSON.stringify({ level: 30, time: 1, pid: 9, hostname: 'h', region: 'us-east', msg: 'listening', url: 'http://x', rules: ['a', 'b'] });
+    const line = JSON.stringify({
+      level: 30,
+      time: 1,
+      pid: 9,
+      hostname: 'h',
+      region: 'us-east',
+      msg: 'listening',
+      url: 'http://x',
+      rules: ['a', 'b'],
+    });
     expect(readableLogLine(line)).toBe('INFO listening url=http://x rules=["a","b"]');
   });
 

@@ -65,7 +65,7 @@ describe('local fallback', () => {
       { name: 'slots', algorithm: 'concurrency', limit: 4, by: ['apiKey'] },
     ],
   });
-  const [window, bucket, slots] = config.rules as [typeof config.rules[0], typeof config.rules[0], typeof config.rules[0]];
+  const [window, bucket, slots] = config.rules as [(typeof config.rules)[0], (typeof config.rules)[0], (typeof config.rules)[0]];
   const at = 1_800_000_000_000; // on a minute boundary
 
   it('enforces limit / instances for windows and buckets, refilling buckets over time', () => {
@@ -82,7 +82,10 @@ describe('local fallback', () => {
 
   it('consumes nothing when any rule denies', () => {
     const local = createLocalFallback({ instancesPerRegion: 1 });
-    const both = [{ rule: window, key: 'w' }, { rule: bucket, key: 'b' }];
+    const both = [
+      { rule: window, key: 'w' },
+      { rule: bucket, key: 'b' },
+    ];
     for (let i = 0; i < 4; i++) expect(local.decide(both, 1, at).allowed).toBe(true);
     for (let i = 0; i < 5; i++) expect(local.decide(both, 1, at).allowed).toBe(false); // bucket empty
     const windowOnly = local.decide([{ rule: window, key: 'w' }], 1, at);

@@ -34,16 +34,20 @@ describe('50 gateways, one key', async () => {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });
       children.push(child);
-      ready.push(new Promise((resolve, reject) => {
-        child.once('message', () => resolve());
-        child.once('exit', (code) => reject(new Error(`worker ${id} exited early with ${code}`)));
-      }));
-      done.push(new Promise((resolve, reject) => {
-        child.on('message', (message: { type: string; results?: WorkerResult[] }) => {
-          if (message.type === 'results') resolve(message.results!);
-        });
-        child.once('exit', (code) => reject(new Error(`worker ${id} exited with ${code} before reporting`)));
-      }));
+      ready.push(
+        new Promise((resolve, reject) => {
+          child.once('message', () => resolve());
+          child.once('exit', (code) => reject(new Error(`worker ${id} exited early with ${code}`)));
+        }),
+      );
+      done.push(
+        new Promise((resolve, reject) => {
+          child.on('message', (message: { type: string; results?: WorkerResult[] }) => {
+            if (message.type === 'results') resolve(message.results!);
+          });
+          child.once('exit', (code) => reject(new Error(`worker ${id} exited with ${code} before reporting`)));
+        }),
+      );
     }
     await Promise.all(ready);
     for (const child of children) child.send('go');

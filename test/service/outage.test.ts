@@ -13,7 +13,15 @@ const HANG_BOUND_MS = COMMAND_TIMEOUT_MS + 1_500;
 
 const rules = [
   { name: 'open-rule', match: { endpoints: ['/open'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 1000, period: '1m', failMode: 'open' },
-  { name: 'closed-rule', match: { endpoints: ['/closed'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 1000, period: '1m', failMode: 'closed' },
+  {
+    name: 'closed-rule',
+    match: { endpoints: ['/closed'] },
+    by: ['ip'],
+    algorithm: 'fixedWindow',
+    limit: 1000,
+    period: '1m',
+    failMode: 'closed',
+  },
   { name: 'shared', match: { endpoints: ['/shared'] }, by: ['ip'], algorithm: 'fixedWindow', limit: 10, period: '1h', failMode: 'open' },
 ];
 
@@ -88,7 +96,9 @@ describe('Redis outage', async () => {
 
     const page = await metrics(failModes);
     expect(await metricValue(page, 'quotafed_degraded_admissions_total', { mode: 'fail-open' })).toBe(admittedBefore + 10);
-    expect(await metricValue(page, 'quotafed_decisions_total', { rule: 'closed-rule', source: 'fail-closed', outcome: 'limited' })).toBe(10);
+    expect(await metricValue(page, 'quotafed_decisions_total', { rule: 'closed-rule', source: 'fail-closed', outcome: 'limited' })).toBe(
+      10,
+    );
     expect(await metricValue(page, 'quotafed_breaker_state', { region: 'fail-modes' })).toBe(1);
     expect(await metricValue(page, 'quotafed_redis_errors_total', { command: 'decide' })).toBeGreaterThanOrEqual(3);
 
@@ -104,7 +114,10 @@ describe('Redis outage', async () => {
     expect(log.lines().some((line) => line.event === 'breaker.close' && line.region === 'fail-modes')).toBe(true);
     expect(await metricValue(await metrics(failModes), 'quotafed_breaker_state', { region: 'fail-modes' })).toBe(0);
 
-    const check = await fetch(`${failModes.url}/v1/check`, { method: 'POST', body: JSON.stringify({ method: 'GET', path: '/closed', ip: '10.0.0.1' }) });
+    const check = await fetch(`${failModes.url}/v1/check`, {
+      method: 'POST',
+      body: JSON.stringify({ method: 'GET', path: '/closed', ip: '10.0.0.1' }),
+    });
     const reply = (await check.json()) as { allowed: boolean; outcomes: Array<{ source: string }> };
     expect(reply.allowed).toBe(true);
     expect(reply.outcomes[0]!.source).toBe('redis');
@@ -133,7 +146,11 @@ describe('Redis outage', async () => {
 
     await redis.restart();
     await eventually(async () => (await fetch(`${fallback.url}/readyz`)).status === 200, 20_000, 'the breaker to close');
-    await eventually(async () => (await metricValue(await metrics(fallback), 'quotafed_fallback_settled_total')) === 5, 5_000, 'the fallback admissions to be settled');
+    await eventually(
+      async () => (await metricValue(await metrics(fallback), 'quotafed_fallback_settled_total')) === 5,
+      5_000,
+      'the fallback admissions to be settled',
+    );
     // Redis decides again; its data was lost with the SIGKILL, but the 5 local admissions were written into the
     // same window: 10 - 5 - 1 left.
     const after = await timed(`${fallback.url}/shared`);

@@ -46,7 +46,10 @@ describe('policy reload in a federation', () => {
       write('eu-west', [base, added]);
       for (const service of services) expect((await service.reloadPolicy()).ok).toBe(true);
 
-      const check = await fetch(`${services[0]!.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey: 'k', method: 'GET', path: '/' }) });
+      const check = await fetch(`${services[0]!.url}/v1/check`, {
+        method: 'POST',
+        body: JSON.stringify({ apiKey: 'k', method: 'GET', path: '/' }),
+      });
       expect(((await check.json()) as { allowed: boolean }).allowed).toBe(true);
       // The new rule's state reaches eu-west's Redis: its gossip worker knows the rule after the reload.
       await eventually(async () => (await westClient.keys('qf:*:added:*')).length > 0, 10_000, "the added rule's state in eu-west's Redis");

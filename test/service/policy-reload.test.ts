@@ -18,11 +18,26 @@ const TOKEN = 'reload-test-admin-token';
 function writeConfig(path: string, rules: unknown[], extra: Record<string, unknown> = {}): void {
   writeFileSync(
     path,
-    stringify({ region: 'us-east', port: 0, redis: { url: server.url, commandTimeoutMs: 2000 }, admin: { token: TOKEN }, logLevel: 'silent', rules, ...extra }),
+    stringify({
+      region: 'us-east',
+      port: 0,
+      redis: { url: server.url, commandTimeoutMs: 2000 },
+      admin: { token: TOKEN },
+      logLevel: 'silent',
+      rules,
+      ...extra,
+    }),
   );
 }
 
-const fixed = (limit: number, extra: Record<string, unknown> = {}) => ({ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit, period: '1h', ...extra });
+const fixed = (limit: number, extra: Record<string, unknown> = {}) => ({
+  name: 'per-key',
+  by: ['apiKey'],
+  algorithm: 'fixedWindow',
+  limit,
+  period: '1h',
+  ...extra,
+});
 
 async function check(url: string, apiKey: string): Promise<number> {
   const response = await fetch(`${url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey, method: 'GET', path: '/x' }) });
@@ -48,7 +63,12 @@ describe('policy reload', () => {
       expect(ok.status).toBe(200);
       expect(ok.body.ok).toBe(true);
       // Same window, same counter: 2 used, 3 more fit under the new limit.
-      expect([await check(service.url, 'a'), await check(service.url, 'a'), await check(service.url, 'a'), await check(service.url, 'a')]).toEqual([200, 200, 200, 429]);
+      expect([
+        await check(service.url, 'a'),
+        await check(service.url, 'a'),
+        await check(service.url, 'a'),
+        await check(service.url, 'a'),
+      ]).toEqual([200, 200, 200, 429]);
 
       writeConfig(path, [fixed(-1)]);
       const invalid = await reload(service.url);
@@ -90,7 +110,9 @@ describe('policy reload', () => {
 });
 
 /** The first snapshot the dashboard streams. */
-async function dashboardSnapshot(url: string): Promise<{ rules: Array<{ name: string; limit: number }>; keys: Array<{ label: string; rule: string; limit: number; own: number }> }> {
+async function dashboardSnapshot(
+  url: string,
+): Promise<{ rules: Array<{ name: string; limit: number }>; keys: Array<{ label: string; rule: string; limit: number; own: number }> }> {
   const response = await fetch(`${url}/dashboard/events`);
   const reader = response.body!.getReader();
   const decoder = new TextDecoder();
@@ -101,7 +123,13 @@ async function dashboardSnapshot(url: string): Promise<{ rules: Array<{ name: st
       if (done) throw new Error('the dashboard stream ended before a snapshot');
       buffer += decoder.decode(value, { stream: true });
       const block = buffer.split('\n\n').find((part) => part.includes('event: snapshot') && part.includes('\ndata: '));
-      if (block) return JSON.parse(block.split('\n').find((line) => line.startsWith('data: '))!.slice(6)) as never;
+      if (block)
+        return JSON.parse(
+          block
+            .split('\n')
+            .find((line) => line.startsWith('data: '))!
+            .slice(6),
+        ) as never;
     }
   } finally {
     await reader.cancel();
@@ -117,7 +145,9 @@ describe('the policy in force', () => {
     const reloadable = { ...base, rules: [], federation: { ...base.federation, leakageBudget: 42 } };
     expect(restartOnlyChanges(base, reloadable as never)).toEqual([]);
     expect(restartOnlyChanges(base, { ...base, port: 1, logLevel: 'debug' })).toEqual(['port', 'logLevel']);
-    expect(restartOnlyChanges(base, { ...base, federation: { ...base.federation, syncIntervalMs: 999 } })).toEqual(['federation.syncIntervalMs']);
+    expect(restartOnlyChanges(base, { ...base, federation: { ...base.federation, syncIntervalMs: 999 } })).toEqual([
+      'federation.syncIntervalMs',
+    ]);
   });
 
   it('after a reload the dashboard shows the new rules and reads watched keys under them', async () => {
@@ -165,7 +195,9 @@ describe('shadow mode', () => {
       for (let i = 0; i < 4; i++) statuses.push(await check(service.url, 's'));
       expect(statuses).toEqual([200, 200, 200, 200]);
       const metrics = await registry.getSingleMetricAsString('quotafed_decisions_total');
-      const shadowLimited = metrics.split('\n').find((line) => line.includes('rule="per-key"') && line.includes('outcome="shadow_limited"'));
+      const shadowLimited = metrics
+        .split('\n')
+        .find((line) => line.includes('rule="per-key"') && line.includes('outcome="shadow_limited"'));
       expect(Number(shadowLimited?.split(' ').at(-1))).toBeGreaterThanOrEqual(3);
     } finally {
       await service.close();

@@ -190,7 +190,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     async failover(primaryPort, timeoutMs = 20_000) {
       const before = await topology();
       const victim = before.find((node) => node.port === primaryPort);
-      if (!victim || victim.role !== 'primary') throw new Error(`redis cluster: port ${primaryPort} is not a primary`);
+      if (victim?.role !== 'primary') throw new Error(`redis cluster: port ${primaryPort} is not a primary`);
       const followers = before.filter((node) => node.primaryId === victim.id && !node.failed).map((node) => node.port);
       if (followers.length === 0) throw new Error(`redis cluster: primary ${primaryPort} has no live replica to promote`);
       const started = Date.now();

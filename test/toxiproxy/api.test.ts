@@ -184,9 +184,7 @@ describe('toxiproxy API: proxies', () => {
       status: 400,
       text: '{"error":"missing required field: name","status":400}\n',
     });
-    expect(JSON.parse((await raw('POST', '/proxies', { name: 'x', upstream: '' })).text).error).toBe(
-      'missing required field: upstream',
-    );
+    expect(JSON.parse((await raw('POST', '/proxies', { name: 'x', upstream: '' })).text).error).toBe('missing required field: upstream');
     const notJson = await raw('POST', '/proxies', '{nope');
     expect(notJson.status).toBe(400);
     expect(JSON.parse(notJson.text).error).toMatch(/^bad request body: /);

@@ -65,7 +65,12 @@ export const HOT_LIMIT = 300;
 export const HOT_PERIOD_MS = 30_000;
 export const BUDGET_PERCENT = 5;
 
-export function demoConfig(name: string, redisUrls: Record<string, string>, upstreamUrl: string, options: { logLevel: 'warn' | 'error' }): ConfigInput {
+export function demoConfig(
+  name: string,
+  redisUrls: Record<string, string>,
+  upstreamUrl: string,
+  options: { logLevel: 'warn' | 'error' },
+): ConfigInput {
   return {
     region: name,
     port: 0,
@@ -81,7 +86,14 @@ export function demoConfig(name: string, redisUrls: Record<string, string>, upst
     },
     rules: [
       { name: 'hot', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: HOT_LIMIT, period: HOT_PERIOD_MS },
-      { name: 'search', match: { identity: 'apiKey', endpoints: ['/search'] }, by: ['apiKey', 'endpoint'], algorithm: 'slidingWindow', limit: 60, period: 10_000 },
+      {
+        name: 'search',
+        match: { identity: 'apiKey', endpoints: ['/search'] },
+        by: ['apiKey', 'endpoint'],
+        algorithm: 'slidingWindow',
+        limit: 60,
+        period: 10_000,
+      },
     ],
   };
 }
@@ -180,7 +192,11 @@ export async function startDashboardDemo(options: DashboardDemoOptions): Promise
       const config = demoConfig(name, redisUrls, upstream.url, { logLevel: options.logLevel ?? 'warn' });
       children.push(spawnRegion(options.root, { config, watch: DEMO_WATCH, dashboardPort: 0 }, log));
     }
-    const started = await withTimeout(Promise.all(children.map((child) => child.ready)), options.startTimeoutMs ?? 45_000, 'starting the demo regions');
+    const started = await withTimeout(
+      Promise.all(children.map((child) => child.ready)),
+      options.startTimeoutMs ?? 45_000,
+      'starting the demo regions',
+    );
     const regions: DemoRegion[] = DEMO_REGIONS.map((name, index) => ({ name, ...started[index]!, redis: redisServers[index]! }));
     stopLoad = startLoad(regions, options.ratePerRegion ?? 8, admitted);
 

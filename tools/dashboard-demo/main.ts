@@ -10,7 +10,10 @@ let stopping = false;
 const stop = () => {
   if (stopping) return;
   stopping = true;
-  demo.stop().then(() => process.exit(0), () => process.exit(1));
+  demo.stop().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
 };
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);

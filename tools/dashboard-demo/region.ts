@@ -48,7 +48,9 @@ async function main(): Promise<void> {
     const s = serve({ fetch: app.fetch, port: spec.dashboardPort, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
   });
   const { port } = server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ ready: true, region: config.region, url: service.url, dashboardUrl: `http://127.0.0.1:${port}/dashboard`, federated: federation !== undefined })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ready: true, region: config.region, url: service.url, dashboardUrl: `http://127.0.0.1:${port}/dashboard`, federated: federation !== undefined })}\n`,
+  );
 
   let stopping = false;
   const stop = async () => {

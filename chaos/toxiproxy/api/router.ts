@@ -15,10 +15,7 @@ export interface Route {
   handler: (request: RouteRequest) => Promise<ApiResponse> | ApiResponse;
 }
 
-export type RouteMatch =
-  | { kind: 'found'; route: Route; params: Params }
-  | { kind: 'method-not-allowed' }
-  | { kind: 'not-found' };
+export type RouteMatch = { kind: 'found'; route: Route; params: Params } | { kind: 'method-not-allowed' } | { kind: 'not-found' };
 
 function decodeSegment(segment: string): string | undefined {
   try {

@@ -42,7 +42,9 @@ export function createApplier(deps: ApplierDeps): Applier {
   const { config, topology, redis, metrics, peers, logger } = deps;
   const region = config.region;
   // Only federated rules: an entry of any other rule is skipped.
-  const rules = new Map<string, Rule>(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
+  const rules = new Map<string, Rule>(
+    config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]),
+  );
 
   const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<ApplyGossipReply | undefined> => {
     const rule = rules.get(ruleNameOf(entry.k));
@@ -89,7 +91,10 @@ export function createApplier(deps: ApplierDeps): Applier {
       if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
     } else if (message.kind === 'resync') {
       const marked = await deps.resync(senderIndex);
-      logger.info({ event: 'federation.resync_served', peer: message.from, keys: marked }, `resync for ${message.from}: ${marked} keys marked pending`);
+      logger.info(
+        { event: 'federation.resync_served', peer: message.from, keys: marked },
+        `resync for ${message.from}: ${marked} keys marked pending`,
+      );
     }
 
     await recordApplied(redis, message.from, message.seq);

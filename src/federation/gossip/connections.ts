@@ -82,7 +82,13 @@ export function workerClusterConnection(seeds: readonly string[], tls: RedisTls 
 export function probeConnection(target: GossipTarget, timeoutMs: number): GossipConnection {
   const bounds = { connectTimeout: timeoutMs, commandTimeout: timeoutMs, maxRetriesPerRequest: 0 };
   if (!isClusterTarget(target)) {
-    return new Redis({ ...connectionOptionsFromUrl(target.redisUrl, target.tls), ...bounds, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+    return new Redis({
+      ...connectionOptionsFromUrl(target.redisUrl, target.tls),
+      ...bounds,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      retryStrategy: () => null,
+    });
   }
   return clusterConnection(target.clusterNodes, target.tls, bounds, {
     lazyConnect: true,

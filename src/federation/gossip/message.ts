@@ -64,13 +64,22 @@ const Message = z.strictObject({
   seq: z.number(),
   sentAt: z.number(),
   entries: z.array(Entry).max(LIMITS.maxEntries),
-  mac: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  mac: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .optional(),
 });
 
 /** Field order fixed by construction, so both sides hash the same bytes whatever JSON key order a job had. */
 export function canonical(message: GossipMessage): string {
   return JSON.stringify([
-    message.v, message.kind, message.from, message.to, message.fp, message.seq, message.sentAt,
+    message.v,
+    message.kind,
+    message.from,
+    message.to,
+    message.fp,
+    message.seq,
+    message.sentAt,
     message.entries.map((entry) => [entry.k, entry.t, entry.s]),
   ]);
 }
@@ -93,7 +102,9 @@ export type RejectReason =
   | 'out_of_range'
   | 'replayed';
 
-export type Verdict = { ok: true; message: GossipMessage; senderIndex: number } | { ok: false; reason: RejectReason; from: string | undefined; detail: string };
+export type Verdict =
+  | { ok: true; message: GossipMessage; senderIndex: number }
+  | { ok: false; reason: RejectReason; from: string | undefined; detail: string };
 
 const isCount = (value: number) => Number.isInteger(value) && value >= 0 && value <= LIMITS.maxCount;
 const isTime = (value: number) => Number.isInteger(value) && value >= 0 && value <= LIMITS.maxTime;
@@ -139,7 +150,8 @@ export function verify(data: unknown, bytes: number, topology: Topology, self: s
     return { ok: false, reason: tooMany ? 'oversized' : 'invalid', from, detail: z.prettifyError(parsed.error).slice(0, 500) };
   }
   const message = parsed.data as GossipMessage;
-  if (secret !== undefined && !macMatches(message, secret)) return { ok: false, reason: 'bad_mac', from, detail: message.mac ? 'MAC mismatch' : 'unsigned' };
+  if (secret !== undefined && !macMatches(message, secret))
+    return { ok: false, reason: 'bad_mac', from, detail: message.mac ? 'MAC mismatch' : 'unsigned' };
   const senderIndex = topology.regions.indexOf(message.from);
   if (senderIndex < 0 || message.from === self) return { ok: false, reason: 'unknown_region', from, detail: message.from };
   if (message.to !== self) return { ok: false, reason: 'wrong_destination', from, detail: message.to };

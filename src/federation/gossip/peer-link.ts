@@ -22,7 +22,9 @@ export interface PeerLink {
 /** A peer given with `clusterNodes` is a Redis Cluster: the link then uses a Cluster connection. */
 export function createPeerLink(peer: GossipTarget & { name: string; index: number }, timeoutMs: number, logger: Logger): PeerLink {
   const client = producerConnection(peer, timeoutMs);
-  client.on('error', (error: Error) => logger.debug({ event: 'federation.peer_redis_error', peer: peer.name, error: error.message }, 'peer Redis error'));
+  client.on('error', (error: Error) =>
+    logger.debug({ event: 'federation.peer_redis_error', peer: peer.name, error: error.message }, 'peer Redis error'),
+  );
   let queue: Queue | undefined;
 
   const ready = async (): Promise<Queue> => {
@@ -33,7 +35,9 @@ export function createPeerLink(peer: GossipTarget & { name: string; index: numbe
         prefix: GOSSIP_QUEUE_PREFIX,
         defaultJobOptions: { removeOnComplete: 100, removeOnFail: 1_000, attempts: 5, backoff: { type: 'exponential', delay: 200 } },
       });
-      queue.on('error', (error: Error) => logger.debug({ event: 'federation.queue_error', peer: peer.name, error: error.message }, 'peer queue error'));
+      queue.on('error', (error: Error) =>
+        logger.debug({ event: 'federation.queue_error', peer: peer.name, error: error.message }, 'peer queue error'),
+      );
     }
     const current = queue;
     try {

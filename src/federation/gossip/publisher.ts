@@ -9,10 +9,9 @@ import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schem
 import { withDeadline } from '../../deadline.ts';
 import { ackPendingCall, runAckPending, runSweepWatch, runTakePending, sweepCall, takePendingCall } from '../../engine/script-calls.ts';
 import type { ScriptedRedis } from '../../engine/scripts.ts';
-import { KEY_SHARDS, STATE_KEY_PATTERN, fastSetKey, peerPendingKey, ruleNameOf, shardMarkerKey, shardOfKey, watchSetKey } from '../../keys.ts';
+import { KEY_SHARDS, STATE_KEY_PATTERN, fastSetKey, peerPendingKey, ruleNameOf, shardOfKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
-import type { RebalancePolicy } from '../protocol.ts';
 import type { Topology } from '../topology.ts';
 import { decodeState, flattenSlot } from './cells.ts';
 import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
@@ -61,7 +60,9 @@ const SWEEP_KEYS_PER_SHARD = 256;
 /** Rebalances the watched keys of every shard once (the sync loop's sweep); returns the keys rebalanced. */
 export async function sweepWatched(redis: ScriptedRedis, config: Config, topology: Topology): Promise<number> {
   const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
-  const members = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)));
+  const members = await Promise.all(
+    Array.from({ length: KEY_SHARDS }, (_, shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)),
+  );
   const swept = await Promise.all(
     members.map(async (keys, shard) => {
       if (keys.length === 0) return 0;
@@ -144,9 +145,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     const counts = new Map<number, number[]>();
     await Promise.all(
       links.map(async (link) => {
-        const perShard = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(peerPendingKey(shard, link.index))));
+        const perShard = await Promise.all(
+          Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(peerPendingKey(shard, link.index))),
+        );
         counts.set(link.index, perShard);
-        peers.backlog(link.name, perShard.reduce((a, b) => a + b, 0));
+        peers.backlog(
+          link.name,
+          perShard.reduce((a, b) => a + b, 0),
+        );
       }),
     );
     return counts;
@@ -187,17 +193,27 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     });
 
     if (entries.length > 0) {
-      if (!(await send(link, fitToSize(entries, (chunk) => build(link, 'gossip', chunk))))) return;
+      if (
+        !(await send(
+          link,
+          fitToSize(entries, (chunk) => build(link, 'gossip', chunk)),
+        ))
+      )
+        return;
     } else if (Date.now() - (lastSent.get(link.name) ?? 0) >= deps.heartbeatMs) {
       await send(link, [measured(build(link, 'heartbeat', []))]);
     }
-    await Promise.all([...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))));
+    await Promise.all(
+      [...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))),
+    );
   };
 
   const fastRound = async (): Promise<number> => {
     try {
       // One command per shard (their keys live in different cluster slots), issued together.
-      const perShard = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)));
+      const perShard = await Promise.all(
+        Array.from({ length: KEY_SHARDS }, (_, shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)),
+      );
       const popped = perShard.flat();
       if (popped.length === 0) return 0;
       const states = await Promise.all(popped.map((key) => redis.hgetall(key)));
@@ -212,7 +228,13 @@ export function createPublisher(deps: PublisherDeps): Publisher {
       if (entries.length === 0) return 0;
       await Promise.all(
         links.map(async (link) => {
-          if (!(await send(link, fitToSize(entries, (chunk) => build(link, 'gossip', chunk))))) return;
+          if (
+            !(await send(
+              link,
+              fitToSize(entries, (chunk) => build(link, 'gossip', chunk)),
+            ))
+          )
+            return;
           metrics.fastLane.inc({ region, peer: link.name }, entries.length);
           // Sent: forget each key in this peer's pending set if that version is still the newest.
           const byShard = new Map<number, { key: string; version: string }[]>();
@@ -263,7 +285,10 @@ export function createPublisher(deps: PublisherDeps): Publisher {
         links.map((link) =>
           publishTo(link, counts.get(link.index) ?? [], start).catch((error: unknown) => {
             // Local Redis trouble (not the link): the keys stay pending and the next round tries again.
-            logger.warn({ event: 'federation.publish_failed', peer: link.name, error: (error as Error).message }, 'publishing round failed');
+            logger.warn(
+              { event: 'federation.publish_failed', peer: link.name, error: (error as Error).message },
+              'publishing round failed',
+            );
           }),
         ),
       );

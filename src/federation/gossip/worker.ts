@@ -71,7 +71,14 @@ class GossipQueueWorker extends Worker {
   private async screen(): Promise<void> {
     try {
       const client = withScript((await this.backend.client) as unknown as Redis | Cluster, 'screenGossip');
-      const call = screenGossipCall({ waitKey: this.keys.wait!, failedKey: this.keys.failed!, jobPrefix: this.toKey(''), maxBytes: LIMITS.maxBytes, depth: SCREEN_DEPTH, now: Date.now() });
+      const call = screenGossipCall({
+        waitKey: this.keys.wait!,
+        failedKey: this.keys.failed!,
+        jobPrefix: this.toKey(''),
+        maxBytes: LIMITS.maxBytes,
+        depth: SCREEN_DEPTH,
+        now: Date.now(),
+      });
       for (const { id, bytes } of await runScreenGossip(client, call)) this.onScreened(id, bytes);
     } catch {
       // The screen is a guard, not a gate: the size check in createJob still refuses an oversized job.
@@ -87,10 +94,17 @@ export interface GossipWorker {
   close(force?: boolean): Promise<void>;
 }
 
-export function startGossipWorker(redis: Config['redis'], apply: Applier, logger: Logger, refused: RefusalReporter = () => undefined): GossipWorker {
+export function startGossipWorker(
+  redis: Config['redis'],
+  apply: Applier,
+  logger: Logger,
+  refused: RefusalReporter = () => undefined,
+): GossipWorker {
   // BullMQ builds (and closes) a plain connection from options, but takes a Cluster only as an instance.
   const cluster: Cluster | undefined = redis.clusterNodes ? workerClusterConnection(redis.clusterNodes, redis.tls) : undefined;
-  cluster?.on('error', (error: Error) => logger.debug({ event: 'federation.worker_redis_error', error: error.message }, 'gossip worker Redis error'));
+  cluster?.on('error', (error: Error) =>
+    logger.debug({ event: 'federation.worker_redis_error', error: error.message }, 'gossip worker Redis error'),
+  );
   const worker: GossipQueueWorker = new GossipQueueWorker(
     GOSSIP_QUEUE,
     async (job) => {
@@ -119,7 +133,10 @@ export function startGossipWorker(redis: Config['redis'], apply: Applier, logger
   worker.on('error', (error) => logger.debug({ event: 'federation.worker_error', error: error.message }, 'gossip worker error'));
   worker.on('failed', (job, error) => {
     if (!(error instanceof UnrecoverableError) && !error.message.startsWith('rejected:')) {
-      logger.warn({ event: 'federation.apply_failed', job: job?.id, error: error.message }, 'applying a gossip job failed; BullMQ retries it');
+      logger.warn(
+        { event: 'federation.apply_failed', job: job?.id, error: error.message },
+        'applying a gossip job failed; BullMQ retries it',
+      );
     }
   });
   return {
