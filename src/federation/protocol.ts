@@ -605,6 +605,13 @@ const MAX_REFILL_SEGMENTS = 32;
  * unchanged in between: every change of it is an access that refills first), clamping to each segment's cap.
  */
 export function refill(params: FederationParams, state: BucketState, fence: Fence, now: number): number {
+  if (params.regions === 1) {
+    // One region: σ = S throughout and no fence (decide.lua's single-region path keeps none), so one segment
+    // (now − lastRefill)·rate, as the Lua computes it: summing per-epoch segments rounds differently.
+    const capacity = bucketCapacity(params, SHARE_UNITS);
+    if (now <= state.lastRefill) return Math.min(state.tokens, capacity);
+    return Math.min(capacity, state.tokens + (now - state.lastRefill) * bucketRate(params, SHARE_UNITS));
+  }
   let tokens = state.tokens;
   let t = state.lastRefill;
   if (now <= t) return Math.min(tokens, bucketCapacity(params, shareAt(params, state.slots, fence, now)));
