@@ -1,6 +1,6 @@
 // The request schedule of a run, fixed by the seed before anything starts: the same seed and scenario always
 // send the same requests (key, rule, region) at the same offsets. Arrivals are Poisson.
-import { prng } from '../src/federation/simulation.ts';
+import { prng } from '../test/support/simulation/index.ts';
 import { REGIONS, type RegionName, type RuleKind, type TrafficPattern, type TrafficSpec } from './types.ts';
 
 export interface PlannedRequest {

@@ -1,6 +1,6 @@
 // The chaos lab's shared vocabulary: scenarios, the decisions a run records, and what a run measures.
 import type { LeakageBudget } from '../src/config/schema.ts';
-import type { TrafficShape } from '../src/federation/simulation.ts';
+import type { TrafficShape } from '../test/support/simulation/index.ts';
 
 /** Display order; the federation indexes regions by sorted name, which the lab never needs to know. */
 export const REGIONS = ['us-east', 'eu-west', 'ap-south'] as const;

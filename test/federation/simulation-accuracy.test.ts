@@ -1,7 +1,7 @@
 // Accuracy against one exact global limiter on the same traffic (issue 3, item 6), availability under a
 // partition and convergence after the heal (item 5). Deterministic seeds; the figures are virtual-time.
 import { describe, expect, it } from 'vitest';
-import { simulate, type Scenario, type SimResult, type TrafficShape } from '../../src/federation/simulation.ts';
+import { simulate, type Scenario, type SimResult, type TrafficShape } from '../support/simulation/index.ts';
 import { BUDGET, BURSTS, LIMIT, STEADY, overallRatio, percentile, runBurst, steady, windowRatios } from '../support/federation-traffic.ts';
 
 const MINUTE = 60_000;

@@ -12,7 +12,7 @@ import {
   type SimAlgorithm,
   type SimDecision,
   type TrafficShape,
-} from '../../src/federation/simulation.ts';
+} from '../support/simulation/index.ts';
 
 const NAMES = ['ap', 'eu', 'sa', 'us'];
 

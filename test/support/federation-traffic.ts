@@ -1,14 +1,7 @@
 // Traffic shapes of issue 11 for the virtual-time simulation: the healthy setup (3 regions, sync 100 ms, 50 ms
 // one way + 0–10 ms jitter, the fast lane on) and the bursts, the sequential case and the long-running shapes,
 // each measured against one exact global limiter over the same trace.
-import {
-  simulate,
-  type Scenario,
-  type SimAlgorithm,
-  type SimResult,
-  type TrafficShape,
-  type TrafficStream,
-} from '../../src/federation/simulation.ts';
+import { simulate, type Scenario, type SimAlgorithm, type SimResult, type TrafficShape, type TrafficStream } from './simulation/index.ts';
 
 export const MINUTE = 60_000;
 /** Window algorithms admit at most L; token buckets L per minute with capacity C = L. */
