@@ -49,12 +49,14 @@ try {
     if (total) count = Number(total[1]);
   }
   console.log(
-    `load: ${connections} connections, ${seconds} s, ${Math.round(load.rps)} req/s, p50 ${load.p50Ms} ms, p99 ${load.p99Ms} ms, statuses ${JSON.stringify(load.statuses)}`,
+    `load: ${connections} connections, ${seconds} s, ${Math.round(load.rps)} req/s, p50 ${load.p50Ms} ms, p99 ${load.p99Ms} ms, statuses ` +
+      `${JSON.stringify(load.statuses)}`,
   );
   console.log(`decide calls: ${count} (command timeout ${commandTimeoutMs} ms)`);
   const sum = (pattern: RegExp) => [...page.matchAll(pattern)].reduce((total, match) => total + Number(match[1]), 0);
   console.log(
-    `decide errors/timeouts: ${sum(/^quotafed_redis_errors_total\{[^}]*command="decide"[^}]*\} (\S+)/gm)}, breaker opened: ${sum(/^quotafed_breaker_transitions_total\{[^}]*to="open"[^}]*\} (\S+)/gm)} times`,
+    `decide errors/timeouts: ${sum(/^quotafed_redis_errors_total\{[^}]*command="decide"[^}]*\} (\S+)/gm)}, breaker opened: ` +
+      `${sum(/^quotafed_breaker_transitions_total\{[^}]*to="open"[^}]*\} (\S+)/gm)} times`,
   );
   console.log('| decide slower than | calls | share |');
   console.log('| --- | --- | --- |');

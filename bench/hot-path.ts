@@ -57,7 +57,8 @@ for (let r = 0; r < rounds; r++) {
 }
 for (const [variant, row] of Object.entries(rows)) {
   console.log(
-    `${variant.padEnd(30)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ${Math.round(median(row.rate))}/s  ${median(row.perCall).toFixed(1)} per call`,
+    `${variant.padEnd(30)} client CPU ${median(row.client).toFixed(1)} µs  Redis ${median(row.redis).toFixed(1)} µs  ` +
+      `${Math.round(median(row.rate))}/s  ${median(row.perCall).toFixed(1)} per call`,
   );
 }
 await admin.quit();

@@ -142,7 +142,8 @@ async function main(): Promise<void> {
   const busy = summary.total - summary.idle;
   const pct = (count: number) => `${((100 * count) / busy).toFixed(1)}%`;
   process.stdout.write(
-    `${target}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99Ms} ms, statuses ${JSON.stringify(figures.statuses)}; profile ${join(dir, file)}\n`,
+    `${target}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99Ms} ms, statuses ${JSON.stringify(figures.statuses)}; ` +
+      `profile ${join(dir, file)}\n`,
   );
   process.stdout.write(`busy samples ${busy} of ${summary.total}\n\nself time (share of busy):\n`);
   for (const [name, count] of summary.top) process.stdout.write(`  ${pct(count).padStart(6)}  ${name}\n`);

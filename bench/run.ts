@@ -47,7 +47,8 @@ async function main(): Promise<void> {
   const unknown = options.only.filter((name) => !SECTIONS.some(([known]) => known === name));
   if (unknown.length) throw new Error(`unknown section(s) ${unknown.join(', ')}; known: ${SECTIONS.map(([name]) => name).join(', ')}`);
   progress(
-    `quotafed bench (${options.quick ? 'quick' : 'full'}) on ${cpus().length} CPU(s), ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`,
+    `quotafed bench (${options.quick ? 'quick' : 'full'}) on ${cpus().length} CPU(s), ${Math.round(totalmem() / 2 ** 30)} ` +
+      `GiB, Node ${process.version}`,
   );
   const redisServer = await startRedis();
   const admin = newClient(redisServer.url);

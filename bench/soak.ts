@@ -389,8 +389,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       lastAt = now;
       samples.push(s);
       log(
-        `  t=${String(s.t).padStart(6)}s  ${phase.padEnd(6)} rss ${String(s.rssMb).padStart(6)} MB  heap ${String(s.heapUsedMb).padStart(6)} MB  ` +
-          `slots ${String(s.liveSlots ?? '?').padStart(3)}  ${String(s.decisionsPerSec).padStart(5)} dec/s${s.breakerOpen ? '  breaker OPEN' : ''}${s.event ? `  [${s.event}]` : ''}`,
+        `  t=${String(s.t).padStart(6)}s  ${phase.padEnd(6)} rss ${String(s.rssMb).padStart(6)} MB  heap ` +
+          `${String(s.heapUsedMb).padStart(6)} MB  ` +
+          `slots ${String(s.liveSlots ?? '?').padStart(3)}  ${String(s.decisionsPerSec).padStart(5)} ` +
+          `dec/s${s.breakerOpen ? '  breaker OPEN' : ''}${s.event ? `  [${s.event}]` : ''}`,
       );
       return s;
     };
@@ -491,18 +493,21 @@ export function svgChart(result: SoakResult): string {
   const x = (t: number) => pad.l + (t / maxT) * (w - pad.l - pad.r);
   const y = (v: number) => h - pad.b - (v / maxY) * (h - pad.t - pad.b);
   const line = (pick: (s: Sample) => number, color: string) =>
-    `<polyline fill="none" stroke="${color}" stroke-width="2" points="${samples.map((s) => `${x(s.t).toFixed(1)},${y(pick(s)).toFixed(1)}`).join(' ')}"/>`;
+    `<polyline fill="none" stroke="${color}" stroke-width="2" ` +
+    `points="${samples.map((s) => `${x(s.t).toFixed(1)},${y(pick(s)).toFixed(1)}`).join(' ')}"/>`;
   const ticks = Array.from({ length: 6 }, (_, i) => (maxY * i) / 5);
   const warmupEnd = result.options.warmupMs / 1_000;
   const events = samples.filter((s) => s.event);
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" font-family="sans-serif" font-size="11">`,
     `<rect width="${w}" height="${h}" fill="#fff"/>`,
-    `<text x="${pad.l}" y="16" font-size="13">quotafed soak: service memory (${result.options.seconds} s at ${result.options.rate} req/s) — ${result.verdict.ok ? 'PASS' : 'FAIL'}</text>`,
+    `<text x="${pad.l}" y="16" font-size="13">quotafed soak: service memory (${result.options.seconds} s at ${result.options.rate} ` +
+      `req/s) — ${result.verdict.ok ? 'PASS' : 'FAIL'}</text>`,
     `<rect x="${x(0)}" y="${pad.t}" width="${Math.max(0, x(warmupEnd) - x(0))}" height="${h - pad.t - pad.b}" fill="#f2f2f2"/>`,
     ...ticks.map(
       (v) =>
-        `<line x1="${pad.l}" x2="${w - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 6}" y="${y(v) + 4}" text-anchor="end">${Math.round(v)} MB</text>`,
+        `<line x1="${pad.l}" x2="${w - pad.r}" y1="${y(v)}" y2="${y(v)}" stroke="#ddd"/><text x="${pad.l - 6}" y="${y(v) + 4}" ` +
+        `text-anchor="end">${Math.round(v)} MB</text>`,
     ),
     ...events.map((s) => `<line x1="${x(s.t)}" x2="${x(s.t)}" y1="${pad.t}" y2="${h - pad.b}" stroke="#e39" stroke-dasharray="3,3"/>`),
     line((s) => s.rssMb, '#1f77b4'),
@@ -520,18 +525,22 @@ export function markdownReport(result: SoakResult, svgName: string): string {
   const v = result.verdict;
   const rows = result.samples.map(
     (s) =>
-      `| ${s.t} | ${s.phase} | ${s.rssMb} | ${s.heapUsedMb} | ${s.heapTotalMb} | ${s.liveSlots ?? '?'} | ${s.localFallbackKeys} | ${s.breakerOpen ? 'open' : 'closed'} | ${s.decisionsPerSec} | ${s.event ?? ''} |`,
+      `| ${s.t} | ${s.phase} | ${s.rssMb} | ${s.heapUsedMb} | ${s.heapTotalMb} | ${s.liveSlots ?? '?'} | ${s.localFallbackKeys} | ` +
+      `${s.breakerOpen ? 'open' : 'closed'} | ${s.decisionsPerSec} | ${s.event ?? ''} |`,
   );
   const outcomes = Object.entries(result.load.byOutcome)
     .sort((a, b) => b[1] - a[1])
     .map(([k, n]) => `| ${k} | ${n} |`);
+  const { name, seconds } = result.options;
+  const soakArgs = name === 'soak-quick' ? ' -- --quick' : seconds === 180 ? '' : ` -- --minutes ${seconds / 60}`;
   return [
     `# Soak run (${result.startedAt})`,
     '',
     `Service heap capped at ${SERVICE_HEAP_MB} MB old space (frequent GCs make the live set visible; a leak would crash it).`,
     '',
-    `Command: \`npm run soak${result.options.name === 'soak-quick' ? ' -- --quick' : result.options.seconds === 180 ? '' : ` -- --minutes ${result.options.seconds / 60}`}\`. One region service (\`quotafed serve\`, own process) behind a`,
-    `separate load process at ${result.options.rate} req/s for ${result.options.seconds} s; Redis hiccups every ${result.options.hiccupEveryMs / 1_000} s;`,
+    `Command: \`npm run soak${soakArgs}\`. One region service (\`quotafed serve\`, own process) behind a`,
+    `separate load process at ${result.options.rate} req/s for ${result.options.seconds} s; Redis hiccups every ` +
+      `${result.options.hiccupEveryMs / 1_000} s;`,
     `warm-up ${result.options.warmupMs / 1_000} s.`,
     '',
     `**Verdict: ${v.ok ? 'PASS' : 'FAIL'}**${v.reasons.length ? ` — ${v.reasons.join('; ')}` : ''}`,
@@ -615,7 +624,8 @@ async function main(): Promise<number> {
   process.stdout.write(`\n${asciiChart(result.samples)}\n\n`);
   const v = result.verdict;
   process.stdout.write(
-    `heap live set ${v.baselineHeapMb} → ${v.finalHeapMb} MB (growth ${v.heapGrowthMb} MB, trend ${v.heapSlopeMbPerMin} MB/min), RSS ${v.rssStartMb} → ${v.rssEndMb} MB, ` +
+    `heap live set ${v.baselineHeapMb} → ${v.finalHeapMb} MB (growth ${v.heapGrowthMb} MB, trend ${v.heapSlopeMbPerMin} MB/min), RSS ` +
+      `${v.rssStartMb} → ${v.rssEndMb} MB, ` +
       `slots left ${v.leakedSlots}, ${result.load.requests} requests (${Math.round(result.load.requests / seconds)} req/s achieved)\n`,
   );
   process.stdout.write(`reports: ${join(outDir, `${name}.md`)} (.json, .svg)\n`);

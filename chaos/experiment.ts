@@ -57,7 +57,8 @@ async function slowCommands(lab: Lab): Promise<string[]> {
     if (slow.length === 0) continue;
     const worst = slow.reduce((a, b) => (b[2] > a[2] ? b : a));
     found.push(
-      `${region}'s Redis ran ${slow.length} command(s) over 100 ms (worst ${Math.round(worst[2] / 1000)} ms: ${worst[3].slice(0, 2).join(' ')})`,
+      `${region}'s Redis ran ${slow.length} command(s) over 100 ms (worst ${Math.round(worst[2] / 1000)} ms: ` +
+        `${worst[3].slice(0, 2).join(' ')})`,
     );
   }
   return found;
@@ -310,11 +311,13 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
 
     if (load.lateness.p99 > 250)
       notes.push(
-        `the load generator ran late (p50 ${load.lateness.p50} ms, p99 ${load.lateness.p99} ms behind the plan): the machine was short of CPU, so the offered rate was lower than planned`,
+        `the load generator ran late (p50 ${load.lateness.p50} ms, p99 ${load.lateness.p99} ms behind the plan): the machine was short ` +
+          `of CPU, so the offered rate was lower than planned`,
       );
     if (load.delayed > plan.length * 0.01)
       notes.push(
-        `${load.delayed} of ${plan.length} requests left later than planned (all ${options.concurrency ?? 64} slots busy): the machine was saturated`,
+        `${load.delayed} of ${plan.length} requests left later than planned (all ${options.concurrency ?? 64} slots ` +
+          `busy): the machine was saturated`,
       );
     const degraded = new Map<string, number>();
     for (const d of load.quotafed)
@@ -329,14 +332,16 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     if (!judged) notes.push('fail-open run: Redis loss is outside the leakage guarantee; reported, not judged');
     if (flooded)
       notes.push(
-        `background load: ${flooded.requests} random-key requests on ${spec.flood!.connections} connections (${Math.round((flooded.answered * 1000) / Math.max(1, flooded.ms))} answered/s)`,
+        `background load: ${flooded.requests} random-key requests on ${spec.flood!.connections} connections ` +
+          `(${Math.round((flooded.answered * 1000) / Math.max(1, flooded.ms))} answered/s)`,
       );
     for (const rule of ['window', 'bucket'] as const) {
       const under = quotafed.underAdmission[rule];
       const admittedHere = load.quotafed.filter((d) => d.rule === rule && d.outcome === 'admitted').length;
       if (under)
         notes.push(
-          `${rule} rule: the federation admitted ${admittedHere}; an exact global limiter on the same trace ${under.exactAdmitted}, of which the federation refused ${under.refused} (${under.percent.toFixed(1)}%)`,
+          `${rule} rule: the federation admitted ${admittedHere}; an exact global limiter on the same trace ${under.exactAdmitted}, of ` +
+            `which the federation refused ${under.refused} (${under.percent.toFixed(1)}%)`,
         );
     }
     const valid = spec.degradedExpected === true || decidedByRedis(load.quotafed, spec);

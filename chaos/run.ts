@@ -90,7 +90,8 @@ async function main(): Promise<number> {
   const log = (line: string) => process.stdout.write(`${line}\n`);
   const started = Date.now();
   log(
-    `chaos lab: ${selected.length} run(s), seed ${seed}${options.quick ? ', quick' : ''}; report in ${relative(process.cwd(), outDir) || '.'}`,
+    `chaos lab: ${selected.length} run(s), seed ${seed}${options.quick ? ', quick' : ''}; report in ` +
+      `${relative(process.cwd(), outDir) || '.'}`,
   );
 
   const lab = await startLab({ root, toxiproxyUrl: process.env.TOXIPROXY_URL, progress: (line) => log(`lab: ${line}`) });
@@ -118,8 +119,10 @@ async function main(): Promise<number> {
         runs.push(run);
         const q = run.quotafed;
         log(
-          `  → leak window ${q.leakage.window?.max ?? 0}, bucket ${q.leakage.bucket?.max ?? 0} (budget ${run.budget.window ?? 'unbounded'}); ` +
-            `429 ${q.rate429.toFixed(1)}%; under window ${q.underAdmission.window?.percent.toFixed(1) ?? '—'}%, bucket ${q.underAdmission.bucket?.percent.toFixed(1) ?? '—'}%` +
+          `  → leak window ${q.leakage.window?.max ?? 0}, bucket ${q.leakage.bucket?.max ?? 0} (budget ` +
+            `${run.budget.window ?? 'unbounded'}); ` +
+            `429 ${q.rate429.toFixed(1)}%; under window ${q.underAdmission.window?.percent.toFixed(1) ?? '—'}%, bucket ` +
+            `${q.underAdmission.bucket?.percent.toFixed(1) ?? '—'}%` +
             (run.peer ? `; Upstash leak ${run.peer.leakage.window?.max ?? 0}` : '') +
             ` [${(run.wallMs / 1000).toFixed(1)} s]`,
         );
@@ -145,7 +148,8 @@ async function main(): Promise<number> {
   if (scenarioRuns.length) log(resultsText(scenarioRuns));
   if (runs.length > scenarioRuns.length) log(`\n${runs.length - scenarioRuns.length} sweep runs: see the report`);
   log(
-    `\nreport: ${relative(process.cwd(), report.markdown)} (json: ${relative(process.cwd(), report.json)}); ${(wallMs / 1000).toFixed(0)} s`,
+    `\nreport: ${relative(process.cwd(), report.markdown)} (json: ${relative(process.cwd(), report.json)}); ` +
+      `${(wallMs / 1000).toFixed(0)} s`,
   );
   const over = runs.filter((run) => !run.withinBudget);
   const invalid = runs.filter((run) => !run.valid);

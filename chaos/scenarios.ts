@@ -136,7 +136,9 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     {
       ...base,
       name: 'burst-1s',
-      description: `a fresh key: ${BURST_REQUESTS} requests per rule into us-east spread over 1 s (the bucket rule's 2.5 s later), 300/min rules, healthy links`,
+      description:
+        `a fresh key: ${BURST_REQUESTS} requests per rule into us-east spread over 1 s (the bucket rule's 2.5 s later), ` +
+        `300/min rules, healthy links`,
       durationMs: 4_000,
       policy: MINUTE_POLICY,
       alignToWindow: true,
@@ -157,7 +159,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       ...base,
       name: 'sequential',
       description:
-        "one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (issue 11's 400/400/400 of 1,000), 300/min rules",
+        "one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (issue 11's " +
+        '400/400/400 of 1,000), 300/min rules',
       durationMs: 10_000,
       policy: MINUTE_POLICY,
       alignToWindow: true,
@@ -167,7 +170,9 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     {
       ...base,
       name: 'instant-burst',
-      description: `a never-seen key: ${BURST_REQUESTS} requests per rule into us-east at once (64 in flight), 300/min rules; a scheme that does not wait admits at least (L + B)/N = 105`,
+      description:
+        `a never-seen key: ${BURST_REQUESTS} requests per rule into us-east at once (64 in flight), 300/min rules; a scheme ` +
+        `that does not wait admits at least (L + B)/N = 105`,
       durationMs: 2_500,
       policy: MINUTE_POLICY,
       alignToWindow: true,
@@ -179,7 +184,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       ...base,
       name: 'redis-stall',
       description:
-        "eu-west's redis-server SIGSTOPped for 8 s under light traffic (20 requests/s), fail-closed 100-per-30 s rules, the product's Redis timeouts and breaker",
+        "eu-west's redis-server SIGSTOPped for 8 s under light traffic (20 requests/s), fail-closed 100-per-30 s rules, the " +
+        "product's Redis timeouts and breaker",
       durationMs: s(20_000),
       policy: PROBE_POLICY,
       productRedisDefaults: true,
@@ -191,7 +197,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       ...base,
       name: 'cpu-load',
       description:
-        "no fault: random-key load on /v1/check from 32 connections saturates the host while one key sends 15 requests/s per fail-closed 100-per-30 s rule, the product's Redis timeouts and breaker",
+        'no fault: random-key load on /v1/check from 32 connections saturates the host while one key sends 15 requests/s per fail-closed ' +
+        "100-per-30 s rule, the product's Redis timeouts and breaker",
       durationMs: s(20_000),
       policy: PROBE_POLICY,
       productRedisDefaults: true,

@@ -29,14 +29,18 @@ const FAST_BUCKETS = [
 
 export const decisionsTotal = new Counter({
   name: 'quotafed_decisions_total',
-  help: 'Rule decisions by rule, endpoint (route pattern), outcome (allowed|limited|shadow_limited) and source (redis|cache|fail-open|fail-closed|local-fallback).',
+  help:
+    'Rule decisions by rule, endpoint (route pattern), outcome (allowed|limited|shadow_limited) and source ' +
+    '(redis|cache|fail-open|fail-closed|local-fallback).',
   labelNames: ['rule', 'endpoint', 'outcome', 'source'] as const,
   registers: [registry],
 });
 
 export const rejectionsTotal = new Counter({
   name: 'quotafed_http_429_total',
-  help: 'HTTP 429 answers by endpoint route pattern: sent by quotafed, or by nginx / Envoy on its denial (/v1/auth 403, RLS OVER_LIMIT; endpoint envoy:<domain>).',
+  help:
+    'HTTP 429 answers by endpoint route pattern: sent by quotafed, or by nginx / Envoy on its denial (/v1/auth 403, RLS ' +
+    'OVER_LIMIT; endpoint envoy:<domain>).',
   labelNames: ['endpoint'] as const,
   registers: [registry],
 });

@@ -48,7 +48,8 @@ try {
   const sorted = probes.sort((a, b) => a - b);
   console.log(`syncIntervalMs=${interval}, ${seconds}s, background decisions=${background}`);
   console.log(
-    `end-to-end probes: n=${sorted.length} p50=${quantile(sorted, 0.5).toFixed(1)} ms p99=${quantile(sorted, 0.99).toFixed(1)} ms max=${sorted.at(-1)!.toFixed(1)} ms`,
+    `end-to-end probes: n=${sorted.length} p50=${quantile(sorted, 0.5).toFixed(1)} ms p99=${quantile(sorted, 0.99).toFixed(1)} ms ` +
+      `max=${sorted.at(-1)!.toFixed(1)} ms`,
   );
 
   // Merge the histograms of the three regions and interpolate quantiles inside the buckets.
@@ -80,7 +81,8 @@ try {
     return lower;
   };
   console.log(
-    `histogram quotafed_federation_sync_lag_seconds: n=${count} p50≈${(histogramQuantile(0.5) * 1000).toFixed(1)} ms p99≈${(histogramQuantile(0.99) * 1000).toFixed(1)} ms`,
+    `histogram quotafed_federation_sync_lag_seconds: n=${count} p50≈${(histogramQuantile(0.5) * 1000).toFixed(1)} ms ` +
+      `p99≈${(histogramQuantile(0.99) * 1000).toFixed(1)} ms`,
   );
 } finally {
   await fed.close();

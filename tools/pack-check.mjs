@@ -113,7 +113,8 @@ async function main() {
       fail(`installing the package pulled in ${toolchain}: it must not be a runtime dependency`);
   }
   say(
-    `installed into ${app} (${run('npm', ['ls', '--depth=0', '--parseable'], { cwd: app }).trim().split('\n').length - 1} top-level packages)`,
+    `installed into ${app} ` +
+      `(${run('npm', ['ls', '--depth=0', '--parseable'], { cwd: app }).trim().split('\n').length - 1} top-level packages)`,
   );
 
   // 3a. The README's library snippet, verbatim, against a real redis-server on a free port.

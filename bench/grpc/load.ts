@@ -31,7 +31,6 @@ const result = await closedLoop(
   { concurrency: options.concurrency, durationMs: options.durationS * 1000, warmupMs: options.warmupS * 1000 },
 );
 client.close();
-process.stdout.write(
-  `${JSON.stringify({ rps: result.achievedPerSec, p50Ms: result.latency.p50Ms, p99Ms: result.latency.p99Ms, errors: result.errors, codes })}\n`,
-);
+const summary = { rps: result.achievedPerSec, p50Ms: result.latency.p50Ms, p99Ms: result.latency.p99Ms, errors: result.errors, codes };
+process.stdout.write(`${JSON.stringify(summary)}\n`);
 process.exit(0);

@@ -128,7 +128,9 @@ export const alternativesSection: Section = async (ctx) => {
       columns: ['variant', 'decisions/s', 'vs rlf (paired)', 'client CPU µs', 'Redis µs', 'CPU µs total'],
       rows,
       notes: [
-        'The lean and batched variants take the state key precomputed (no rule matching or hashing in the loop) and implement only the single-region fixed window: they bound what a fast path in decide.lua plus a batching client in src/engine could reach. Batching across principals spans cluster slots, so on Redis Cluster it must batch per shard.',
+        'The lean and batched variants take the state key precomputed (no rule matching or hashing in the loop) and implement only the ' +
+          'single-region fixed window: they bound what a fast path in decide.lua plus a batching client in src/engine could reach. ' +
+          'Batching across principals spans cluster slots, so on Redis Cluster it must batch per shard.',
       ],
     },
   ];

@@ -141,7 +141,9 @@ export const ceilingSection: Section = async (ctx) => {
       columns: ['command', 'keys', '-P 1 ops/s', '-P 1 p99 ms', '-P 16 ops/s'],
       rows,
       notes: [
-        'decide.lua is SCRIPT LOADed from luaSource("decide") and called by SHA with one rule (limit 1e9/min), with the engine\'s keys and arguments; the FCALL row calls the same source loaded as a Redis Functions library (src/engine/scripts.ts decideLibrary), which is what the engine sends since the hot-path work.',
+        'decide.lua is SCRIPT LOADed from luaSource("decide") and called by SHA with one rule (limit 1e9/min), with the engine\'s keys ' +
+          'and arguments; the FCALL row calls the same source loaded as a Redis Functions library (src/engine/scripts.ts decideLibrary), ' +
+          'which is what the engine sends since the hot-path work.',
       ],
     },
     {

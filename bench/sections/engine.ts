@@ -174,7 +174,8 @@ export const engineSection: Section = async (ctx) => {
         await ctx.admin.flushall();
         const rate = Math.round(reference * fraction);
         progress(
-          `engine: ${limiter.name}, ${keys.toLocaleString('en-US')} key(s), open loop at ${rate}/s (${fraction * 100}% of engine saturation)`,
+          `engine: ${limiter.name}, ${keys.toLocaleString('en-US')} key(s), open loop at ${rate}/s ` +
+            `(${fraction * 100}% of engine saturation)`,
         );
         const result = await openLoop((i) => limiter.decide(i, keys), { ratePerSec: rate, durationMs: openMs, warmupMs });
         ctx.figures[`engine.${limiter.id}.k${keys}.open${fraction * 100}.p99`] = result.latency.p99Ms;
@@ -237,9 +238,13 @@ export const engineSection: Section = async (ctx) => {
       ],
       rows,
       notes: [
-        'Saturation: median decisions/s over the rounds (each round runs every limiter once, in turn); latency from the best round. The ratios in 1b are medians of per-round ratios.',
-        '"client CPU µs": this process\'s CPU time (user+system) per decision; "Redis µs": the script time Redis reports in INFO commandstats per decision. Both hold up on a busy machine far better than decisions/s, and their sum is the CPU a decision costs.',
-        'p50/p99 count from the call; "p99 from due" counts from when an open-loop request was due (includes the generator\'s ~1 ms timer granularity, so no coordinated omission).',
+        'Saturation: median decisions/s over the rounds (each round runs every limiter once, in turn); latency from the best round. The ' +
+          'ratios in 1b are medians of per-round ratios.',
+        '"client CPU µs": this process\'s CPU time (user+system) per decision; "Redis µs": the script time Redis reports in INFO ' +
+          'commandstats per decision. Both hold up on a busy machine far better than decisions/s, and their sum ' +
+          'is the CPU a decision costs.',
+        'p50/p99 count from the call; "p99 from due" counts from when an open-loop request was due (includes the generator\'s ~1 ms ' +
+          'timer granularity, so no coordinated omission).',
       ],
     },
     {

@@ -159,7 +159,8 @@ export const gossipSection: Section = async (ctx) => {
     const one = ctx.figures[`gossip.k${k}.r1.bytesToPeers`];
     const ten = ctx.figures[`gossip.k${k}.r10.bytesToPeers`];
     return one && ten
-      ? `${k.toLocaleString('en-US')} keys: 10x requests -> ${round(ten / one)}x bytes, ${round(ctx.figures[`gossip.k${k}.r10.roundTrips`]! / ctx.figures[`gossip.k${k}.r1.roundTrips`]!)}x round trips`
+      ? `${k.toLocaleString('en-US')} keys: 10x requests -> ${round(ten / one)}x bytes, ` +
+          `${round(ctx.figures[`gossip.k${k}.r10.roundTrips`]! / ctx.figures[`gossip.k${k}.r1.roundTrips`]!)}x round trips`
       : undefined;
   };
   await ctx.admin.flushall();
@@ -184,7 +185,9 @@ export const gossipSection: Section = async (ctx) => {
       ],
       rows,
       notes: [
-        `Publisher rounds with maxBatchKeys ${MAX_BATCH_KEYS} until the pending sets are empty (one round per sync interval in service; more keys than a batch take several intervals). Round trips on the origin: 64 ZCARDs per peer per round (backlog sample) plus take_pending/ack_pending scripts. Bytes to peers: BullMQ job adds, measured as the peers' total_net_input_bytes.`,
+        `Publisher rounds with maxBatchKeys ${MAX_BATCH_KEYS} until the pending sets are empty (one round per sync interval in service; ` +
+          `more keys than a batch take several intervals). Round trips on the origin: 64 ZCARDs per peer per round (backlog sample) plus ` +
+          `take_pending/ack_pending scripts. Bytes to peers: BullMQ job adds, measured as the peers' total_net_input_bytes.`,
         ...[1_000, 10_000].map(same).filter((line): line is string => line !== undefined),
       ],
     },

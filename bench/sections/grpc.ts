@@ -131,7 +131,8 @@ export const grpcSection: Section = async (ctx) => {
         row('ShouldRateLimit, 1 descriptor (grpc-js, 50 in flight, 1 channel)', rls, { 'vs /v1/check': ratio }),
       ],
       notes: [
-        `Median of ${rounds} round(s) of ${durationS} s each, taken on a loaded shared machine (2 cores); the ratio is per round. The load generators differ (autocannon is leaner than a grpc-js client), so the gRPC figure includes more client cost.`,
+        `Median of ${rounds} round(s) of ${durationS} s each, taken on a loaded shared machine (2 cores); the ratio is per round. The ` +
+          `load generators differ (autocannon is leaner than a grpc-js client), so the gRPC figure includes more client cost.`,
       ],
     },
   ];

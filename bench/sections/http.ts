@@ -200,8 +200,11 @@ export const httpSection: Section = async (ctx) => {
       columns: ['server', 'request', 'load', 'req/s', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'statuses', 'errors', 'rounds'],
       rows,
       notes: [
-        'Servers and the upstream each run in their own process; this machine has 2 cores shared by the server, autocannon, redis-server (and the upstream on the gateway rows).',
-        '"server CPU µs/req": the server process\'s user + system CPU time (/proc) over the warm-up and the run, per request answered; it excludes Redis and the load generator, and holds up on a busy machine far better than req/s. Not shown under node:cluster (the workers are other processes).',
+        'Servers and the upstream each run in their own process; this machine has 2 cores shared by the server, autocannon, redis-server ' +
+          '(and the upstream on the gateway rows).',
+        '"server CPU µs/req": the server process\'s user + system CPU time (/proc) over the warm-up and the run, per request answered; ' +
+          'it excludes Redis and the load generator, and holds up on a busy machine far better than req/s. Not shown under node:cluster ' +
+          '(the workers are other processes).',
       ],
     },
     {

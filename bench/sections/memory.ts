@@ -272,7 +272,8 @@ export const memorySection: Section = async (ctx) => {
       columns: ['algorithm', 'regions', 'state', 'keys', 'used_memory bytes/key', 'MEMORY USAGE avg'],
       rows,
       notes: [
-        '"used_memory bytes/key" is the INFO memory used_memory delta over the keys: it includes the key, the value, the TTL entry and the hash-table slots. "MEMORY USAGE avg" (500 sampled keys, SAMPLES 0) counts only the key and its value, so it is lower.',
+        '"used_memory bytes/key" is the INFO memory used_memory delta over the keys: it includes the key, the value, the TTL entry and ' +
+          'the hash-table slots. "MEMORY USAGE avg" (500 sampled keys, SAMPLES 0) counts only the key and its value, so it is lower.',
       ],
     },
     {

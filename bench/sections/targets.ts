@@ -24,21 +24,24 @@ const TARGETS: Target[] = [
     value: (f) => f['http.checkOverRlf'],
     pass: (v) => v >= 1,
     show: (v, f) =>
-      `${fmt(v)}x (${rps(f, 'check')} vs ${rps(f, 'rlf-check')} req/s; server CPU ${fmt(f['http.check.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.rlf-check.cpuUs'] ?? NaN, 0)} µs/req)`,
+      `${fmt(v)}x (${rps(f, 'check')} vs ${rps(f, 'rlf-check')} req/s; server CPU ${fmt(f['http.check.cpuUs'] ?? NaN, 0)} vs ` +
+      `${fmt(f['http.rlf-check.cpuUs'] ?? NaN, 0)} µs/req)`,
   },
   {
     target: '1. /v1/check >= 1.0x Hono + rate-limiter-flexible, one hot key (1,000/min: mostly the deny path)',
     value: (f) => f['http.checkHotOverRlf'],
     pass: (v) => v >= 1,
     show: (v, f) =>
-      `${fmt(v)}x (${rps(f, 'check-hot')} vs ${rps(f, 'rlf-check-hot')} req/s; server CPU ${fmt(f['http.check-hot.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.rlf-check-hot.cpuUs'] ?? NaN, 0)} µs/req)`,
+      `${fmt(v)}x (${rps(f, 'check-hot')} vs ${rps(f, 'rlf-check-hot')} req/s; server CPU ${fmt(f['http.check-hot.cpuUs'] ?? NaN, 0)} vs ` +
+      `${fmt(f['http.rlf-check-hot.cpuUs'] ?? NaN, 0)} µs/req)`,
   },
   {
     target: '1. gateway (GET forwarded to a local upstream) >= 0.9x a bare Hono proxy to the same upstream',
     value: (f) => f['http.gatewayOverProxy'],
     pass: (v) => v >= 0.9,
     show: (v, f) =>
-      `${fmt(v)}x (${rps(f, 'gateway')} vs ${rps(f, 'bare-proxy')} req/s; server CPU ${fmt(f['http.gateway.cpuUs'] ?? NaN, 0)} vs ${fmt(f['http.bare-proxy.cpuUs'] ?? NaN, 0)} µs/req)`,
+      `${fmt(v)}x (${rps(f, 'gateway')} vs ${rps(f, 'bare-proxy')} req/s; server CPU ${fmt(f['http.gateway.cpuUs'] ?? NaN, 0)} vs ` +
+      `${fmt(f['http.bare-proxy.cpuUs'] ?? NaN, 0)} µs/req)`,
   },
   {
     target: '1. (stretch) /v1/check >= 0.85x the bare Hono handler',
@@ -129,7 +132,9 @@ export function targetsTable(figures: Record<string, number>): Table {
     return { target: t.target, measured: t.show(value, figures), result: t.pass(value) ? 'PASS' : 'MISS' };
   });
   const notes = [
-    "Issue 12's five targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- --only commands,engine,http,memory` (the sections these targets come from). Where a target is missed, docs/performance.md says where the time goes, with profiles (`npx tsx bench/profile.ts check 5`), and what the next step is.",
+    "Issue 12's five targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- " +
+      '--only commands,engine,http,memory` (the sections these targets come from). Where a target is missed, docs/performance.md says ' +
+      'where the time goes, with profiles (`npx tsx bench/profile.ts check 5`), and what the next step is.',
   ];
   return { id: 'targets', title: '7. Targets (ratios from this run)', columns: ['target', 'measured', 'result'], rows, notes };
 }

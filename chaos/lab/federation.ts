@@ -86,7 +86,8 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       redisPorts: Object.fromEntries(REGIONS.map((r) => [r, redis[r].port])) as Record<RegionName, number>,
     });
     progress(
-      `toxiproxy ${network.ownServer ? "(quotafed's own server)" : '(external)'} at ${network.toxiproxyUrl}, ${network.links().length} links`,
+      `toxiproxy ${network.ownServer ? "(quotafed's own server)" : '(external)'} at ${network.toxiproxyUrl}, ` +
+        `${network.links().length} links`,
     );
   } catch (error) {
     await Promise.all(started.map((server) => server.stop()));

@@ -81,11 +81,15 @@ export function writeReport(dir: string, input: ReportInput): { markdown: string
   const lines: string[] = [
     '# quotafed chaos report',
     '',
-    `Command: \`${input.command}\` · seed ${input.seed} · ${(input.wallMs / 1000).toFixed(0)} s wall time · ${input.machine} · Toxiproxy: ${input.toxiproxy}`,
+    `Command: \`${input.command}\` · seed ${input.seed} · ${(input.wallMs / 1000).toFixed(0)} s wall time · ${input.machine} · ` +
+      `Toxiproxy: ${input.toxiproxy}`,
     '',
-    'Leakage = admitted beyond the policy for one key (window rule: per window; bucket rule: over any interval, beyond capacity + rate × T), as requests and % of the limit.',
-    "Under-admission = requests an exact single global limiter, replaying the merged trace, admitted and the federation refused (% of the exact limiter's admissions).",
-    'Upstash runs `MultiRegionRatelimit.fixedWindow` with the same limit and window on the same traffic, through the same links (it has no multi-region token bucket).',
+    'Leakage = admitted beyond the policy for one key (window rule: per window; bucket rule: over any interval, beyond capacity + rate × ' +
+      'T), as requests and % of the limit.',
+    'Under-admission = requests an exact single global limiter, replaying the merged trace, admitted and the federation refused (% of ' +
+      "the exact limiter's admissions).",
+    'Upstash runs `MultiRegionRatelimit.fixedWindow` with the same limit and window on the same traffic, through the same links (it has ' +
+      'no multi-region token bucket).',
     '',
   ];
   if (scenarioRuns.length > 0) {

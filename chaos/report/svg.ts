@@ -68,10 +68,12 @@ function frame(title: string, xLabel: string, yLabel: string, yMax: number, x: (
   const plotHeight = HEIGHT - MARGIN.top - MARGIN.bottom;
   const y = (value: number) => MARGIN.top + plotHeight - (value / yMax) * plotHeight;
   const parts = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" ` +
+      `font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${HEIGHT}" fill="white"/>`,
     `<text x="${WIDTH / 2 - MARGIN.right / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">${escapeXml(title)}</text>`,
-    `<text x="${MARGIN.left + (WIDTH - MARGIN.left - MARGIN.right) / 2}" y="${HEIGHT - 10}" text-anchor="middle">${escapeXml(xLabel)}</text>`,
+    `<text x="${MARGIN.left + (WIDTH - MARGIN.left - MARGIN.right) / 2}" y="${HEIGHT - 10}" ` +
+      `text-anchor="middle">${escapeXml(xLabel)}</text>`,
     `<text transform="translate(16 ${MARGIN.top + plotHeight / 2}) rotate(-90)" text-anchor="middle">${escapeXml(yLabel)}</text>`,
   ];
   for (let i = 0; i <= 4; i++) {
@@ -95,7 +97,8 @@ function legend(parts: string[], entries: ReadonlyArray<{ name: string; color: s
     parts.push(
       entry.box
         ? `<rect x="${left}" y="${top - 6}" width="20" height="12" fill="${entry.color}" fill-opacity="0.18"/>`
-        : `<line x1="${left}" x2="${left + 20}" y1="${top}" y2="${top}" stroke="${entry.color}" stroke-width="2"${entry.dashed ? ' stroke-dasharray="5 3"' : ''}/>`,
+        : `<line x1="${left}" x2="${left + 20}" y1="${top}" y2="${top}" stroke="${entry.color}" ` +
+            `stroke-width="2"${entry.dashed ? ' stroke-dasharray="5 3"' : ''}/>`,
       `<text x="${left + 26}" y="${top + 4}">${escapeXml(entry.name)}</text>`,
     );
   });
@@ -103,7 +106,9 @@ function legend(parts: string[], entries: ReadonlyArray<{ name: string; color: s
 
 function polyline(points: ReadonlyArray<readonly [number, number]>, f: Frame, series: Series, markers: boolean): string {
   const path = points.map(([px, py]) => `${f.x(px).toFixed(1)},${f.y(py).toFixed(1)}`).join(' ');
-  const line = `<polyline points="${path}" fill="none" stroke="${series.color}" stroke-width="2"${series.dashed ? ' stroke-dasharray="5 3"' : ''}/>`;
+  const line =
+    `<polyline points="${path}" fill="none" stroke="${series.color}" ` +
+    `stroke-width="2"${series.dashed ? ' stroke-dasharray="5 3"' : ''}/>`;
   if (!markers) return line;
   return (
     line + points.map(([px, py]) => `<circle cx="${f.x(px).toFixed(1)}" cy="${f.y(py).toFixed(1)}" r="3" fill="${series.color}"/>`).join('')
@@ -113,8 +118,10 @@ function polyline(points: ReadonlyArray<readonly [number, number]>, f: Frame, se
 function drawReferences(f: Frame, references: LineChartSpec['references']): void {
   for (const reference of references ?? []) {
     f.parts.push(
-      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${f.y(reference.y).toFixed(1)}" y2="${f.y(reference.y).toFixed(1)}" stroke="${reference.color}" stroke-dasharray="2 3"/>`,
-      `<text x="${WIDTH - MARGIN.right - 4}" y="${(f.y(reference.y) - 4).toFixed(1)}" text-anchor="end" fill="${reference.color}">${escapeXml(reference.label)}</text>`,
+      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${f.y(reference.y).toFixed(1)}" y2="${f.y(reference.y).toFixed(1)}" ` +
+        `stroke="${reference.color}" stroke-dasharray="2 3"/>`,
+      `<text x="${WIDTH - MARGIN.right - 4}" y="${(f.y(reference.y) - 4).toFixed(1)}" text-anchor="end" ` +
+        `fill="${reference.color}">${escapeXml(reference.label)}</text>`,
     );
   }
 }
@@ -152,7 +159,8 @@ export function timelineChart(spec: TimelineSpec): string {
   for (const shade of spec.shades) {
     const left = x(shade.fromMs);
     f.parts.push(
-      `<rect x="${left.toFixed(1)}" y="${MARGIN.top}" width="${Math.max(1, x(shade.toMs) - left).toFixed(1)}" height="${HEIGHT - MARGIN.top - MARGIN.bottom}" fill="#f4a582" fill-opacity="0.3"/>`,
+      `<rect x="${left.toFixed(1)}" y="${MARGIN.top}" width="${Math.max(1, x(shade.toMs) - left).toFixed(1)}" ` +
+        `height="${HEIGHT - MARGIN.top - MARGIN.bottom}" fill="#f4a582" fill-opacity="0.3"/>`,
       `<text x="${(left + 4).toFixed(1)}" y="${MARGIN.top + 14}" fill="#b2182b">${escapeXml(shade.label)}</text>`,
     );
   }

@@ -49,11 +49,13 @@ export function tryThis(regions: ReadonlyArray<{ name: string; url: string }>, a
     `  # /checkout allows 10 per minute per key across ALL regions together. ${first.name} starts with its share`,
     `  # (3 of 10); idle regions lend it theirs within a few sync intervals, each keeping 1 for its own callers;`,
     `  # then ${first.name} answers 429 {"error":"Rate limit exceeded"} with Retry-After.`,
-    `  for i in $(seq 1 11); do curl -s -o /dev/null -w "checkout $i: %{http_code}\n" -H ${q(`X-API-Key: ${apiKey}`)} ${first.url}/checkout; sleep 0.2; done`,
+    `  for i in $(seq 1 11); do curl -s -o /dev/null -w "checkout $i: %{http_code}\n" -H ${q(`X-API-Key: ${apiKey}`)} ` +
+      `${first.url}/checkout; sleep 0.2; done`,
     '',
     `  # the same key from ${other.name}: at most the 1 it kept is left, then 429 — the federation never admits`,
     `  # more than 10 (+ the leakage budget) per minute for this key, whichever regions the requests go to`,
-    `  for i in 1 2; do curl -s -o /dev/null -w "${other.name} checkout $i: %{http_code}\n" -H ${q(`X-API-Key: ${apiKey}`)} ${other.url}/checkout; done`,
+    `  for i in 1 2; do curl -s -o /dev/null -w "${other.name} checkout $i: %{http_code}\n" -H ` +
+      `${q(`X-API-Key: ${apiKey}`)} ${other.url}/checkout; done`,
     '',
     '  # metrics and health',
     `  curl -s ${first.url}/metrics | grep -E '^quotafed_(decisions|http_429)_total'`,

@@ -203,7 +203,10 @@ export interface SettleItem {
   count: number;
 }
 
-/** Writes local-fallback admissions of one shard: KEYS the pending sets then the state keys; ARGV as decide plus per item period/window/count. */
+/**
+ * Writes local-fallback admissions of one shard: KEYS the pending sets then the state keys; ARGV as decide plus per item
+ * period/window/count.
+ */
 export function settleFallbackCall(
   topology: Pick<Topology, 'selfIndex' | 'unitsCsv' | 'maxClockSkewMs'>,
   regions: number,

@@ -26,7 +26,8 @@ export function createFingerprintWatch(ours: string, logger: Logger): Fingerprin
       mismatched.set(peer, theirs);
       logger.error(
         { event: 'federation.fingerprint_mismatch', peer, ours, theirs },
-        `${peer} runs another federation topology (region names or weights differ): gossip between us is rejected until every region lists the same regions and weights`,
+        `${peer} runs another federation topology (region names or weights differ): gossip between us is rejected until every region ` +
+          `lists the same regions and weights`,
       );
     },
     problems: () =>

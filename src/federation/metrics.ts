@@ -77,7 +77,9 @@ export function federationMetrics(registry: Registry): FederationMetrics {
     }),
     rejected: new Counter({
       name: 'quotafed_federation_rejected_jobs_total',
-      help: 'Gossip jobs rejected without touching any counter, by reason (oversized|invalid|bad_mac|unknown_region|wrong_destination|fingerprint|out_of_range|replayed).',
+      help:
+        'Gossip jobs rejected without touching any counter, by reason ' +
+        '(oversized|invalid|bad_mac|unknown_region|wrong_destination|fingerprint|out_of_range|replayed).',
       labelNames: perReason,
       registers,
     }),
@@ -95,7 +97,9 @@ export function federationMetrics(registry: Registry): FederationMetrics {
     }),
     grants: new Counter({
       name: 'quotafed_federation_grants_total',
-      help: 'Gossip merges after which this region gave allowance (share and tokens) to peers that needed it, by the peer whose gossip triggered it.',
+      help:
+        'Gossip merges after which this region gave allowance (share and tokens) to peers that needed it, by the ' +
+        'peer whose gossip triggered it.',
       labelNames: perPeer,
       registers,
     }),

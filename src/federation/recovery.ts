@@ -205,18 +205,22 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
   let reason: string | undefined;
   let declaredNew = false;
   if (heard.length > 0) {
-    reason = `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") but ${heard.join(', ')} heard of ${config.region} before: its data was lost`;
+    reason =
+      `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") but ${heard.join(', ')} heard of ` +
+      `${config.region} before: its data was lost`;
     if (deps.declaredNew) reason += ' (the new-federation declaration is overruled: this federation has run before)';
   } else if (unreachable.length > 0) {
     const leftover = deps.declaredNew ? await findQuotafedState(redis) : null;
     if (!deps.declaredNew) {
       reason =
-        `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") and ${unreachable.join(', ')} could not be asked whether they know ${config.region}, ` +
+        `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") and ${unreachable.join(', ')} could not be asked whether ` +
+        `they know ${config.region}, ` +
         'so a data loss cannot be ruled out (a brand-new federation: start with --new-federation or set federation.bootstrap: new)';
     } else if (leftover !== null) {
       reason =
         `a new federation was declared, but this Redis already holds quotafed state (${leftover}) without a start-up marker and ` +
-        `${unreachable.join(', ')} could not be asked: a partial data loss cannot be ruled out (empty this Redis first if it really is new)`;
+        `${unreachable.join(', ')} could not be asked: a partial data loss cannot be ruled out (empty this ` +
+        `Redis first if it really is new)`;
     } else {
       declaredNew = true;
     }
@@ -230,7 +234,9 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
     // before the federation starts) carries a spurious fence: nothing was lost, so it is reset too.
     await markShardsIntact(redis);
     if (declaredNew) {
-      reason = `new federation declared; ${unreachable.join(', ')} not reachable yet, no peer has heard of ${config.region} and this Redis holds no quotafed state`;
+      reason =
+        `new federation declared; ${unreachable.join(', ')} not reachable yet, no peer has heard of ${config.region} and this ` +
+        `Redis holds no quotafed state`;
       logger.warn({ event: 'federation.fresh_start', declaredNew: true, answers }, `starting fresh without a fence: ${reason}`);
     } else {
       reason = `no peer has heard of ${config.region}`;

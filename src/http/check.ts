@@ -149,7 +149,8 @@ export function checkResponseJson(
   out += `},"leases":${decision.leases.length === 0 ? '[]' : JSON.stringify(decision.leases)},"outcomes":[`;
   decision.outcomes.forEach((o, i) => {
     out += `${i === 0 ? '' : ','}{"rule":${str(o.rule)},"algorithm":${str(o.algorithm)},"allowed":${o.allowed},"limit":${num(o.limit)}`;
-    out += `,"remaining":${num(Math.max(0, Math.floor(o.remaining)))},"resetAtMs":${num(o.resetAtMs)},"retryAfterMs":${num(o.retryAfterMs)}`;
+    out += `,"remaining":${num(Math.max(0, Math.floor(o.remaining)))},"resetAtMs":${num(o.resetAtMs)}`;
+    out += `,"retryAfterMs":${num(o.retryAfterMs)}`;
     out += `,"periodMs":${num(o.periodMs)},"shadow":${o.shadow},"source":${str(o.source)}}`;
   });
   return `${out}]}`;

@@ -8,7 +8,9 @@ import type { Duplex } from 'node:stream';
 import type { Config } from '../config/schema.ts';
 
 const BODY = JSON.stringify({ error: 'Method not allowed' });
-const METHOD_NOT_ALLOWED = `HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\nContent-Length: ${BODY.length}\r\nConnection: close\r\n\r\n${BODY}`;
+const METHOD_NOT_ALLOWED =
+  `HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\nContent-Length: ` +
+  `${BODY.length}\r\nConnection: close\r\n\r\n${BODY}`;
 
 /** Node's own answers to a client error (node:_http_server socketOnError), used when we do not answer 405. */
 function nodeAnswer(code: string | undefined): string {

@@ -44,7 +44,8 @@ export function redisServerAvailable(): boolean {
 }
 
 export const REDIS_MISSING_HINT =
-  'redis-server was not found on PATH. Install it (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew install redis`) and try again.';
+  'redis-server was not found on PATH. Install it (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew ' +
+  'install redis`) and try again.';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

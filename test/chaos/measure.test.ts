@@ -52,7 +52,7 @@ describe('bucket leakage', () => {
 });
 
 describe('the exact global limiter', () => {
-  it('admits the first `limit` requests of each window in time order; under-admission is what it admitted and the federation refused', () => {
+  it('admits the first `limit` requests of each window by time; under-admission is what it admitted and the federation refused', () => {
     const trace = [
       decision(3, 'limited', { region: 'eu-west' }),
       decision(1, 'admitted'),

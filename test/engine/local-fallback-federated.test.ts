@@ -14,7 +14,7 @@ const deadStore: DecisionEngine = {
 };
 
 describe('local fallback in a federation', () => {
-  it('admits the region’s share of limit + budget per window (protocol.ts portion), not the whole limit; never a fail-closed rule', async () => {
+  it('admits the region’s share of limit + budget per window (protocol.ts portion), not the whole limit; no fail-closed rule', async () => {
     const config = parseConfig({
       region: 'us-east',
       breaker: { failureThreshold: 1, probeIntervalMs: 60_000, localFallback: true },

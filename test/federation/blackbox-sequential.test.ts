@@ -128,7 +128,8 @@ describe('black box: the sequential case on the per-key token bucket (issue 11)'
     const exact = underAdmission(exactBucket(decisions, CAPACITY, RATE_PER_MS));
     const leak = bucketLeakage(decisions, CAPACITY, RATE_PER_MS);
     const summary =
-      `admitted ${admitted.length} (${REGIONS.map((name, i) => `${name} ${perRegion[i]}`).join(' / ')}) in ${(elapsedMs / 1000).toFixed(1)} s; ` +
+      `admitted ${admitted.length} (${REGIONS.map((name, i) => `${name} ${perRegion[i]}`).join(' / ')}) in ` +
+      `${(elapsedMs / 1000).toFixed(1)} s; ` +
       `an exact global limiter: ${exact.exactAdmitted} (the federation refused ${exact.refused} of them, ${exact.percent.toFixed(1)}%); ` +
       `worst excess over capacity + refill: ${leak.max}`;
     console.log(`blackbox-sequential: ${summary}`);

@@ -178,7 +178,10 @@ describe('figures for docs/federation.md §5 (printed; each run also checked aga
         }
         const mean = values.reduce((a, b) => a + b, 0) / values.length;
         lines.push(
-          `| ${algorithm} | ${test.name} | ≥ ${(100 * test.target(algorithm)).toFixed(0)}% | ${(100 * Math.min(...values)).toFixed(1)}% | ${(100 * mean).toFixed(1)}% | ${lags.length > 0 ? `${percentile(lags, 50)} / ${percentile(lags, 99)} ms` : '–'} | ${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
+          `| ${algorithm} | ${test.name} | ≥ ${(100 * test.target(algorithm)).toFixed(0)}% | ${(100 * Math.min(...values)).toFixed(1)}% ` +
+            `| ${(100 * mean).toFixed(1)}% | ${lags.length > 0 ? `${percentile(lags, 50)} / ${percentile(lags, 99)} ms` : '–'} | ` +
+            `${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ` +
+            `${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
         );
       }
       for (const test of STEADY) {
@@ -198,13 +201,17 @@ describe('figures for docs/federation.md §5 (printed; each run also checked aga
         }
         const mean = values.reduce((a, b) => a + b, 0) / values.length;
         lines.push(
-          `| ${algorithm} | ${test.name} ${test.ratePerSec}/s (per window) | ≥ 97% | ${(100 * Math.min(...values)).toFixed(1)}% | ${(100 * mean).toFixed(1)}% | ${percentile(lags, 50)} / ${percentile(lags, 99)} ms | ${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
+          `| ${algorithm} | ${test.name} ${test.ratePerSec}/s (per window) | ≥ 97% | ${(100 * Math.min(...values)).toFixed(1)}% | ` +
+            `${(100 * mean).toFixed(1)}% | ${percentile(lags, 50)} / ${percentile(lags, 99)} ms | ` +
+            `${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ` +
+            `${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
         );
       }
     }
     console.log(
       [
-        '| algorithm | traffic | target | worst | mean | sync lag p50 / p99 | time to grant p50 / p99 | false denials / run | fast sends / run |',
+        '| algorithm | traffic | target | worst | mean | sync lag p50 / p99 | time to grant p50 / p99 | false ' +
+          'denials / run | fast sends / run |',
         '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
         ...lines,
       ].join('\n'),

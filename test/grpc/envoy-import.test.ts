@@ -81,7 +81,8 @@ descriptors:
       loadConfigFile(
         write(
           'region-inline.yaml',
-          `${REGION}envoy:\n  configs:\n    - domain: d\n      descriptors: [{ key: k, rate_limit: { unit: minute, requests_per_unit: 1, unlimited: true } }]\n`,
+          `${REGION}envoy:\n  configs:\n    - domain: d\n      descriptors: [{ key: k, rate_limit: { unit: minute, ` +
+            `requests_per_unit: 1, unlimited: true } }]\n`,
         ),
         {},
       );
@@ -102,13 +103,15 @@ describe('policy reload with envoy imports', () => {
     write('reload-rl.yaml', 'domain: rl\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 5 } }\n');
     const path = write(
       'region-reload.yaml',
-      `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 1 } }] }]\n`,
+      `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, ` +
+        `requests_per_unit: 1 } }] }]\n`,
     );
     const before = loadConfigFile(path, {});
     write('reload-rl.yaml', 'domain: rl\ndescriptors:\n  - { key: k, rate_limit: { unit: minute, requests_per_unit: 7 } }\n');
     write(
       'region-reload.yaml',
-      `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, requests_per_unit: 2 } }] }]\n`,
+      `${REGION}envoy:\n  files: [reload-rl.yaml]\n  configs: [{ domain: d, descriptors: [{ key: a, rate_limit: { unit: second, ` +
+        `requests_per_unit: 2 } }] }]\n`,
     );
     const after = loadConfigFile(path, {});
     expect(restartOnlyChanges(before, after)).toEqual([]);

@@ -66,7 +66,8 @@ describe('in-process caps', () => {
     expect(after - atCap).toBeLessThan(0.1 * (atCap - before) + 8 * 1024 * 1024);
     expect(perEntry).toBeLessThan(2_000);
     console.info(
-      `over-limit cache: ~${Math.round(perEntry)} bytes/entry (~${Math.round((perEntry * 100_000) / 1048576)} MB at the service's 100,000-entry cap)`,
+      `over-limit cache: ~${Math.round(perEntry)} bytes/entry (~${Math.round((perEntry * 100_000) / 1048576)} MB at the ` +
+        `service's 100,000-entry cap)`,
     );
   });
 

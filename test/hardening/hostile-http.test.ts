@@ -423,7 +423,8 @@ describe('hostile HTTP against a running region', async () => {
       ['bad chunk size', 'POST /v1/check HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
       [
         'chunked body over the limit',
-        `POST /v1/check HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${`4000\r\n${'a'.repeat(0x4000)}\r\n`}${`10\r\n${'b'.repeat(16)}\r\n`}0\r\n\r\n`,
+        `POST /v1/check HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: ` +
+          `close\r\n\r\n${`4000\r\n${'a'.repeat(0x4000)}\r\n`}${`10\r\n${'b'.repeat(16)}\r\n`}0\r\n\r\n`,
       ],
       [
         'gzip body that is not gzip',
@@ -431,7 +432,8 @@ describe('hostile HTTP against a running region', async () => {
       ],
       [
         'Expect 100-continue',
-        'POST /v1/check HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 36\r\nConnection: close\r\n\r\n{"method":"GET","path":"/search"}   ',
+        'POST /v1/check HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 36\r\nConnection: ' +
+          'close\r\n\r\n{"method":"GET","path":"/search"}   ',
       ],
       ['unknown Expect', 'GET / HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nConnection: close\r\n\r\n'],
       ['no Host on HTTP/1.1', 'GET /search HTTP/1.1\r\nX-API-Key: nohost\r\nConnection: close\r\n\r\n'],
@@ -444,7 +446,8 @@ describe('hostile HTTP against a running region', async () => {
       ['unicode Host', Buffer.from('GET /search HTTP/1.1\r\nHost: пример.рф\r\nX-API-Key: h\r\nConnection: close\r\n\r\n', 'utf8')],
       [
         'Upgrade to websocket',
-        'GET /search HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+        'GET /search HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ' +
+          'dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
       ],
       [
         'h2c upgrade',
@@ -458,7 +461,8 @@ describe('hostile HTTP against a running region', async () => {
       ['RESP on the HTTP port', '*1\r\n$4\r\nPING\r\n'],
       [
         '3000 headers',
-        `GET /search HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 3_000 }, (_, i) => `X-H${i}: v`).join('\r\n')}\r\nConnection: close\r\n\r\n`,
+        `GET /search HTTP/1.1\r\nHost: ` +
+          `x\r\n${Array.from({ length: 3_000 }, (_, i) => `X-H${i}: v`).join('\r\n')}\r\nConnection: close\r\n\r\n`,
       ],
       ['64 KB request line', `GET /${'a'.repeat(64 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`],
       ['64 KB API key', `GET /search HTTP/1.1\r\nHost: x\r\nX-API-Key: ${'k'.repeat(64 * 1024)}\r\n\r\n`],

@@ -118,7 +118,8 @@ describe('SIGKILL of a service process under load', async () => {
     expect(counted - admitted).toBeLessThanOrEqual(inFlightAtKill);
     expect(inFlightAtKill).toBeLessThanOrEqual(CONCURRENCY);
     console.info(
-      `service kill: client saw ${admitted} admissions, Redis counted ${counted} (${inFlightAtKill} in flight at the kill, ${failed} failed requests)`,
+      `service kill: client saw ${admitted} admissions, Redis counted ${counted} (${inFlightAtKill} in flight at the ` +
+        `kill, ${failed} failed requests)`,
     );
   });
 });

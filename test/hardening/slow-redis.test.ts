@@ -95,7 +95,8 @@ describe('slow Redis through the chaos proxy', async () => {
     }
     expect(Math.max(...durations), durations.map(Math.round).join(',')).toBeLessThan(BOUND_MS);
     console.info(
-      `slow Redis (+${LATENCY_MS} ms, command timeout ${COMMAND_TIMEOUT_MS} ms): slowest decision ${Math.round(Math.max(...durations))} ms over ${durations.length}`,
+      `slow Redis (+${LATENCY_MS} ms, command timeout ${COMMAND_TIMEOUT_MS} ms): slowest decision ` +
+        `${Math.round(Math.max(...durations))} ms over ${durations.length}`,
     );
     expect(service.engine.breaker.state).toBe('open');
     const text = await metrics();

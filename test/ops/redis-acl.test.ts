@@ -12,9 +12,11 @@ import { client, useRedis } from '../harness/redis.ts';
 
 // Keep in step with docs/operations.md, "Redis ACL users".
 const REGIONAL_ACL =
-  'on >regional-password-1234 resetkeys ~qf:* ~{qf}:* resetchannels &{qf}:* -@all +@read +@write +@scripting +@connection +@transaction +@pubsub -@dangerous +info +time +client|setname +client|getname +client|id';
+  'on >regional-password-1234 resetkeys ~qf:* ~{qf}:* resetchannels &{qf}:* -@all +@read +@write +@scripting +@connection +@transaction ' +
+  '+@pubsub -@dangerous +info +time +client|setname +client|getname +client|id';
 const PEER_ACL =
-  'on >peer-password-1234 resetkeys ~{qf}:* resetchannels &{qf}:* -@all +@read +@write +@scripting +@connection +@transaction -@dangerous +info +client|setname +client|getname';
+  'on >peer-password-1234 resetkeys ~{qf}:* resetchannels &{qf}:* -@all +@read +@write +@scripting +@connection +@transaction ' +
+  '-@dangerous +info +client|setname +client|getname';
 
 describe('recommended Redis ACL users', async () => {
   const server = await useRedis();

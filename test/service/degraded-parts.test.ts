@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/log.ts';
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('breaker', () => {
-  it('opens on a failure ratio over the sampling window (with a minimum), and closes after enough consecutive successful probes', async () => {
+  it('opens on a failure ratio over the sampling window (with a minimum), and closes after enough consecutive good probes', async () => {
     let healthy = false;
     let probes = 0;
     const transitions: string[] = [];

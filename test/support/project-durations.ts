@@ -40,7 +40,8 @@ export class ProjectDurations implements Reporter {
     }));
     for (const project of projects) {
       process.stdout.write(
-        `project ${project.name}: ${project.files} files in ${project.seconds} s${project.failedFiles ? `, ${project.failedFiles} failed` : ''}\n`,
+        `project ${project.name}: ${project.files} files in ${project.seconds} ` +
+          `s${project.failedFiles ? `, ${project.failedFiles} failed` : ''}\n`,
       );
     }
     mkdirSync(dirname(this.outputFile), { recursive: true });

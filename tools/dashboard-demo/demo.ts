@@ -1,6 +1,7 @@
 // A three-region federation on this machine for the dashboard: three real redis-servers, three region
 // processes (tools/dashboard-demo/region.ts) each serving /dashboard in gateway mode in front of the demo
-// upstream, and a small steady load of real requests on one hot key so the page has something to show. The browser test and `tsx tools/dashboard-demo/main.ts` use it.
+// upstream, and a small steady load of real requests on one hot key so the page has something to show. The browser test and
+// `tsx tools/dashboard-demo/main.ts` use it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { ConfigInput } from '../../src/config/schema.ts';

@@ -1,5 +1,6 @@
 // One region of the dashboard demo, as its own process (so each region has its own metrics registry, as in
-// production): the region service, its federation, and the dashboard on a second listener. Started by tools/dashboard-demo/demo.ts; prints one JSON line `{"ready":…}` when it serves.
+// production): the region service, its federation, and the dashboard on a second listener. Started by tools/dashboard-demo/demo.ts; prints
+// one JSON line `{"ready":…}` when it serves.
 //
 //   node --import tsx tools/dashboard-demo/region.ts '<json: { config, watch, dashboardPort }>'
 import { serve } from '@hono/node-server';
@@ -48,9 +49,9 @@ async function main(): Promise<void> {
     const s = serve({ fetch: app.fetch, port: spec.dashboardPort, hostname: '127.0.0.1' }, () => resolve(s as Server)) as Server;
   });
   const { port } = server.address() as AddressInfo;
-  process.stdout.write(
-    `${JSON.stringify({ ready: true, region: config.region, url: service.url, dashboardUrl: `http://127.0.0.1:${port}/dashboard`, federated: federation !== undefined })}\n`,
-  );
+  const dashboardUrl = `http://127.0.0.1:${port}/dashboard`;
+  const ready = { ready: true, region: config.region, url: service.url, dashboardUrl, federated: federation !== undefined };
+  process.stdout.write(`${JSON.stringify(ready)}\n`);
 
   let stopping = false;
   const stop = async () => {
