@@ -8,7 +8,8 @@ const STYLE = `
 :root { color-scheme: dark; --bg:#0f172a; --panel:#111c33; --line:#24324f; --text:#e2e8f0; --muted:#94a3b8;
   --up:#22c55e; --down:#ef4444; --warn:#f59e0b; --own:#38bdf8; --global:#c084fc; --limit:#cbd5e1; --shade:rgba(245,158,11,.22); }
 * { box-sizing: border-box; }
-body { margin:0; font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; background:var(--bg); color:var(--text); }
+body { margin:0; font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; background:var(--bg);
+  color:var(--text); }
 header { display:flex; align-items:center; gap:14px; padding:12px 20px; border-bottom:1px solid var(--line); flex-wrap:wrap; }
 header h1 { font-size:18px; margin:0; font-weight:600; }
 .badge { border:1px solid var(--line); border-radius:999px; padding:2px 10px; font-size:12px; color:var(--muted); }
@@ -25,7 +26,8 @@ th { color:var(--muted); font-weight:500; font-size:12px; }
 td.num, th.num { text-align:right; }
 td.detail { white-space:normal; font-size:11px; color:var(--muted); max-width:240px; }
 .state-up { color:var(--up); } .state-down { color:var(--down); font-weight:600; } .state-unknown { color:var(--muted); }
-.meter { position:relative; height:22px; background:#0b1222; border:1px solid var(--line); border-radius:6px; overflow:hidden; margin:6px 0; }
+.meter { position:relative; height:22px; background:#0b1222; border:1px solid var(--line); border-radius:6px;
+  overflow:hidden; margin:6px 0; }
 .meter .fill { position:absolute; left:0; top:0; bottom:0; background:var(--up); }
 .meter .fill.over { background:var(--down); }
 .meter .mark { position:absolute; top:0; bottom:0; width:2px; background:var(--limit); }
@@ -61,9 +63,12 @@ const SCRIPT = `
     if (parent) parent.appendChild(node);
     return node;
   }
-  function ms(v) { if (v === null || v === undefined) return '\\u2013'; if (v < 1000) return Math.round(v) + ' ms'; return (v / 1000).toFixed(1) + ' s'; }
-  function num(v) { if (v === null || v === undefined) return '\\u2013'; if (Math.abs(v) >= 100) return String(Math.round(v)); return String(Math.round(v * 10) / 10); }
-  function ago(at, now) { var s = Math.max(0, Math.round((now - at) / 1000)); return s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s'; }
+  function ms(v) { if (v === null || v === undefined) return '\\u2013'; if (v < 1000) return Math.round(v) + ' ms';
+    return (v / 1000).toFixed(1) + ' s'; }
+  function num(v) { if (v === null || v === undefined) return '\\u2013'; if (Math.abs(v) >= 100) return String(Math.round(v));
+    return String(Math.round(v * 10) / 10); }
+  function ago(at, now) { var s = Math.max(0, Math.round((now - at) / 1000));
+    return s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s'; }
 
   // ---- partitions: what the chaos lab announced, plus spans where this region saw a link down ----
   function partitionLabel(p) {
@@ -125,9 +130,11 @@ const SCRIPT = `
         'data-testid': 'topology-link-' + a + '-' + b, 'data-state': state, 'data-cut': isCut ? 'yes' : 'no' };
       if (state === 'down' || state === 'unobserved') attrs['stroke-dasharray'] = state === 'down' ? '10 6' : '4 6';
       sv('line', attrs, root);
-      if (isCut) sv('line', { x1: pos[a].x, y1: pos[a].y, x2: pos[b].x, y2: pos[b].y, stroke: 'var(--warn)', 'stroke-width': 12, 'stroke-opacity': 0.25 }, root);
+      if (isCut) sv('line', { x1: pos[a].x, y1: pos[a].y, x2: pos[b].x, y2: pos[b].y, stroke: 'var(--warn)', 'stroke-width': 12,
+        'stroke-opacity': 0.25 }, root);
       var mx = (pos[a].x + pos[b].x) / 2, my = (pos[a].y + pos[b].y) / 2;
-      var label = state === 'up' ? (link.syncLagMs !== null ? 'lag ' + ms(link.syncLagMs) : 'up') : state === 'down' ? 'DOWN' : (isCut ? 'cut' : '');
+      var label = state === 'up' ? (link.syncLagMs !== null ? 'lag ' + ms(link.syncLagMs) : 'up') : state === 'down' ? 'DOWN' :
+        (isCut ? 'cut' : '');
       if (label) {
         sv('rect', { x: mx - 34, y: my - 10, width: 68, height: 18, rx: 4, fill: '#0b1222', stroke: color }, root);
         sv('text', { x: mx, y: my + 4, 'text-anchor': 'middle', 'font-size': 11, fill: color }, root, label);
@@ -138,13 +145,15 @@ const SCRIPT = `
       var link = linkFrom[s.region + '|' + r.name];
       var down = link && link.state === 'down';
       var g = sv('g', { 'data-testid': 'region-' + r.name, 'data-state': r.self ? 'self' : (link ? link.state : 'unknown') }, root);
-      sv('circle', { cx: p.x, cy: p.y, r: 38, fill: down ? '#3b1219' : '#13233f', stroke: r.self ? 'var(--own)' : (down ? 'var(--down)' : '#64748b'), 'stroke-width': r.self ? 4 : 2 }, g);
+      sv('circle', { cx: p.x, cy: p.y, r: 38, fill: down ? '#3b1219' : '#13233f',
+        stroke: r.self ? 'var(--own)' : (down ? 'var(--down)' : '#64748b'), 'stroke-width': r.self ? 4 : 2 }, g);
       sv('text', { x: p.x, y: p.y - 8, 'text-anchor': 'middle', 'font-size': 13, 'font-weight': 600 }, g, r.name);
       var sub = r.self ? 'this region' : (down ? 'unreachable' : 'weight ' + Math.round(r.weight * 100) + '%');
       sv('text', { x: p.x, y: p.y + 7, 'text-anchor': 'middle', 'font-size': 10, fill: down ? 'var(--down)' : 'var(--muted)' }, g, sub);
       if (key) {
         var v = key.views.filter(function (x) { return x.region === r.name; })[0];
-        if (v) sv('text', { x: p.x, y: p.y + 21, 'text-anchor': 'middle', 'font-size': 10, fill: 'var(--muted)' }, g, 'admitted ' + num(v.consumed));
+        if (v) sv('text', { x: p.x, y: p.y + 21, 'text-anchor': 'middle', 'font-size': 10, fill: 'var(--muted)' }, g,
+          'admitted ' + num(v.consumed));
       }
     });
   }
@@ -164,22 +173,27 @@ const SCRIPT = `
     partitions.forEach(function (p) {
       var a = Math.max(p.since, t0), b = p.until === null ? now : Math.min(p.until, now);
       if (b <= t0 || a >= now) return;
-      sv('rect', { x: X(a), y: T, width: Math.max(2, X(b) - X(a)), height: H - T - B, fill: 'var(--shade)', 'data-testid': 'partition-shade' }, root);
+      sv('rect', { x: X(a), y: T, width: Math.max(2, X(b) - X(a)), height: H - T - B, fill: 'var(--shade)',
+        'data-testid': 'partition-shade' }, root);
       var right = X(a) > (W - Rr) * 0.55;
-      sv('text', { x: right ? X(a) - 4 : X(a) + 4, y: T + 12, 'text-anchor': right ? 'end' : 'start', 'font-size': 10, fill: 'var(--warn)' }, root, p.label);
+      sv('text', { x: right ? X(a) - 4 : X(a) + 4, y: T + 12, 'text-anchor': right ? 'end' : 'start', 'font-size': 10,
+        fill: 'var(--warn)' }, root, p.label);
     });
     downSpans.forEach(function (p) {
       var a = Math.max(p.since, t0), b = p.until === null ? now : Math.min(p.until, now);
       if (b <= t0 || a >= now) return;
-      sv('rect', { x: X(a), y: H - B - 5, width: Math.max(2, X(b) - X(a)), height: 5, fill: 'var(--down)', 'data-testid': 'link-down-shade' }, root);
+      sv('rect', { x: X(a), y: H - B - 5, width: Math.max(2, X(b) - X(a)), height: 5, fill: 'var(--down)',
+        'data-testid': 'link-down-shade' }, root);
     });
     [0, 0.5, 1].forEach(function (f) {
       var v = (yMax / 1.1) * f;
       sv('line', { x1: L, x2: W - Rr, y1: Y(v), y2: Y(v), stroke: '#1e293b' }, root);
       sv('text', { x: L - 6, y: Y(v) + 4, 'text-anchor': 'end', 'font-size': 10, fill: 'var(--muted)' }, root, num(v));
     });
-    [[t0, '-' + Math.round(span / 1000) + ' s'], [now - span / 2, '-' + Math.round(span / 2000) + ' s'], [now, 'now']].forEach(function (tick) {
-      sv('text', { x: X(tick[0]), y: H - 6, 'text-anchor': tick[1] === 'now' ? 'end' : 'middle', 'font-size': 10, fill: 'var(--muted)' }, root, tick[1]);
+    var ticks = [[t0, '-' + Math.round(span / 1000) + ' s'], [now - span / 2, '-' + Math.round(span / 2000) + ' s'], [now, 'now']];
+    ticks.forEach(function (tick) {
+      sv('text', { x: X(tick[0]), y: H - 6, 'text-anchor': tick[1] === 'now' ? 'end' : 'middle', 'font-size': 10,
+        fill: 'var(--muted)' }, root, tick[1]);
     });
     series.forEach(function (sr) {
       var pts = sr.points.filter(function (pt) { return pt[0] >= t0; });
@@ -270,7 +284,8 @@ const SCRIPT = `
     fill.className = over ? 'fill over' : 'fill';
     var pct = lk.budget > 0 ? ' (' + Math.round(100 * lk.leakage / lk.budget) + '% of budget)' : '';
     text.textContent = 'leakage ' + num(lk.leakage) + ' of budget ' + num(lk.budget) + pct +
-      (lk.admitted !== undefined ? ', admitted ' + num(lk.admitted) : '') + (lk.limit ? ' / limit ' + num(lk.limit) : '') + (lk.key ? ' \\u2014 ' + lk.key : '');
+      (lk.admitted !== undefined ? ', admitted ' + num(lk.admitted) : '') + (lk.limit ? ' / limit ' + num(lk.limit) : '') +
+      (lk.key ? ' \\u2014 ' + lk.key : '');
     m.setAttribute('data-state', over ? 'over' : 'within');
   }
 
@@ -289,9 +304,11 @@ const SCRIPT = `
 
   function drawKeys(s) {
     var head = byId('keys-head'), body = byId('keys-body'); clear(head); clear(body);
-    var cols = ['key', 'rule', 'own'].concat(s.regions.map(function (r) { return 'view ' + r.name; }), ['global', 'allowance', 'acked', 'limit', 'budget', '']);
+    var viewCols = s.regions.map(function (r) { return 'view ' + r.name; });
+    var cols = ['key', 'rule', 'own'].concat(viewCols, ['global', 'allowance', 'acked', 'limit', 'budget', '']);
     cols.forEach(function (c, i) { el('th', { 'class': i >= 2 && i < cols.length - 1 ? 'num' : '' }, c, head); });
-    if (s.keys.length === 0) { var tr0 = el('tr', {}, null, body); el('td', { colspan: cols.length, 'class': 'muted' }, 'no keys watched', tr0); return; }
+    if (s.keys.length === 0) { var tr0 = el('tr', {}, null, body);
+      el('td', { colspan: cols.length, 'class': 'muted' }, 'no keys watched', tr0); return; }
     s.keys.forEach(function (k) {
       var tr = el('tr', { 'data-testid': 'key-' + k.label }, null, body);
       el('td', {}, k.label, tr); el('td', { 'class': 'muted' }, k.rule + ' (' + k.algorithm + ')', tr);
@@ -327,7 +344,8 @@ const SCRIPT = `
 
   function drawEndpoints(s) {
     var body = byId('endpoints-body'); clear(body);
-    if (s.endpoints.length === 0) { var tr0 = el('tr', {}, null, body); el('td', { colspan: 4, 'class': 'muted' }, 'no decisions yet', tr0); return; }
+    if (s.endpoints.length === 0) { var tr0 = el('tr', {}, null, body);
+      el('td', { colspan: 4, 'class': 'muted' }, 'no decisions yet', tr0); return; }
     s.endpoints.forEach(function (e) {
       var tr = el('tr', { 'data-testid': 'endpoint-' + e.endpoint }, null, body);
       el('td', {}, e.endpoint, tr);
@@ -341,7 +359,8 @@ const SCRIPT = `
     if (s.error) { byId('conn').textContent = 'snapshot failed: ' + s.error; byId('conn').className = 'badge off'; return; }
     var key = s.keys[0], rej = {};
     s.endpoints.forEach(function (e) { rej[e.endpoint] = e.rejectedPerSec; });
-    history.push({ at: s.at, key: key ? { own: key.own, global: key.global, limit: key.limit, budget: key.budget, allowance: key.allowance } : null, rej: rej });
+    history.push({ at: s.at, key: key ? { own: key.own, global: key.global, limit: key.limit, budget: key.budget,
+      allowance: key.allowance } : null, rej: rej });
     while (history.length > MAX_POINTS || (history.length && history[0].at < s.at - WINDOW_MS)) history.shift();
     trackPartitions(s);
     drawStatus(s); drawTopology(s); drawLinks(s); drawKeys(s); drawRules(s); drawEndpoints(s); drawCharts(s);
@@ -355,7 +374,8 @@ const SCRIPT = `
     var conn = byId('conn');
     source.addEventListener('snapshot', function (e) {
       conn.textContent = 'live'; conn.className = 'badge live';
-      try { onSnapshot(JSON.parse(e.data)); } catch (err) { conn.textContent = 'render error: ' + err.message; conn.className = 'badge off'; }
+      try { onSnapshot(JSON.parse(e.data)); } catch (err) { conn.textContent = 'render error: ' + err.message;
+        conn.className = 'badge off'; }
     });
     source.onerror = function () { conn.textContent = 'reconnecting\\u2026'; conn.className = 'badge off'; };
   }
@@ -379,18 +399,23 @@ const BODY = `
   <section>
     <h2>Chaos</h2>
     <div>Partition: <span id="partition" data-testid="partition-status">none</span></div>
-    <div class="meter" id="leakage-meter" data-testid="leakage-meter"><div class="fill" id="leakage-fill"></div><div class="mark" id="leakage-mark"></div></div>
+    <div class="meter" id="leakage-meter" data-testid="leakage-meter"><div class="fill" id="leakage-fill"></div>
+    <div class="mark" id="leakage-mark"></div></div>
     <div id="leakage-text" class="small muted" data-testid="leakage-text"></div>
     <h2 style="margin-top:14px">Links from this region</h2>
-    <table><thead><tr><th>link</th><th>state</th><th class="num">sync lag</th><th class="num">backlog</th><th class="num">last heard</th><th></th></tr></thead>
+    <table><thead><tr><th>link</th><th>state</th><th class="num">sync lag</th><th class="num">backlog</th><th class="num">last heard</th>
+    <th></th></tr></thead>
       <tbody id="links-body"></tbody></table>
     <h2 style="margin-top:14px">429 rate per endpoint</h2>
     <table><thead><tr><th>endpoint</th><th class="num">429/s</th><th class="num">decisions/s</th><th class="num">429 total</th></tr></thead>
       <tbody id="endpoints-body"></tbody></table>
   </section>
   <section class="wide charts">
-    <div><h2 id="key-chart-title">Key</h2><svg id="key-chart" viewBox="0 0 560 210" width="100%" role="img" aria-label="key admissions over time"></svg><div class="legend" id="key-legend"></div></div>
-    <div><h2>429/s per endpoint</h2><svg id="rej-chart" viewBox="0 0 560 210" width="100%" role="img" aria-label="429 rate over time"></svg><div class="legend" id="rej-legend"></div></div>
+    <div><h2 id="key-chart-title">Key</h2>
+    <svg id="key-chart" viewBox="0 0 560 210" width="100%" role="img" aria-label="key admissions over time"></svg>
+    <div class="legend" id="key-legend"></div></div>
+    <div><h2>429/s per endpoint</h2><svg id="rej-chart" viewBox="0 0 560 210" width="100%" role="img" aria-label="429 rate over time"></svg>
+    <div class="legend" id="rej-legend"></div></div>
   </section>
   <section class="wide">
     <h2>Per-key views (current window)</h2>
@@ -398,7 +423,8 @@ const BODY = `
   </section>
   <section class="wide">
     <h2>Rules in force</h2>
-    <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th></tr></thead><tbody id="rules-body" data-testid="rules"></tbody></table>
+    <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th></tr></thead>
+    <tbody id="rules-body" data-testid="rules"></tbody></table>
   </section>
 </main>
 `;
