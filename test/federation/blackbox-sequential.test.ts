@@ -18,6 +18,7 @@ import type { Decision, RegionName } from '../../chaos/types.ts';
 import { META_KEY } from '../../src/keys.ts';
 import { startLocalFederation, type LocalFederation } from '../../src/ops/local-federation.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
+import { eventually } from '../support/wait.ts';
 
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const REGIONS: RegionName[] = ['us-east', 'eu-west', 'ap-south'];
@@ -42,13 +43,11 @@ beforeAll(async () => {
   });
   // Linked and healthy before the first request: every region ready (Redis up, breaker closed) and every
   // region's Redis records gossip (a heartbeat at least) applied from each of its peers (qf:meta heard:<peer>).
-  const deadline = Date.now() + 30_000;
-  const waitFor = async (what: string, check: () => Promise<boolean>) => {
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`${what}:\n${output.slice(-20).join('\n')}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
+  // The services' last output lines go with a timeout, to say why.
+  const waitFor = (what: string, check: () => Promise<boolean>) =>
+    eventually(check, 30_000, what, 100).catch((error: Error) => {
+      throw new Error(`${error.message}:\n${output.slice(-20).join('\n')}`);
+    });
   for (const region of federation.regions) {
     await waitFor(`${region.name} not ready`, () =>
       fetch(`${region.url}/readyz`).then(
