@@ -41,6 +41,13 @@ export const rejectionsTotal = new Counter({
   registers: [registry],
 });
 
+export const falseDenialsTotal = new Counter({
+  name: 'quotafed_federation_false_denials_total',
+  help: "Federated denials while this region's own view showed federation headroom: a window's allowance denied although G + cost <= L, a bucket lacked local tokens although the epoch's use + cost <= L x elapsed/P (docs/federation.md section 4).",
+  labelNames: ['rule'] as const,
+  registers: [registry],
+});
+
 export const nearLimitTotal = new Counter({
   name: 'quotafed_near_limit_total',
   help: 'Admitted decisions that used at least 80% of the rule limit (like envoy ratelimit near_limit).',

@@ -10,6 +10,7 @@ import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
+import { falseDenialsTotal } from '../metrics.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
 import {
@@ -188,7 +189,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     const leases: Lease[] = [];
     for (const result of results) {
       result.group.rules.forEach(({ rule, key }, index) => {
-        const { allowed: ruleAllowed, remaining, resetAtMs, retryAfterMs } = result.reply.rules[index]!;
+        const { allowed: ruleAllowed, remaining, resetAtMs, retryAfterMs, falseDenial } = result.reply.rules[index]!;
         const outcome: RuleOutcome = {
           rule: rule.name,
           algorithm: rule.algorithm,
@@ -202,6 +203,10 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
           failMode: rule.failMode,
           source: 'redis',
         };
+        if (falseDenial) {
+          outcome.falseDenial = true;
+          falseDenialsTotal.inc({ rule: rule.name });
+        }
         outcomes.push(outcome);
         if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
         if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
