@@ -11,6 +11,7 @@ import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts
 import type { RegionRedis } from './redis-client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
 import { falseDenialsTotal } from '../metrics.ts';
+import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
 import {
@@ -122,6 +123,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   const cache: OverLimitCache | undefined =
     cacheOption === false ? undefined : createOverLimitCache(cacheOption === true ? 100_000 : cacheOption.maxEntries);
   const regions = federated ? topology.regions.length : 1;
+  const timeToGrant = federated ? createTimeToGrant() : undefined;
   // Everything of a decide call that does not change per request, built once: the shard's fixed keys and
   // each rule's script arguments (cost and lease id are filled in per call).
   const fixedKeysOf: string[][] = [];
@@ -208,6 +210,8 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
           falseDenialsTotal.inc({ rule: rule.name });
         }
         outcomes.push(outcome);
+        if (timeToGrant && FEDERATED_ALGORITHMS.has(rule.algorithm) && !rule.shadow)
+          timeToGrant.decided(rule.name, key, rule.period, result.reply.now, allowed && ruleAllowed, falseDenial);
         if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
         if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
           cache?.remember(

@@ -3,7 +3,7 @@
 // shows global headroom, and quotafed_federation_false_denials_total{rule} counts exactly that.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
-import { falseDenialsTotal } from '../../src/metrics.ts';
+import { falseDenialsTotal, timeToGrantSeconds } from '../../src/metrics.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
 import { eventually } from '../support/wait.ts';
 
@@ -34,6 +34,8 @@ const API_KEY = `caller-${Math.random().toString(36).slice(2)}`;
 const request = { apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/fd' };
 const currentWindow = async (region: TestRegion) =>
   (await federationKeyView(region.config, region.redis, 'fd', { apiKey: API_KEY, endpoint: '/fd' })).windows.find((w) => w.current);
+const granted = async () =>
+  (await timeToGrantSeconds.get()).values.find((v) => v.labels.rule === 'fd' && v.metricName?.endsWith('_count'))?.value ?? 0;
 const counted = async () => (await falseDenialsTotal.get()).values.find((v) => v.labels.rule === 'fd')?.value ?? 0;
 
 it('a region that gave its share away and is denied while its view has headroom counts a false denial', async () => {
@@ -74,4 +76,15 @@ it('a region that gave its share away and is denied while its view has headroom 
   expect(await counted()).toBe(2);
   expect((await a.engine.decide(request)).allowed).toBe(true);
   expect(await counted()).toBe(2);
+
+  // a holds a surplus and b is hungry: a grants, b is admitted again in the window, and the time from b's
+  // first false denial to that admission is observed once.
+  expect(await granted()).toBe(0);
+  let readmitted = false;
+  while (!readmitted && Date.now() < windowEnd - 200) {
+    readmitted = (await b.engine.decide(request)).allowed;
+    if (!readmitted) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(readmitted).toBe(true);
+  expect(await granted()).toBe(1);
 }, 40_000);
