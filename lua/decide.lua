@@ -13,7 +13,8 @@
   then 9 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
   leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id, shadow (1|0)
 
-  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms }
+  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial }
+  (false_denial 1|0: docs/federation.md §4; always 0 in decide_lean.lua)
 ]]
 --- @include "includes/clock"
 --- @include "includes/federation"
@@ -86,5 +87,6 @@ for i = 1, rule_count do
   reply[#reply + 1] = decision.remaining
   reply[#reply + 1] = decision.reset_at
   reply[#reply + 1] = decision.retry_after
+  reply[#reply + 1] = decision.false_denial and 1 or 0
 end
 return reply

@@ -45,6 +45,26 @@ export const rejectionsTotal = new Counter({
   registers: [registry],
 });
 
+export const falseDenialsTotal = new Counter({
+  name: 'quotafed_federation_false_denials_total',
+  help:
+    "Federated denials while this region's own view showed federation headroom: a window's allowance denied " +
+    "although G + cost <= L, a bucket lacked local tokens although the epoch's use + cost <= L x elapsed/P " +
+    '(docs/federation.md section 4).',
+  labelNames: ['rule'] as const,
+  registers: [registry],
+});
+
+export const timeToGrantSeconds = new Histogram({
+  name: 'quotafed_federation_time_to_grant_seconds',
+  help:
+    "From a key's first false denial in a window/epoch in this region to its next admission here in that " +
+    "window/epoch (allowance moved by a peer, or a bucket's own refill).",
+  labelNames: ['rule'] as const,
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10, 30, 60],
+  registers: [registry],
+});
+
 export const nearLimitTotal = new Counter({
   name: 'quotafed_near_limit_total',
   help: 'Admitted decisions that used at least 80% of the rule limit (like envoy ratelimit near_limit).',

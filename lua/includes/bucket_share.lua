@@ -105,11 +105,24 @@ local function new_bucket(p, fence, now)
   return { tokens = bucket_capacity(p, share), last = now, sig = share, slots = slots }
 end
 
--- The decision without its effect: { allowed, remaining, tokens (after refill), bucket (the current state) }.
+-- protocol.ts bucketFalseDenial: outside the fence's zero-share span, the view's epoch use plus the cost fits
+-- in what one global bucket refills in the epoch so far (L·elapsed/P), even starting it empty.
+local function bucket_false_denial(p, bucket, fence, now, cost)
+  if now < bucket_fence_end(p, fence) then return false end
+  local epoch = math.floor(now / p.period)
+  local used = sum_cells(epoch_cells(p, bucket.slots, epoch).c, p.n)
+  return used + cost <= (p.limit * (now - epoch * p.period)) / p.period
+end
+
+-- The decision without its effect: { allowed, remaining, tokens (after refill), bucket (the current state),
+-- false_denial }.
 local function decide_bucket(p, bucket, fence, now, cost)
   local current = bucket or new_bucket(p, fence, now)
   local tokens = refill(p, current, fence, now)
-  if tokens < cost then return { allowed = false, remaining = tokens, tokens = tokens, bucket = current } end
+  if tokens < cost then
+    return { allowed = false, remaining = tokens, tokens = tokens, bucket = current,
+      false_denial = bucket_false_denial(p, current, fence, now, cost) }
+  end
   return { allowed = true, remaining = tokens - cost, tokens = tokens, bucket = current }
 end
 
@@ -127,8 +140,8 @@ end
 
 --[[
   Loads a token bucket: nil bucket when the key holds no `tokens`. `for_decision` reads only what a decision
-  and its write touch: every slot id, the transfers to and from this region, its own cost and admission time
-  in the epoch of `now`. A single region reads no slots at all. Merges and sweeps read every cell, with the
+  and its write touch: every slot id, the transfers to and from this region, every region's cost and its own
+  admission time in the epoch of `now`. A single region reads no slots at all. Merges and sweeps read every cell, with the
   token transfers y[o][d] in the slots' `a` cells (fields a<k>.<o>.<d>; token buckets have no acknowledgements).
 ]]
 local function load_bucket(p, key, for_decision, now)
@@ -136,7 +149,8 @@ local function load_bucket(p, key, for_decision, now)
   if p.n == 1 then ids = {} end
   if for_decision then
     local current = slot_index(math.floor(now / p.period))
-    cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, false) end
+    -- Every region's count of the current epoch too: the false-denial test (bucket_false_denial) sums them.
+    cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, k == current) end
   end
   local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells)
   local tokens = tonumber(state.extra.tokens)

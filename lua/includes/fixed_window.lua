@@ -83,6 +83,7 @@ local function window_rule(rule, ctx, now, sliding)
     retry_after = verdict.allowed and 0 or math.max(1, reset_at - now),
     federated = ctx.n > 1,
     first = verdict.first == true,
+    false_denial = verdict.false_denial == true,
   }
   -- (previous < 0: the window is forfeited, nothing helps before it ends.)
   if sliding and not verdict.allowed and previous > 0 then

@@ -42,16 +42,16 @@ local function federated_bucket(rule, ctx, now)
   end
   -- This region's first admission in the epoch: the key goes on the fast lane.
   local first = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period)).c[p.self] == 0
-  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first
+  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first, verdict.false_denial == true
 end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  local tokens, capacity, rate, store, first
+  local tokens, capacity, rate, store, first, false_denial
   if ctx.n == 1 then
     tokens, capacity, rate, store = single_region_bucket(rule, now)
   else
-    tokens, capacity, rate, store, first = federated_bucket(rule, ctx, now)
+    tokens, capacity, rate, store, first, false_denial = federated_bucket(rule, ctx, now)
   end
   local allowed = tokens >= cost
   local after = tokens
@@ -75,6 +75,7 @@ local function token_bucket(rule, ctx, now)
     retry_after = retry_after,
     federated = ctx.n > 1,
     first = first == true,
+    false_denial = false_denial == true,
     commit = store,
   }
 end

@@ -31,7 +31,7 @@ local function acknowledge(slot, n, r)
   for d = 0, n - 1 do slot.a[r][d] = math.max(slot.a[r][d], slot.c[d]) end
 end
 
--- The decision without its effect: { allowed, remaining, id }. commit_window applies an admission.
+-- The decision without its effect: { allowed, remaining, id, false_denial }. commit_window applies an admission.
 local function decide_window(p, slots, fence, now, cost, sliding)
   local n, r = p.n, p.self
   local id = math.floor(now / p.period)
@@ -39,16 +39,18 @@ local function decide_window(p, slots, fence, now, cost, sliding)
   local global = sum_cells(cells.c, n)
   local allowance = math.huge
   if not p.unbounded then allowance = window_allowance(p, cells, r, id) - cells.c[r] end
-  local remaining = math.max(0, math.min(allowance, p.limit - global))
+  local room = p.limit - global
   if sliding then
     local previous = sum_cells(cells_of(slots, id - 1, n, true).c, n)
     local elapsed = now - id * p.period
     local weighted = (previous * (p.period - elapsed)) / p.period
-    remaining = math.max(0, math.min(remaining, math.floor(p.limit - weighted - global)))
+    room = math.min(room, math.floor(p.limit - weighted - global))
   end
-  if window_forfeited(p, fence, id) then return { allowed = false, remaining = 0, id = id } end
-  if cost > remaining then return { allowed = false, remaining = remaining, id = id } end
-  return { allowed = true, remaining = remaining - cost, id = id }
+  local remaining = math.max(0, math.min(allowance, room))
+  if window_forfeited(p, fence, id) then return { allowed = false, remaining = 0, id = id, false_denial = false } end
+  -- A false denial: this region's allowance denies while its view of the window has global room.
+  if cost > remaining then return { allowed = false, remaining = remaining, id = id, false_denial = cost <= room } end
+  return { allowed = true, remaining = remaining - cost, id = id, false_denial = false }
 end
 
 local function commit_window(p, slots, now, id, cost)

@@ -8,6 +8,7 @@ const DECISIONS = 'quotafed_decisions_total';
 const BREAKER_STATE = 'quotafed_breaker_state';
 const BREAKER_TRANSITIONS = 'quotafed_breaker_transitions_total';
 const SYNC_LAG = 'quotafed_federation_sync_lag_seconds';
+const FALSE_DENIALS = 'quotafed_federation_false_denials_total';
 
 interface MetricValue {
   value: number;
@@ -25,6 +26,8 @@ export interface MetricsReading {
   breaker: BreakerView;
   /** Mean sync lag from each peer into this region over the last interval with observations, by peer. */
   syncLagMs: Map<string, number>;
+  /** False denials since start, by rule. */
+  falseDenials: Map<string, number>;
 }
 
 export interface MetricsReader {
@@ -65,8 +68,8 @@ export function createMetricsReader(registry: Registry, region: string, now: () 
 
   return {
     async read() {
-      // Only the four metrics the page needs: serialising the whole registry every second would be waste.
-      const wanted = [REJECTIONS, DECISIONS, BREAKER_STATE, BREAKER_TRANSITIONS, SYNC_LAG];
+      // Only the metrics the page needs: serialising the whole registry every second would be waste.
+      const wanted = [REJECTIONS, DECISIONS, BREAKER_STATE, BREAKER_TRANSITIONS, SYNC_LAG, FALSE_DENIALS];
       const metrics = new Map<string, MetricJson>();
       for (const name of wanted) {
         const metric = registry.getSingleMetric(name);
@@ -104,6 +107,7 @@ export function createMetricsReader(registry: Registry, region: string, now: () 
         endpoints,
         breaker: { state: state === undefined ? 'unknown' : state >= 1 ? 'open' : 'closed', transitions },
         syncLagMs: new Map(lastLagMs),
+        falseDenials: sumBy(metrics.get(FALSE_DENIALS), 'rule'),
       };
     },
   };

@@ -339,6 +339,7 @@ const SCRIPT = `
       el('td', {}, r.endpoints ? r.endpoints.join(' ') : 'all paths', tr);
       el('td', { 'class': 'muted' }, r.by.join(', '), tr);
       el('td', {}, r.failMode, tr);
+      el('td', { 'class': 'num', 'data-testid': 'false-denials-' + r.name }, num(r.falseDenials || 0), tr);
     });
   }
 
@@ -423,7 +424,8 @@ const BODY = `
   </section>
   <section class="wide">
     <h2>Rules in force</h2>
-    <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th></tr></thead>
+    <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th>
+    <th class="num" title="denied by this region's share while its view had federation headroom">false denials</th></tr></thead>
     <tbody id="rules-body" data-testid="rules"></tbody></table>
   </section>
 </main>

@@ -39,7 +39,7 @@ function withoutWatch({ watch: _watch, ...rest }: Annotations): Omit<Annotations
   return rest;
 }
 
-function ruleViews(config: Config): RuleView[] {
+function ruleViews(config: Config, falseDenials: ReadonlyMap<string, number>): RuleView[] {
   return config.rules.map((rule) => ({
     name: rule.name,
     algorithm: rule.algorithm,
@@ -49,6 +49,7 @@ function ruleViews(config: Config): RuleView[] {
     by: rule.by,
     failMode: rule.failMode,
     shadow: rule.shadow,
+    falseDenials: falseDenials.get(rule.name) ?? 0,
   }));
 }
 
@@ -92,7 +93,7 @@ export function createDashboardSource(options: DashboardSourceOptions): Closable
       endpoints: reading.endpoints,
       breaker,
       keys,
-      rules: ruleViews(policy.config),
+      rules: ruleViews(policy.config, reading.falseDenials),
       annotations: annotations === null ? null : withoutWatch(annotations),
       syncIntervalMs: federated ? config.federation.syncIntervalMs : null,
     };

@@ -78,6 +78,8 @@ export interface RuleView {
   by: string[];
   failMode: string;
   shadow: boolean;
+  /** False denials of this rule in this region since it started (quotafed_federation_false_denials_total). */
+  falseDenials: number;
 }
 
 export interface DashboardSnapshot {

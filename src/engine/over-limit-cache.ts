@@ -42,7 +42,9 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
           continue;
         }
         if (cost < entry.cost) continue;
-        return { ...entry.outcome, remaining: 0, retryAfterMs: entry.untilMs - at, source: 'cache' };
+        // Decided from memory, not from a view: whether it would be a false denial is unknown (not flagged).
+        const { falseDenial: _unknown, ...outcome } = entry.outcome;
+        return { ...outcome, remaining: 0, retryAfterMs: entry.untilMs - at, source: 'cache' };
       }
       return undefined;
     },

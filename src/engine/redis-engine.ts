@@ -10,6 +10,8 @@ import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
+import { falseDenialsTotal } from '../metrics.ts';
+import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
 import {
@@ -121,6 +123,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   const cache: OverLimitCache | undefined =
     cacheOption === false ? undefined : createOverLimitCache(cacheOption === true ? 100_000 : cacheOption.maxEntries);
   const regions = federated ? topology.regions.length : 1;
+  const timeToGrant = federated ? createTimeToGrant() : undefined;
   // Everything of a decide call that does not change per request, built once: the shard's fixed keys and
   // each rule's script arguments (cost and lease id are filled in per call).
   const fixedKeysOf: string[][] = [];
@@ -188,7 +191,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     const leases: Lease[] = [];
     for (const result of results) {
       result.group.rules.forEach(({ rule, key }, index) => {
-        const { allowed: ruleAllowed, remaining, resetAtMs, retryAfterMs } = result.reply.rules[index]!;
+        const { allowed: ruleAllowed, remaining, resetAtMs, retryAfterMs, falseDenial } = result.reply.rules[index]!;
         const outcome: RuleOutcome = {
           rule: rule.name,
           algorithm: rule.algorithm,
@@ -202,7 +205,13 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
           failMode: rule.failMode,
           source: 'redis',
         };
+        if (falseDenial) {
+          outcome.falseDenial = true;
+          falseDenialsTotal.inc({ rule: rule.name });
+        }
         outcomes.push(outcome);
+        if (timeToGrant && FEDERATED_ALGORITHMS.has(rule.algorithm) && !rule.shadow)
+          timeToGrant.decided(rule.name, key, rule.period, result.reply.now, allowed && ruleAllowed, falseDenial);
         if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
         if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
           cache?.remember(

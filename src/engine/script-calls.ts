@@ -136,6 +136,8 @@ export interface DecideRuleReply {
   remaining: number;
   resetAtMs: number;
   retryAfterMs: number;
+  /** Denied by this region's allowance or tokens while its view shows federation headroom (docs/federation.md §4). */
+  falseDenial: boolean;
 }
 
 export interface DecideReply {
@@ -146,16 +148,17 @@ export interface DecideReply {
   rules: DecideRuleReply[];
 }
 
-/** decide.lua's reply: all-allowed, now, then four values per rule in call order. */
+/** decide.lua's (and decide_lean.lua's) reply: all-allowed, now, then five values per rule in call order. */
 export function parseDecideReply(raw: unknown, ruleCount: number): DecideReply {
-  const reply = arrayReply('decide', raw, 2 + ruleCount * 4);
+  const reply = arrayReply('decide', raw, 2 + ruleCount * 5);
   const rules: DecideRuleReply[] = [];
-  for (let i = 0, at = 2; i < ruleCount; i++, at += 4) {
+  for (let i = 0, at = 2; i < ruleCount; i++, at += 5) {
     rules.push({
       allowed: numberAt('decide', raw, reply[at]) === 1,
       remaining: numberAt('decide', raw, reply[at + 1]),
       resetAtMs: numberAt('decide', raw, reply[at + 2]),
       retryAfterMs: numberAt('decide', raw, reply[at + 3]),
+      falseDenial: numberAt('decide', raw, reply[at + 4]) === 1,
     });
   }
   return { allAllowed: numberAt('decide', raw, reply[0]) === 1, now: numberAt('decide', raw, reply[1]), rules };

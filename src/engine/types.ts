@@ -46,6 +46,8 @@ export interface RuleOutcome {
   shadow: boolean;
   failMode: FailMode;
   source: DecisionSource;
+  /** Denied by this region's share while its view showed federation headroom (redis source only; docs/federation.md §4). */
+  falseDenial?: boolean;
 }
 
 export interface Decision {

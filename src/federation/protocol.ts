@@ -275,6 +275,12 @@ export interface WindowDecision {
   allowed: boolean;
   /** Requests this region could still admit in the window (local allowance and global view). */
   remaining: number;
+  /**
+   * A false denial (docs/federation.md §4): denied by this region's allowance although its own view of the
+   * window has global room for the request (cost ≤ L − G, and for the sliding window ≤ ⌊L − weighted − G⌋),
+   * outside a forfeited window. Always false when allowed.
+   */
+  falseDenial: boolean;
   /** The new state; the very same object when denied (a denial changes nothing). */
   state: WindowState;
 }
@@ -292,22 +298,23 @@ export function decideWindow(
   const cells = windowCells(state, id);
   const global = sum(cells.c);
   const local = params.budget === null ? Infinity : windowAllowance(params, cells, r) - cells.c[r]!;
-  let remaining = Math.max(0, Math.min(local, params.limit - global));
+  let room = params.limit - global;
   if (sliding) {
     // Smoothing: the previous window's global count weighted by how much of it the sliding window still covers.
     const previous = sum(windowCells(state, id - 1).c);
     const elapsed = now - id * params.periodMs;
     const weighted = (previous * (params.periodMs - elapsed)) / params.periodMs;
-    remaining = Math.max(0, Math.min(remaining, Math.floor(params.limit - weighted - global)));
+    room = Math.min(room, Math.floor(params.limit - weighted - global));
   }
-  if (windowForfeited(params, fence, id)) return { allowed: false, remaining: 0, state };
-  if (cost > remaining) return { allowed: false, remaining, state };
+  const remaining = Math.max(0, Math.min(local, room));
+  if (windowForfeited(params, fence, id)) return { allowed: false, remaining: 0, falseDenial: false, state };
+  if (cost > remaining) return { allowed: false, remaining, falseDenial: cost <= room, state };
   const next = withSlot(state, id);
   const slot = next.slots[slotIndex(id)]!;
   slot.c[r] = slot.c[r]! + cost;
   slot.t[r] = Math.max(slot.t[r]!, now);
   acknowledge(slot, r);
-  return { allowed: true, remaining: remaining - cost, state: next };
+  return { allowed: true, remaining: remaining - cost, falseDenial: false, state: next };
 }
 
 /** A copy of `state` in which slot `id` exists (reset if it held an older window). */
@@ -649,6 +656,13 @@ export interface BucketDecision {
   allowed: boolean;
   /** Tokens left (after this request when allowed). */
   remaining: number;
+  /**
+   * A false denial (docs/federation.md §4): federated, outside a fence's zero-share span, denied for lack of
+   * this region's tokens although its view of the epoch shows the federation below what one global bucket
+   * refills in the epoch so far, even starting it empty: Σ_o c_e[o] + cost ≤ L·(now − eP)/P. Always false
+   * when allowed.
+   */
+  falseDenial: boolean;
   /** The new state; the very same object (possibly undefined) when denied. */
   state: BucketState | undefined;
 }
@@ -662,8 +676,8 @@ export function decideBucket(
 ): BucketDecision {
   const current = state ?? newBucket(params, fence, now);
   const tokens = refill(params, current, fence, now);
-  if (tokens < cost) return { allowed: false, remaining: tokens, state };
   const epoch = windowIdAt(now, params.periodMs);
+  if (tokens < cost) return { allowed: false, remaining: tokens, falseDenial: bucketFalseDenial(params, current, fence, now, cost), state };
   const slots = withEpochSlot(current.slots, epoch);
   const slot = slots[slotIndex(epoch)]!;
   slot.c[params.self] = slot.c[params.self]! + cost;
@@ -671,8 +685,17 @@ export function decideBucket(
   return {
     allowed: true,
     remaining: tokens - cost,
+    falseDenial: false,
     state: { tokens: tokens - cost, lastRefill: now, sig: shareAt(params, slots, fence, now), slots },
   };
+}
+
+/** decideBucket's false denial test for a denied request (BucketDecision.falseDenial). */
+function bucketFalseDenial(params: FederationParams, bucket: BucketState, fence: Fence, now: number, cost: number): boolean {
+  if (params.regions === 1 || now < bucketFenceEnd(params, fence)) return false;
+  const epoch = windowIdAt(now, params.periodMs);
+  const used = sum(epochCells(bucket.slots, epoch).c);
+  return used + cost <= (params.limit * (now - epoch * params.periodMs)) / params.periodMs;
 }
 
 function withEpochSlot(slots: readonly EpochSlot[], id: number): EpochSlot[] {

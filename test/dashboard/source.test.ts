@@ -43,6 +43,16 @@ describe('metrics reader', () => {
     const second = await reader.read();
     expect(second.endpoints).toEqual([{ endpoint: '/search', rejectedPerSec: 5, rejectedTotal: 15, decisionsPerSec: 20 }]);
     expect(second.breaker.state).toBe('open');
+    expect(second.falseDenials).toEqual(new Map());
+
+    const falseDenials = new Counter({
+      name: 'quotafed_federation_false_denials_total',
+      help: 'x',
+      labelNames: ['rule'],
+      registers: [registry],
+    });
+    falseDenials.inc({ rule: 'a' }, 3);
+    expect((await reader.read()).falseDenials).toEqual(new Map([['a', 3]]));
   });
 });
 

@@ -229,6 +229,7 @@ const stats = {
   steps: 0,
   decisions: 0,
   admitted: 0,
+  falseDenials: 0,
   merges: 0,
   changedMerges: 0,
   sweeps: 0,
@@ -349,19 +350,22 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const ownBefore = (windowed ? s.window.slots : (s.bucket?.slots ?? [])).find((slot) => slot.id === id)?.c[r] ?? 0;
         let allowed: boolean;
         let remaining: number;
+        let falseDenial: boolean;
         if (windowed) {
           const verdict = decideWindow(s.params, s.window, s.fence, now, op.cost, sliding);
           s.window = verdict.state;
-          ({ allowed, remaining } = verdict);
+          ({ allowed, remaining, falseDenial } = verdict);
         } else {
           const verdict = decideBucket(s.params, s.bucket, s.fence, now, op.cost);
           s.bucket = verdict.state;
-          ({ allowed, remaining } = verdict);
+          ({ allowed, remaining, falseDenial } = verdict);
         }
+        if (falseDenial) stats.falseDenials++;
         stats.decisions++;
         if (allowed) stats.admitted++;
         expect(outcome.allowed, `allowed (${trace.join(' ')})`).toBe(allowed);
         expect(outcome.remaining, `remaining (${trace.join(' ')})`).toBe(Math.max(0, Math.floor(remaining)));
+        expect(outcome.falseDenial ?? false, `false denial (${trace.join(' ')})`).toBe(falseDenial);
         const queued = await clients[r]!.srem(fastSetKey(SHARD), KEY);
         expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe(allowed && ownBefore === 0);
         if (allowed && ownBefore === 0) stats.fastFirst++;
@@ -627,6 +631,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
               }
               expect(outcome.allowed).toBe(allowed);
               expect(outcome.remaining).toBe(Math.max(0, Math.floor(remaining)));
+              // One region: its view is the whole state, so a denial is never false (decide_lean.lua answers 0).
+              expect(outcome.falseDenial ?? false).toBe(false);
             }
             const raw = await clients[0]!.hgetall(KEY);
             if (algorithm === 'tokenBucket') {
@@ -658,6 +664,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.changedMerges).toBeGreaterThan(0);
     expect(stats.sweeps).toBeGreaterThan(0);
     expect(stats.fastFirst).toBeGreaterThan(0);
+    // Denials by this region's share while its view had headroom: both sides flagged them alike.
+    expect(stats.falseDenials).toBeGreaterThan(0);
     // Free donors now give at the merge, so a sweep that still transfers is rare: the short run in the fast
     // project (DIFFERENTIAL_RUNS=30) may not meet one; the full run in the slow project must.
     if (runs >= 100) expect(stats.swept).toBeGreaterThan(0);
