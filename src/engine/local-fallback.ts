@@ -17,7 +17,7 @@ import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
 import { portion } from '../federation/protocol.ts';
 import { localFallbackKeys } from '../metrics.ts';
-import { advertisedLimit } from './rules.ts';
+import { outcomeBase } from './rules.ts';
 import type { Lease, RuleOutcome } from './types.ts';
 
 /** The part of a matched rule this limiter needs (structurally a MatchedRule). */
@@ -109,15 +109,7 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
 
   const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
     const { rule } = input;
-    const base = {
-      rule: rule.name,
-      algorithm: rule.algorithm,
-      limit: advertisedLimit(rule),
-      periodMs: rule.period,
-      shadow: rule.shadow,
-      failMode: rule.failMode,
-      source: 'local-fallback' as const,
-    };
+    const base = { ...outcomeBase(rule), source: 'local-fallback' as const };
     const current = entries.peek(input.key);
 
     if (rule.algorithm === 'concurrency') {

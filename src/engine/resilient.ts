@@ -21,7 +21,7 @@ import { endpointOf } from './endpoint.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import { createLocalFallback, type LocalFallback, type Unsettled } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
-import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
+import { matchRules, outcomeBase, type MatchedRule } from './rules.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
 /** A decision plus the route pattern it was counted under (the metrics label for 429s). */
@@ -189,14 +189,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     const fallbackInputs = breaker.state === 'open' ? matched.filter((entry) => usesFallback(entry.rule)) : [];
     const fixed: (RuleOutcome | undefined)[] = matched.map(({ rule }) => {
       if (fallbackInputs.length > 0 && usesFallback(rule)) return undefined;
-      const base = {
-        rule: rule.name,
-        algorithm: rule.algorithm,
-        limit: advertisedLimit(rule),
-        periodMs: rule.period,
-        shadow: rule.shadow,
-        failMode: rule.failMode,
-      };
+      const base = outcomeBase(rule);
       return rule.failMode === 'open'
         ? { ...base, allowed: true, remaining: base.limit, resetAtMs: at + rule.period, retryAfterMs: 0, source: 'fail-open' as const }
         : { ...base, allowed: false, remaining: 0, resetAtMs: at + waitMs, retryAfterMs: waitMs, source: 'fail-closed' as const };

@@ -78,6 +78,18 @@ export function advertisedLimit(rule: Rule): number {
   return rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit;
 }
 
+/** The fields of a rule's outcome that do not depend on the decision (fail modes and the local fallback). */
+export function outcomeBase(rule: Rule) {
+  return {
+    rule: rule.name,
+    algorithm: rule.algorithm,
+    limit: advertisedLimit(rule),
+    periodMs: rule.period,
+    shadow: rule.shadow,
+    failMode: rule.failMode,
+  };
+}
+
 /** Entries in the identity cache of these rules (for tests of its bound). */
 export function identityCacheSize(config: Pick<Config, 'rules'>): number {
   return compile(config.rules).identities.size;
