@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { federationAdminRoutes } from '../../src/federation/admin-view.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
+import { awayFromWindowEdge } from '../service/fixtures.ts';
 import { eventually } from '../support/wait.ts';
 import { createAdminApp } from '../../src/http/admin.ts';
 
@@ -41,6 +42,9 @@ const get = (region: TestRegion, path: string, token = TOKEN) =>
 
 describe('GET /admin/federation/keys', () => {
   it("shows own consumption, each region's view, allowances, acknowledgement and backlog for one caller", async () => {
+    // b keeps its last request until the window's last tenth (docs/federation.md §2) and the view below is of one
+    // window: start clear of both.
+    await awayFromWindowEdge(60_000, 6_000 + 12_000);
     for (let i = 0; i < 7; i++)
       expect((await a.engine.decide({ apiKey: 'alice', ip: '10.0.0.1', method: 'GET', path: '/search' })).allowed).toBe(true);
     const query = '/federation/keys?rule=per-key&apiKey=alice&endpoint=/search';
