@@ -12,45 +12,18 @@ local function fmt(value)
   return string.format('%.17g', value)
 end
 
+--- @include "includes/bucket_single"
+
 -- Token bucket: a hash with `tokens` and `last_refill` (ms); a denial writes nothing.
 local function token_bucket(rule, ctx, now)
-  local C, cost, period = rule.burst, rule.cost, rule.period
-  -- (L·S)/(P·S): the federated library's one refill segment at a full share, to the same double.
-  local rate = (rule.limit * SHARE_UNITS) / (period * SHARE_UNITS)
-  local held = redis.call('HMGET', rule.key, 'tokens', 'last_refill')
-  local tokens, last = tonumber(held[1]), tonumber(held[2])
-  if tokens == nil then
-    tokens = C
-  elseif now <= last then
-    tokens = math.min(tokens, C)
-  else
-    tokens = math.min(C, tokens + (now - last) * rate)
-  end
-  local allowed = tokens >= cost
-  local after = tokens
-  if allowed then after = tokens - cost end
-  local reset_at = now
-  if rate > 0 then reset_at = now + math.ceil((C - after) / rate) end
-  local retry_after = 0
-  if not allowed then
-    if rate > 0 and cost <= C then
-      retry_after = math.max(1, math.ceil((cost - tokens) / rate))
-    else
-      retry_after = math.max(1, (math.floor(now / period) + 1) * period - now)
-      reset_at = now + retry_after
-    end
-  end
+  local tokens, C, rate, store = single_region_bucket(rule, now)
+  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, rule.cost, rule.period, now)
   return {
     allowed = allowed,
     remaining = math.max(0, math.floor(after)),
     reset_at = reset_at,
     retry_after = retry_after,
-    commit = function()
-      redis.call('HSET', rule.key, 'tokens', fmt(after), 'last_refill', fmt(now))
-      local full_in = 0
-      if rate > 0 then full_in = math.ceil((C - after) / rate) end
-      redis.call('PEXPIRE', rule.key, full_in + 1000)
-    end,
+    commit = store,
   }
 end
 

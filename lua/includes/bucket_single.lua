@@ -1,0 +1,49 @@
+--[[
+  The token bucket's single-region state and its verdict, shared by the federated library (token_bucket.lua)
+  and the lean one (lean.lua), so both decide a region on its own with the same reads, writes and doubles.
+  Needs SHARE_UNITS and fmt from the including library.
+]]
+-- A single region holds σ = S for ever (no slots, no fence): decideBucket reduces to the seed's bucket, computed
+-- without the share machinery but with the same float operations (cap = (C·S)/S + 0 = C exactly, and one refill
+-- segment at (L·S)/(P·S)). Returns tokens, capacity, rate and the store for an admission.
+local function single_region_bucket(rule, now)
+  local C, cost = rule.burst, rule.cost
+  local rate = (rule.limit * SHARE_UNITS) / (rule.period * SHARE_UNITS)
+  local held = redis.call('HMGET', rule.key, 'tokens', 'last_refill')
+  local tokens, last = tonumber(held[1]), tonumber(held[2])
+  if tokens == nil then
+    tokens = C
+  elseif now <= last then
+    tokens = math.min(tokens, C)
+  else
+    tokens = math.min(C, tokens + (now - last) * rate)
+  end
+  local function store()
+    local after = tokens - cost
+    redis.call('HSET', rule.key, 'tokens', fmt(after), 'last_refill', fmt(now))
+    local full_in = 0
+    if rate > 0 then full_in = math.ceil((C - after) / rate) end
+    redis.call('PEXPIRE', rule.key, full_in + 1000)
+  end
+  return tokens, C, rate, store
+end
+
+-- Allowed or not, tokens after the request, when the bucket is full again and when a retry may succeed.
+local function bucket_verdict(tokens, capacity, rate, cost, period, now)
+  local allowed = tokens >= cost
+  local after = tokens
+  if allowed then after = tokens - cost end
+  local reset_at = now
+  if rate > 0 then reset_at = now + math.ceil((capacity - after) / rate) end
+  local retry_after = 0
+  if not allowed then
+    if rate > 0 and cost <= capacity then
+      retry_after = math.max(1, math.ceil((cost - tokens) / rate))
+    else
+      -- No share right now (or the cost exceeds capacity): try again next epoch.
+      retry_after = math.max(1, (math.floor(now / period) + 1) * period - now)
+      reset_at = now + retry_after
+    end
+  end
+  return allowed, after, reset_at, retry_after
+end
