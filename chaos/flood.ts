@@ -2,16 +2,14 @@
 // regions, from its own process so the runner's load generator keeps its own event loop. Runs until SIGTERM,
 // then prints one JSON line: {"requests":…,"answered":…,"ms":…}.
 //   node --import tsx chaos/flood.ts --urls http://127.0.0.1:1,http://127.0.0.1:2 --connections 32 --paths /a,/b
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { parseArgs } from 'node:util';
+import { postCheck } from './loadgen.ts';
 
 const { values } = parseArgs({
   options: { urls: { type: 'string' }, connections: { type: 'string', default: '32' }, paths: { type: 'string', default: '/' } },
 });
-const urls = (values.urls ?? '')
-  .split(',')
-  .filter(Boolean)
-  .map((url) => new URL('/v1/check', url));
+const urls = (values.urls ?? '').split(',').filter(Boolean);
 const connections = Number(values.connections);
 const paths = values.paths!.split(',');
 if (urls.length === 0 || !Number.isInteger(connections) || connections < 1) {
@@ -25,31 +23,8 @@ let answered = 0;
 let stopped = false;
 const started = Date.now();
 
-function once(url: URL, body: string): Promise<void> {
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        agent,
-        host: url.hostname,
-        port: url.port,
-        path: url.pathname,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-        timeout: 5_000,
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode === 200) answered++;
-          resolve();
-        });
-        res.on('error', () => resolve());
-      },
-    );
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve());
-    req.end(body);
-  });
+async function once(baseUrl: string, body: string): Promise<void> {
+  if ((await postCheck(agent, baseUrl, body, 5_000)).status === 200) answered++;
 }
 
 async function loop(index: number): Promise<void> {

@@ -37,7 +37,7 @@ export interface LoadResult {
   lateness: { p50: number; p99: number; max: number };
 }
 
-interface CheckAnswer {
+export interface CheckAnswer {
   status: number;
   allowed?: boolean;
   resetAtMs?: number;
@@ -45,7 +45,8 @@ interface CheckAnswer {
   source?: string;
 }
 
-function postCheck(agent: Agent, baseUrl: string, body: string, timeoutMs: number): Promise<CheckAnswer> {
+/** POST /v1/check with a JSON body; status 0 when the request failed or timed out. */
+export function postCheck(agent: Agent, baseUrl: string, body: string, timeoutMs: number): Promise<CheckAnswer> {
   const url = new URL('/v1/check', baseUrl);
   return new Promise((resolve) => {
     const req = request(
