@@ -42,8 +42,8 @@ end
 
 local pending = {}
 for i = 1, peers do pending[i] = KEYS[1 + i] end
--- A region's first admission of a key in a window/epoch goes on the fast lane: idle peers hand it their
--- allowance at once instead of a sync interval later.
+-- A region's first admission of a key in a window/epoch, and a false denial, put the key on the fast lane: idle
+-- peers hand it their allowance at once instead of a sync interval later.
 local fast, first_key = nil, 2 + peers
 if n > 1 then
   fast = KEYS[2 + peers]
@@ -83,6 +83,9 @@ for i = 1, rule_count do
       if decision.first and fast then redis.call('SADD', fast, decision.key) end
     end
   end
+  -- A false denial (this region ran out while the federation has room) sends the key's state at once, so a
+  -- donor sees the hunger a sync interval sooner; the grant comes back on the fast lane as well.
+  if decision.false_denial and decision.federated and fast then redis.call('SADD', fast, decision.key) end
   reply[#reply + 1] = decision.allowed and 1 or 0
   reply[#reply + 1] = decision.remaining
   reply[#reply + 1] = decision.reset_at

@@ -68,13 +68,20 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
   if returning(p, now) then return return_bucket_share(p, slots, fence, now, tokens) end
-  if bucket_hungry(p, slot, r, elapsed, now) then return false, tokens end
   local previous_slot = epoch_cells(p, slots, epoch - 1)
   local free = free_donor(p, slot, previous_slot, r, now)
+  -- Fair shares under overload (protocol.ts): toward a hungry peer below its base share, a giver above its own
+  -- base yields down to that base, hungry or not.
+  local self_hungry = (not free) and bucket_hungry(p, slot, r, elapsed, now)
   local peers = {}
+  local under_base = false
   for d = 0, n - 1 do
     if d ~= r and (bucket_hungry(p, slot, d, elapsed, now) or (free and not quiet(p, slot, d, now))) then
-      peers[#peers + 1] = d
+      local below = view_share(p, slot, d) < p.units[d]
+      if (not self_hungry) or below then
+        peers[#peers + 1] = d
+        if below then under_base = true end
+      end
     end
   end
   if #peers == 0 then return false, tokens end
@@ -83,6 +90,7 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
     local pace = (SHARE_UNITS * slot.c[r] * p.period) / (policy.hunger * p.limit * elapsed)
     local previous = (SHARE_UNITS * previous_slot.c[r]) / p.limit
     reserve = math.max(policy.reserve * p.units[r], pace, previous)
+    if under_base then reserve = math.min(reserve, p.units[r]) end
   end
   local share = share_at(p, slots, fence, now)
   local surplus = share - reserve

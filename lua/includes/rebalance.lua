@@ -49,9 +49,13 @@ local function quiet(p, slot, d, now)
   return now - slot.t[d] > math.max(p.policy.idle / 5, gaps)
 end
 
--- A free donor: quiet in this window (epoch) and the previous one.
+-- A free donor (protocol.ts freeDonor): quiet in this window (epoch) after admitting in it (traffic that began
+-- in it needs only idle/5 of silence; traffic carried over from the previous one also ten of its gaps), or
+-- nothing admitted in it yet and quiet in the previous one.
 local function free_donor(p, slot, previous, r, now)
-  return quiet(p, slot, r, now) and quiet(p, previous, r, now)
+  if slot.t[r] <= 0 then return quiet(p, previous, r, now) end
+  if previous.c[r] > 0 then return quiet(p, slot, r, now) end
+  return now - slot.t[r] > p.policy.idle / 5
 end
 
 -- Hungry: active and not quiet, and used more than the hunger fraction of its allowance.

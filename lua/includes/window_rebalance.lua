@@ -11,8 +11,8 @@ local function rebalance_window(p, slots, id, now)
   local slot = slots[slot_index(id)]
   if slot.id ~= id then return false end
   local own = window_allowance(p, slot, r, id)
-  if hungry(p, slot, r, own, now) then return false end
   local free = free_donor(p, slot, cells_of(slots, id - 1, n, true), r, now)
+  if not free and hungry(p, slot, r, own, now) then return false end
   local peers = {}
   for d = 0, n - 1 do
     if d ~= r and wanting(p, slot, d, window_allowance(p, slot, d, id), now, free) then

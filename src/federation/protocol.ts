@@ -413,9 +413,18 @@ function quiet(params: FederationParams, slot: Slot, d: number, now: number): bo
   return now - slot.t[d]! > Math.max(params.rebalance.idleMs / 5, gaps);
 }
 
-/** A free donor: quiet in this window (epoch) and the previous one; it gives (nearly) all it holds. */
+/**
+ * A free donor gives (nearly) all it holds. It admitted in this window (epoch) and has gone quiet since: its
+ * traffic stopped or moved, so what it keeps for its own use is stranded. Traffic that began in this window
+ * needs only idleMs/5 of silence (the average gap since the window's start says nothing about a burst that
+ * started late in it); traffic carried over from the previous window also ten of its gaps (quiet()). Or it
+ * admitted nothing in this window yet and was quiet in the previous one (a region with steady traffic admits
+ * nothing yet at a window's start: the previous window tells it apart from an idle one there).
+ */
 function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: number, now: number): boolean {
-  return quiet(params, slot, r, now) && quiet(params, previous, r, now);
+  if (slot.t[r]! <= 0) return quiet(params, previous, r, now);
+  if (previous.c[r]! > 0) return quiet(params, slot, r, now);
+  return now - slot.t[r]! > params.rebalance.idleMs / 5;
 }
 
 /** Hungry: active and not quiet, and used more than hungerFraction of its allowance. */
@@ -447,8 +456,9 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   if (state.slots[slotIndex(id)]!.id !== id) return state; // nothing was admitted or seen in w
   const slot = windowCells(state, id);
   const ownAllowance = windowAllowance(params, slot, r);
-  if (hungry(params, slot, r, ownAllowance, now)) return state;
+  // A free donor is not hungry, whatever its use says: its traffic stopped.
   const free = freeDonor(params, slot, windowCells(state, id - 1), r, now);
+  if (!free && hungry(params, slot, r, ownAllowance, now)) return state;
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
     if (d === r) continue;
@@ -806,12 +816,16 @@ export function rebalanceBucket(
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(slots, epoch);
   if (returning(params, now)) return returnBucketShare(params, slots, fence, now, tokens);
-  if (bucketHungry(params, slot, r, elapsed, now)) return unchanged;
   const previousSlot = epochCells(slots, epoch - 1);
   const free = freeDonor(params, slot, previousSlot, r, now);
+  // Fair shares under overload: when every region is busy, pace and the previous epoch can each claim more than
+  // the whole, and a hungry giver gives nothing; yet toward a hungry peer holding less than its base share, a
+  // giver above its own base yields down to that base, hungry or not.
+  const selfHungry = !free && bucketHungry(params, slot, r, elapsed, now);
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
-    if (d !== r && (bucketHungry(params, slot, d, elapsed, now) || (free && !quiet(params, slot, d, now)))) targets.push(d);
+    if (d === r || !(bucketHungry(params, slot, d, elapsed, now) || (free && !quiet(params, slot, d, now)))) continue;
+    if (!selfHungry || viewShare(params, slot, d) < params.units[d]!) targets.push(d);
   }
   if (targets.length === 0) return unchanged;
   let reserve = 0;
@@ -819,6 +833,7 @@ export function rebalanceBucket(
     const pace = (SHARE_UNITS * slot.c[r]! * params.periodMs) / (policy.hungerFraction * params.limit * elapsed);
     const previous = (SHARE_UNITS * previousSlot.c[r]!) / params.limit;
     reserve = Math.max(policy.reserveFraction * params.units[r]!, pace, previous);
+    if (targets.some((d) => viewShare(params, slot, d) < params.units[d]!)) reserve = Math.min(reserve, params.units[r]!);
   }
   const share = shareAt(params, slots, fence, now);
   const surplus = share - reserve;

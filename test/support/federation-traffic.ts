@@ -35,6 +35,12 @@ export interface BurstCase {
 }
 
 const START = 5_000;
+/** Late in the window: a region's average gap since the window's start then says nothing about a burst. */
+const LATE = 45_000;
+
+function sequential(start: number): TrafficStream[] {
+  return [burst('us', 400, start, 1_400), burst('eu', 400, start + 2_900, 1_400), burst('ap', 400, start + 5_800, 1_400)];
+}
 
 /** The one-shot shapes of the issue 11 table (all on a never-seen key, in the key's first window/epoch). */
 export const BURSTS: BurstCase[] = [
@@ -43,10 +49,12 @@ export const BURSTS: BurstCase[] = [
   {
     // 400 per region, one region after the other, 1.5 s apart (the seed's per-key case).
     name: 'sequential',
-    traffic: [burst('us', 400, START, 1_400), burst('eu', 400, START + 2_900, 1_400), burst('ap', 400, START + 5_800, 1_400)],
+    traffic: sequential(START),
     durationMs: 20_000,
     target: () => 0.95,
   },
+  { name: 'burst over 1 s, 45 s into the window', traffic: [burst('eu', 1_100, LATE, 1_000)], durationMs: 58_000, target: () => 0.98 },
+  { name: 'sequential, 45 s into the window', traffic: sequential(LATE), durationMs: 58_000, target: () => 0.95 },
   // Everything in the same millisecond: nothing can move before it is decided, so what one region holds is the
   // most any scheme that does not wait can admit: a window base, floor((L + B)/3) = 350, or a bucket's
   // cap(u_r) = C/3 + floor(B/3) = 349.3 tokens.

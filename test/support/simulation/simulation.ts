@@ -172,6 +172,7 @@ class Simulation {
     const { params } = region;
     const held = region.keys.get(spec.key);
     let allowed: boolean;
+    let falseDenial: boolean;
     let state: KeyState | undefined;
     if (this.windowed) {
       const decision = decideWindow(
@@ -183,10 +184,12 @@ class Simulation {
         this.sliding,
       );
       allowed = decision.allowed;
+      falseDenial = decision.falseDenial;
       state = decision.state;
     } else {
       const decision = decideBucket(params, held as BucketState | undefined, region.fence, local, cost);
       allowed = decision.allowed;
+      falseDenial = decision.falseDenial;
       state = decision.state;
     }
     const window = windowIdAt(local, params.periodMs);
@@ -194,6 +197,8 @@ class Simulation {
     if (!allowed && this.federationHadRoom(region, spec.key, held, local, cost)) this.stats.falseDenials++;
     const need = `${region.index}|${spec.key}|${window}`;
     if (!allowed && !this.needs.has(need)) this.needs.set(need, this.now);
+    // decide.lua: a false denial puts the key on the fast lane (its state reaches the donors at once).
+    if (!allowed && falseDenial && held !== undefined) this.fastLane(region, spec.key);
     if (!allowed || !state) return;
     this.stats.admitted += cost;
     const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
