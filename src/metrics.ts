@@ -49,9 +49,18 @@ export const falseDenialsTotal = new Counter({
   name: 'quotafed_federation_false_denials_total',
   help:
     "Federated denials while this region's own view showed federation headroom: a window's allowance denied " +
-    "although G + cost <= L, a bucket lacked local tokens although the epoch's use + cost <= L x elapsed/P " +
+    "although G + cost <= L, a bucket lacked local tokens although the epoch's use + cost <= min(C, L) - the previous epoch's use + L x elapsed/P " +
     '(docs/federation.md section 4).',
   labelNames: ['rule'] as const,
+  registers: [registry],
+});
+
+export const parkedTotal = new Counter({
+  name: 'quotafed_federation_parked_total',
+  help:
+    'Requests parked on a false denial of a rule with maxWaitMs, by how the wait ended: admitted (a grant came in ' +
+    'time) or denied (the wait ran out, or the denial became a true one).',
+  labelNames: ['outcome'] as const,
   registers: [registry],
 });
 

@@ -106,12 +106,14 @@ local function new_bucket(p, fence, now)
 end
 
 -- protocol.ts bucketFalseDenial: outside the fence's zero-share span, the view's epoch use plus the cost fits
--- in what one global bucket refills in the epoch so far (L·elapsed/P), even starting it empty.
+-- in what one global bucket surely holds: min(C, L) less the previous epoch's use, plus L·elapsed/P.
 local function bucket_false_denial(p, bucket, fence, now, cost)
   if now < bucket_fence_end(p, fence) then return false end
   local epoch = math.floor(now / p.period)
   local used = sum_cells(epoch_cells(p, bucket.slots, epoch).c, p.n)
-  return used + cost <= (p.limit * (now - epoch * p.period)) / p.period
+  -- The global bucket held at least min(C, L) less the previous epoch's use when this epoch began.
+  local carried = math.max(0, math.min(p.capacity, p.limit) - sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
+  return used + cost <= carried + (p.limit * (now - epoch * p.period)) / p.period
 end
 
 -- The decision without its effect: { allowed, remaining, tokens (after refill), bucket (the current state),
@@ -149,8 +151,10 @@ local function load_bucket(p, key, for_decision, now)
   if p.n == 1 then ids = {} end
   if for_decision then
     local current = slot_index(math.floor(now / p.period))
-    -- Every region's count of the current epoch too: the false-denial test (bucket_false_denial) sums them.
-    cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, k == current) end
+    local previous = slot_index(math.floor(now / p.period) - 1)
+    -- Every region's count of the current and the previous epoch too: the false-denial test
+    -- (bucket_false_denial) sums them.
+    cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, k == current or k == previous) end
   end
   local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells)
   local tokens = tonumber(state.extra.tokens)

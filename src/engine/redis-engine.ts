@@ -213,7 +213,8 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
         if (timeToGrant && FEDERATED_ALGORITHMS.has(rule.algorithm) && !rule.shadow)
           timeToGrant.decided(rule.name, key, rule.period, result.reply.now, allowed && ruleAllowed, falseDenial);
         if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
-        if (!outcome.allowed && !rule.shadow && rule.algorithm !== 'concurrency') {
+        // A false denial is not cached: the federation has room, and a grant may come within a round trip.
+        if (!outcome.allowed && !falseDenial && !rule.shadow && rule.algorithm !== 'concurrency') {
           cache?.remember(
             key,
             outcome,

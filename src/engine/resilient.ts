@@ -13,6 +13,7 @@ import {
   fallbackSettledTotal,
   limiterOverheadSeconds,
   nearLimitTotal,
+  parkedTotal,
   redisCommandSeconds,
   redisErrorsTotal,
 } from '../metrics.ts';
@@ -21,6 +22,7 @@ import { endpointOf } from './endpoint.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import { createLocalFallback, type LocalFallback, type Unsettled } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
+import { parkBudgetMs, parkPauseMs } from './park.ts';
 import { matchRules, outcomeBase, type MatchedRule } from './rules.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
@@ -210,6 +212,49 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     return { allowed, outcomes, binding: bindingOutcome(outcomes), leases: allowed ? leases : [] };
   };
 
+  /** One decision by Redis under the deadline; a store failure is decided by the fail modes and counted. */
+  const decideByRedis = async (matched: readonly MatchedRule[], request: RequestContext): Promise<Decision> => {
+    const callStarted = performance.now();
+    try {
+      // The rules matched above are the inner engine's own when it was built from this config.
+      const decider = matchedDecider(inner);
+      const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
+      const decision = await withDeadline(work, deadlineMs, 'decision');
+      breaker.recordSuccess();
+      if (settleAgain) void settleFallback();
+      return decision;
+    } catch (error) {
+      if (!isStoreFailure(error)) throw error;
+      redisErrorsTotal.inc({ command: 'decide', kind: errorKind(error) });
+      log.debug({ event: 'decide.failed', error: (error as Error).message }, 'Redis decision failed; fail mode decides');
+      // Decided under the state the request met (closed: fail modes), then counted toward opening.
+      const decision = degraded(matched, request);
+      breaker.recordFailure(error);
+      return decision;
+    } finally {
+      redisCommandSeconds.observe({ command: 'decide' }, (performance.now() - callStarted) / 1000);
+    }
+  };
+
+  let rulesByName = new Map(config.rules.map((rule) => [rule.name, rule]));
+  /**
+   * maxWaitMs (park.ts): a false denial is decided again, a little later each time, until admitted, denied for
+   * good (a true denial, a Redis failure, the breaker opens) or the rule's wait is over; then it is answered.
+   */
+  const park = async (first: Decision, budgetMs: number, matched: readonly MatchedRule[], request: RequestContext) => {
+    const until = performance.now() + budgetMs;
+    let decision = first;
+    for (let attempt = 0; ; attempt++) {
+      const left = until - performance.now();
+      if (left <= 0 || breaker.state === 'open') break;
+      await new Promise((resolve) => setTimeout(resolve, parkPauseMs(attempt, left)));
+      decision = await decideByRedis(matched, request);
+      if (decision.allowed || parkBudgetMs(decision, rulesByName) === 0) break;
+    }
+    parkedTotal.inc({ outcome: decision.allowed ? 'admitted' : 'denied' });
+    return decision;
+  };
+
   const record = (decision: Decision, endpoint: string) => {
     for (const outcome of decision.outcomes) {
       const verdict = outcome.allowed ? 'allowed' : outcome.shadow ? 'shadow_limited' : 'limited';
@@ -231,6 +276,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     async swap(next) {
       const previous = inner;
       config = next.config;
+      rulesByName = new Map(config.rules.map((rule) => [rule.name, rule]));
       inner = next.inner;
       await previous.close();
     },
@@ -244,24 +290,9 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       } else if (breaker.state === 'open') {
         decision = degraded(matched, request);
       } else {
-        const callStarted = performance.now();
-        try {
-          // The rules matched above are the inner engine's own when it was built from this config.
-          const decider = matchedDecider(inner);
-          const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
-          decision = await withDeadline(work, deadlineMs, 'decision');
-          breaker.recordSuccess();
-          if (settleAgain) void settleFallback();
-        } catch (error) {
-          if (!isStoreFailure(error)) throw error;
-          redisErrorsTotal.inc({ command: 'decide', kind: errorKind(error) });
-          log.debug({ event: 'decide.failed', error: (error as Error).message }, 'Redis decision failed; fail mode decides');
-          // Decided under the state the request met (closed: fail modes), then counted toward opening.
-          decision = degraded(matched, request);
-          breaker.recordFailure(error);
-        } finally {
-          redisCommandSeconds.observe({ command: 'decide' }, (performance.now() - callStarted) / 1000);
-        }
+        decision = await decideByRedis(matched, request);
+        const budget = parkBudgetMs(decision, rulesByName);
+        if (budget > 0) decision = await park(decision, budget, matched, request);
       }
       record(decision, endpoint);
       limiterOverheadSeconds.observe((performance.now() - started) / 1000);

@@ -668,9 +668,9 @@ export interface BucketDecision {
   remaining: number;
   /**
    * A false denial (docs/federation.md §4): federated, outside a fence's zero-share span, denied for lack of
-   * this region's tokens although its view of the epoch shows the federation below what one global bucket
-   * refills in the epoch so far, even starting it empty: Σ_o c_e[o] + cost ≤ L·(now − eP)/P. Always false
-   * when allowed.
+   * this region's tokens although its view shows the federation below what one global bucket holds: at
+   * least min(C, L) less the previous epoch's use when the epoch began, plus the refill since:
+   * Σ_o c_e[o] + cost ≤ max(0, min(C, L) − Σ_o c_{e−1}[o]) + L·(now − eP)/P. Always false when allowed.
    */
   falseDenial: boolean;
   /** The new state; the very same object (possibly undefined) when denied. */
@@ -705,7 +705,9 @@ function bucketFalseDenial(params: FederationParams, bucket: BucketState, fence:
   if (params.regions === 1 || now < bucketFenceEnd(params, fence)) return false;
   const epoch = windowIdAt(now, params.periodMs);
   const used = sum(epochCells(bucket.slots, epoch).c);
-  return used + cost <= (params.limit * (now - epoch * params.periodMs)) / params.periodMs;
+  // The global bucket held at least min(C, L) less the previous epoch's use when this epoch began (§4).
+  const carried = Math.max(0, Math.min(params.capacity, params.limit) - sum(epochCells(bucket.slots, epoch - 1).c));
+  return used + cost <= carried + (params.limit * (now - epoch * params.periodMs)) / params.periodMs;
 }
 
 function withEpochSlot(slots: readonly EpochSlot[], id: number): EpochSlot[] {

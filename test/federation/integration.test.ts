@@ -140,7 +140,21 @@ describe('idempotence', () => {
       10_000,
       'b to converge',
     );
-    await fed.flushAll();
+    // Settled: every region has merged the others' rows and acknowledged them (acks travel one more round), so
+    // b's state stops changing before it is compared.
+    let settled = '';
+    await eventually(
+      async () => {
+        await fed.flushAll();
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        const now = JSON.stringify(await stateOf(b, 'fw', key));
+        const same = now === settled;
+        settled = now;
+        return same;
+      },
+      10_000,
+      "b's state to settle",
+    );
 
     const inbound = new Queue(GOSSIP_QUEUE, { connection: { host: '127.0.0.1', port: b.server.port }, prefix: GOSSIP_QUEUE_PREFIX });
     try {

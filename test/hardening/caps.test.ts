@@ -32,6 +32,7 @@ const rule = (overrides: Partial<Rule> = {}): Rule => ({
   leaseTtl: 30_000,
   failMode: 'open',
   shadow: false,
+  maxWaitMs: 0,
   ...overrides,
 });
 

@@ -8,7 +8,8 @@ export type Event =
   | { kind: 'ack'; message: Message }
   | { kind: 'fault'; fault: Fault }
   | { kind: 'probe'; probe: number }
-  | { kind: 'fast'; region: number; key: string };
+  | { kind: 'fast'; region: number; key: string }
+  | { kind: 'park'; region: number; stream: number; cost: number; until: number; attempt: number };
 
 export interface Scheduled {
   at: number;

@@ -147,6 +147,12 @@ class Simulation {
       case 'fast':
         this.fastSend(event.region, event.key);
         return;
+      case 'park': {
+        const region = this.regions[event.region]!;
+        if (region.up) this.decide(region, event.stream, event.cost, event.until, event.attempt);
+        else this.stats.unserved++;
+        return;
+      }
     }
   }
 
@@ -168,6 +174,12 @@ class Simulation {
       this.stats.unserved++;
       return;
     }
+    this.decide(region, stream, cost, this.now + (this.scenario.maxWaitMs ?? 0), 0);
+  }
+
+  /** Decide one request in `region`; a false denial is parked (maxWaitMs) until `until`. */
+  private decide(region: RegionSim, stream: number, cost: number, until: number, attempt: number): void {
+    const spec = this.scenario.traffic[stream]!;
     const local = this.local(region);
     const { params } = region;
     const held = region.keys.get(spec.key);
@@ -193,6 +205,13 @@ class Simulation {
       state = decision.state;
     }
     const window = windowIdAt(local, params.periodMs);
+    if (!allowed && falseDenial && this.now < until) {
+      // park.ts: decide again a little later while the fast lane (below) asks the peers.
+      if (held !== undefined) this.fastLane(region, spec.key);
+      const pause = Math.min(5 * 2 ** attempt, 20, until - this.now);
+      this.queue.push(this.now + pause, { kind: 'park', region: region.index, stream, cost, until, attempt: attempt + 1 });
+      return;
+    }
     this.decisions.push({ t: this.now, local, region: region.index, key: spec.key, cost, allowed, window });
     if (!allowed && this.federationHadRoom(region, spec.key, held, local, cost)) this.stats.falseDenials++;
     const need = `${region.index}|${spec.key}|${window}`;

@@ -88,6 +88,11 @@ export interface Scenario {
    * at most once per this many ms per key. Absent: every key waits for the sync tick.
    */
   fastLaneMs?: number;
+  /**
+   * rules[].maxWaitMs (src/engine/park.ts): a false denial is decided again 5, 10, 20, 20… ms later until
+   * admitted, denied for good or this many ms after its arrival. Absent or 0: answered at once.
+   */
+  maxWaitMs?: number;
 }
 
 export interface SimDecision {
