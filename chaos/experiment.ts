@@ -212,6 +212,7 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     policy,
     failOpen: spec.failOpen ?? false,
     productRedisDefaults: spec.productRedisDefaults ?? false,
+    maxWaitMs: spec.maxWaitMs ?? 0,
     dir: options.dir,
   });
   const annotate = createAnnotator(lab.serviceUrl, lab.adminToken);

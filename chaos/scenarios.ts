@@ -179,6 +179,30 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       peer: false,
       traffic: { ...TRAFFIC, pattern: burst(0, 1_500) },
     },
+    {
+      ...base,
+      name: 'instant-burst-wait',
+      description:
+        `as instant-burst, with rules[].maxWaitMs 250 on both rules: requests beyond us-east's share wait (at most ` +
+        `250 ms) for the idle regions' grant instead of a 429`,
+      durationMs: 2_500,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      maxWaitMs: 250,
+      traffic: { ...TRAFFIC, pattern: burst(0, 1_500) },
+    },
+    {
+      ...base,
+      name: 'burst-250ms-wait',
+      description: 'as burst-250ms, with rules[].maxWaitMs 250 on both rules',
+      durationMs: 2_500,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      maxWaitMs: 250,
+      traffic: { ...TRAFFIC, pattern: burst(250, 1_500) },
+    },
     // Issue 15: the bound through Redis trouble, with the product's Redis timeouts and breaker (local fallback on).
     {
       ...base,

@@ -96,6 +96,8 @@ export interface ScenarioSpec {
   degradedExpected?: boolean;
   /** This run's policy instead of the runner's (e.g. minute-long windows, the issue's probe rule). */
   policy?: Policy;
+  /** rules[].maxWaitMs on both rules: false denials wait this long for a grant (0 or absent: never). */
+  maxWaitMs?: number;
   /** Start the traffic at a window boundary when the current window has less than `durationMs` left. */
   alignToWindow?: boolean;
   /** Background load on random keys for the whole run. */

@@ -21,6 +21,8 @@ export interface RunSettings {
   failOpen: boolean;
   /** The product's Redis timeouts and breaker (local fallback on) instead of the lab's; rules fail closed. */
   productRedisDefaults?: boolean;
+  /** rules[].maxWaitMs on both rules. */
+  maxWaitMs?: number;
   /** Where this run's configs and service log go. */
   dir: string;
 }
@@ -151,6 +153,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
             secret,
             failOpen: settings.failOpen,
             productRedisDefaults: settings.productRedisDefaults ?? false,
+            maxWaitMs: settings.maxWaitMs ?? 0,
           }),
         );
       }

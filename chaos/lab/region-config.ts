@@ -23,6 +23,8 @@ export interface RegionConfigInput {
    * what an operator runs, under the probes of issue 15.
    */
   productRedisDefaults?: boolean;
+  /** rules[].maxWaitMs on both rules (0: answer false denials at once). */
+  maxWaitMs?: number;
 }
 
 export function regionConfig(input: RegionConfigInput): ConfigInput {
@@ -54,6 +56,7 @@ export function regionConfig(input: RegionConfigInput): ConfigInput {
         limit: input.policy.windowLimit,
         period: input.policy.windowPeriodMs,
         failMode,
+        maxWaitMs: input.maxWaitMs ?? 0,
       },
       {
         name: RULE_NAMES.bucket,
@@ -64,6 +67,7 @@ export function regionConfig(input: RegionConfigInput): ConfigInput {
         period: input.policy.bucketPeriodMs,
         burst: input.policy.bucketBurst,
         failMode,
+        maxWaitMs: input.maxWaitMs ?? 0,
       },
     ],
   };
