@@ -11,9 +11,12 @@
   ARGV[1] self index   ARGV[2] region count n   ARGV[3] share units csv   ARGV[4] max clock skew ms
   ARGV[5..9] REBALANCE: hunger fraction, reserve fraction, give fraction, min surplus, idle ms
   ARGV[10] now override ('' = TIME)   ARGV[11] key count m
+  ARGV[12] stranded horizon ms (the sync interval: the time until the next sweep)
   then 5 values per key: algorithm (tb|fw|sw), limit, period ms, burst, leakage budget (-1 = unbounded)
 
-  Returns { keys rebalanced, keys that left the watch set }
+  Returns { keys rebalanced, keys that left the watch set, { stranded per key } }: a window key still watched
+  (a peer is hungry) whose window ends before the next sweep reports this region's unused allowance in it
+  (l_r - c_r), the allowance stranded at window end; 0 otherwise (token buckets carry tokens across epochs).
 ]]
 --- @include "includes/clock"
 --- @include "includes/federation"
@@ -34,10 +37,13 @@ local pending = {}
 for i = 3, n + 1 do pending[#pending + 1] = KEYS[i] end
 local fence = shard_fence(KEYS[2], now)
 
+local horizon = tonumber(ARGV[12])
 local rebalanced, left = 0, 0
+local stranded = {}
 for i = 1, tonumber(ARGV[11]) do
   local key = KEYS[n + 1 + i]
-  local base = 11 + (i - 1) * 5
+  local base = 12 + (i - 1) * 5
+  stranded[i] = 0
   local p = rule_params(ctx, tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
   local changed = false
   local watched = false
@@ -58,6 +64,11 @@ for i = 1, tonumber(ARGV[11]) do
         store_slots(state, state.slots)
         redis.call('PEXPIRE', key, window_ttl(p))
       end
+      local id = math.floor(now / p.period)
+      if not p.unbounded and (id + 1) * p.period - now <= horizon then
+        local slot = cells_of(state.slots, id, n, true)
+        stranded[i] = math.max(0, window_allowance(p, slot, ctx.self, id) - slot.c[ctx.self])
+      end
     end
   end
   if not watched then
@@ -67,4 +78,4 @@ for i = 1, tonumber(ARGV[11]) do
     mark_changed(key, pending, now)
   end
 end
-return { rebalanced, left }
+return { rebalanced, left, stranded }

@@ -9,6 +9,7 @@ const BREAKER_STATE = 'quotafed_breaker_state';
 const BREAKER_TRANSITIONS = 'quotafed_breaker_transitions_total';
 const SYNC_LAG = 'quotafed_federation_sync_lag_seconds';
 const FALSE_DENIALS = 'quotafed_federation_false_denials_total';
+const STRANDED = 'quotafed_federation_stranded_allowance_total';
 
 interface MetricValue {
   value: number;
@@ -28,6 +29,8 @@ export interface MetricsReading {
   syncLagMs: Map<string, number>;
   /** False denials since start, by rule. */
   falseDenials: Map<string, number>;
+  /** Allowance stranded at window end (unused here while a peer was hungry) since start, by rule. */
+  stranded: Map<string, number>;
 }
 
 export interface MetricsReader {
@@ -69,7 +72,7 @@ export function createMetricsReader(registry: Registry, region: string, now: () 
   return {
     async read() {
       // Only the metrics the page needs: serialising the whole registry every second would be waste.
-      const wanted = [REJECTIONS, DECISIONS, BREAKER_STATE, BREAKER_TRANSITIONS, SYNC_LAG, FALSE_DENIALS];
+      const wanted = [REJECTIONS, DECISIONS, BREAKER_STATE, BREAKER_TRANSITIONS, SYNC_LAG, FALSE_DENIALS, STRANDED];
       const metrics = new Map<string, MetricJson>();
       for (const name of wanted) {
         const metric = registry.getSingleMetric(name);
@@ -108,6 +111,7 @@ export function createMetricsReader(registry: Registry, region: string, now: () 
         breaker: { state: state === undefined ? 'unknown' : state >= 1 ? 'open' : 'closed', transitions },
         syncLagMs: new Map(lastLagMs),
         falseDenials: sumBy(metrics.get(FALSE_DENIALS), 'rule'),
+        stranded: sumBy(metrics.get(STRANDED), 'rule'),
       };
     },
   };

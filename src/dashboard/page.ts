@@ -340,6 +340,7 @@ const SCRIPT = `
       el('td', { 'class': 'muted' }, r.by.join(', '), tr);
       el('td', {}, r.failMode, tr);
       el('td', { 'class': 'num', 'data-testid': 'false-denials-' + r.name }, num(r.falseDenials || 0), tr);
+      el('td', { 'class': 'num', 'data-testid': 'stranded-' + r.name }, num(r.stranded || 0), tr);
     });
   }
 
@@ -425,7 +426,8 @@ const BODY = `
   <section class="wide">
     <h2>Rules in force</h2>
     <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th>
-    <th class="num" title="denied by this region's share while its view had federation headroom">false denials</th></tr></thead>
+    <th class="num" title="denied by this region's share while its view had federation headroom">false denials</th>
+    <th class="num" title="allowance this region still held unused when a window ended while a peer was hungry">stranded at window end</th></tr></thead>
     <tbody id="rules-body" data-testid="rules"></tbody></table>
   </section>
 </main>

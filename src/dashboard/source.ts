@@ -39,7 +39,7 @@ function withoutWatch({ watch: _watch, ...rest }: Annotations): Omit<Annotations
   return rest;
 }
 
-function ruleViews(config: Config, falseDenials: ReadonlyMap<string, number>): RuleView[] {
+function ruleViews(config: Config, falseDenials: ReadonlyMap<string, number>, stranded: ReadonlyMap<string, number>): RuleView[] {
   return config.rules.map((rule) => ({
     name: rule.name,
     algorithm: rule.algorithm,
@@ -50,6 +50,7 @@ function ruleViews(config: Config, falseDenials: ReadonlyMap<string, number>): R
     failMode: rule.failMode,
     shadow: rule.shadow,
     falseDenials: falseDenials.get(rule.name) ?? 0,
+    stranded: stranded.get(rule.name) ?? 0,
   }));
 }
 
@@ -93,7 +94,7 @@ export function createDashboardSource(options: DashboardSourceOptions): Closable
       endpoints: reading.endpoints,
       breaker,
       keys,
-      rules: ruleViews(policy.config, reading.falseDenials),
+      rules: ruleViews(policy.config, reading.falseDenials, reading.stranded),
       annotations: annotations === null ? null : withoutWatch(annotations),
       syncIntervalMs: federated ? config.federation.syncIntervalMs : null,
     };

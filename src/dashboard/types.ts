@@ -80,6 +80,8 @@ export interface RuleView {
   shadow: boolean;
   /** False denials of this rule in this region since it started (quotafed_federation_false_denials_total). */
   falseDenials: number;
+  /** Allowance left unused here at window end while a peer was hungry (quotafed_federation_stranded_allowance_total). */
+  stranded: number;
 }
 
 export interface DashboardSnapshot {

@@ -292,7 +292,7 @@ export function sweepCall(
   shard: number,
   watched: readonly { key: string; rule: Rule }[],
   fallbackBudget: Config['federation']['leakageBudget'],
-  options: { now?: number; policy?: RebalancePolicy } = {},
+  options: { now?: number; policy?: RebalancePolicy; strandedHorizonMs?: number } = {},
 ): ScriptCall {
   const n = topology.regions.length;
   const keys = [watchSetKey(shard), shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
@@ -304,6 +304,7 @@ export function sweepCall(
     ...policyArgs(options.policy),
     options.now ?? '',
     watched.length,
+    options.strandedHorizonMs ?? 0,
   ];
   for (const { key, rule } of watched) {
     keys.push(key);
@@ -317,12 +318,18 @@ export interface SweepReply {
   rebalanced: number;
   /** Keys that left the watch set (no hungry peer any more). */
   unwatched: number;
+  /**
+   * Per watched key, in call order: this region's unused allowance in a window that ends within the stranded
+   * horizon while a peer is hungry (allowance stranded at window end); 0 otherwise.
+   */
+  stranded: number[];
 }
 
-/** sweep_watch.lua's reply: { keys rebalanced, keys that left the watch set }. */
+/** sweep_watch.lua's reply: { keys rebalanced, keys that left the watch set, { stranded per key } }. */
 export function parseSweepReply(raw: unknown): SweepReply {
-  const reply = arrayReply('sweep_watch', raw, 2);
-  return { rebalanced: numberAt('sweep_watch', raw, reply[0]), unwatched: numberAt('sweep_watch', raw, reply[1]) };
+  const reply = arrayReply('sweep_watch', raw, 3);
+  const stranded = arrayReply('sweep_watch', reply[2], 0).map((value) => numberAt('sweep_watch', raw, value));
+  return { rebalanced: numberAt('sweep_watch', raw, reply[0]), unwatched: numberAt('sweep_watch', raw, reply[1]), stranded };
 }
 
 export async function runSweepWatch(redis: ScriptedRedis, call: ScriptCall): Promise<SweepReply> {

@@ -17,6 +17,8 @@ export interface FederationMetrics {
   fastLane: Counter<'region' | 'peer'>;
   /** Merges in which this region granted allowance (share) to a peer that needed it. */
   grants: Counter<'region' | 'peer'>;
+  /** Window allowance this region left unused at window end while a peer was hungry, per rule. */
+  stranded: Counter<'region' | 'rule'>;
 }
 
 /** Sync lag spans loopback (ms) to a WAN partition heal (seconds). */
@@ -101,6 +103,14 @@ export function federationMetrics(registry: Registry): FederationMetrics {
         'Gossip merges after which this region gave allowance (share and tokens) to peers that needed it, by the ' +
         'peer whose gossip triggered it.',
       labelNames: perPeer,
+      registers,
+    }),
+    stranded: new Counter({
+      name: 'quotafed_federation_stranded_allowance_total',
+      help:
+        'Window allowance (requests) this region still held unused when a window ended while its view showed a ' +
+        'hungry peer: what the federation could have admitted there and did not (window rules; docs/federation.md §4).',
+      labelNames: ['region', 'rule'] as const,
       registers,
     }),
   };

@@ -24,7 +24,10 @@ import {
   newWindowState,
   sweepBucket,
   sweepWindow,
+  windowAllowance,
+  windowCells,
   windowHasHungryPeer,
+  windowIdAt,
   type BucketState,
   type EpochSlot,
   type FederationParams,
@@ -234,6 +237,7 @@ const stats = {
   changedMerges: 0,
   sweeps: 0,
   swept: 0,
+  stranded: 0,
   tokenChecks: 0,
   tokensExact: 0,
   maxTokenError: 0,
@@ -401,18 +405,27 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         if (members.length === 0) return; // the publisher sends nothing for an empty set (checked: watched is false)
         fenceOnScriptCall(r);
         const now = localNow(r);
+        // Allowance stranded at window end: reported when the window ends within half a period of the sweep.
+        const horizon = Math.floor(setup.periodMs / 2);
         const call = sweepCall(topologies[r]!, SHARD, [{ key: KEY, rule }], configs[r]!.federation.leakageBudget, {
           now,
           policy: setup.policy,
+          strandedHorizonMs: horizon,
         });
         const reply = await runSweepWatch(clients[r]!, call);
         let changed = false;
+        let stranded = 0;
         if (!hungryPeer(r)) {
           s.watched = false;
         } else if (windowed) {
           const result = sweepWindow(s.params, s.window, s.fence, now);
           changed = result.changed;
           s.window = result.state;
+          const id = windowIdAt(now, setup.periodMs);
+          if (s.params.budget !== null && (id + 1) * setup.periodMs - now <= horizon) {
+            const cells = windowCells(s.window, id);
+            stranded = Math.max(0, windowAllowance(s.params, cells, r) - cells.c[r]!);
+          }
         } else {
           const result = sweepBucket(s.params, s.bucket!, s.fence, now);
           changed = result.changed;
@@ -422,6 +435,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         if (changed) stats.swept++;
         expect(reply.rebalanced, `sweep rebalanced (${trace.join(' ')})`).toBe(changed ? 1 : 0);
         expect(reply.unwatched, `sweep removed (${trace.join(' ')})`).toBe(s.watched ? 0 : 1);
+        expect(reply.stranded, `stranded at window end (${trace.join(' ')})`).toEqual([stranded]);
+        if (stranded > 0) stats.stranded++;
         return;
       }
       case 'advance':
@@ -669,6 +684,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     // Free donors now give at the merge, so a sweep that still transfers is rare: the short run in the fast
     // project (DIFFERENTIAL_RUNS=30) may not meet one; the full run in the slow project must.
     if (runs >= 100) expect(stats.swept).toBeGreaterThan(0);
+    if (runs >= 100) expect(stats.stranded).toBeGreaterThan(0);
     expect(stats.tokenChecks).toBeGreaterThan(0);
     // Beyond the 1e-9 tolerance: the numeric contract (docs/federation.md §7) makes tokens bit-identical.
     expect(stats.tokensExact).toBe(stats.tokenChecks);

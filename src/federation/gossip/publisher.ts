@@ -57,8 +57,17 @@ const FAST_KEYS_PER_SHARD = 64;
 /** Watched keys swept per shard and round: bounds one round's work (a random sample when there are more). */
 const SWEEP_KEYS_PER_SHARD = 256;
 
-/** Rebalances the watched keys of every shard once (the sync loop's sweep); returns the keys rebalanced. */
-export async function sweepWatched(redis: ScriptedRedis, config: Config, topology: Topology): Promise<number> {
+/**
+ * Rebalances the watched keys of every shard once (the sync loop's sweep); returns the keys rebalanced.
+ * `onStranded` hears, per rule, the allowance left unused in windows that end before the next sweep while a
+ * peer is hungry.
+ */
+export async function sweepWatched(
+  redis: ScriptedRedis,
+  config: Config,
+  topology: Topology,
+  onStranded?: (rule: string, amount: number) => void,
+): Promise<number> {
   const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
   const members = await Promise.all(
     Array.from({ length: KEY_SHARDS }, (_, shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)),
@@ -76,8 +85,14 @@ export async function sweepWatched(redis: ScriptedRedis, config: Config, topolog
       // A key of a rule that is gone (or no longer federated) has nothing to rebalance.
       if (stale.length > 0) await redis.srem(watchSetKey(shard), ...stale);
       if (watched.length === 0) return 0;
-      const call = sweepCall(topology, shard, watched, config.federation.leakageBudget);
-      return (await runSweepWatch(redis, call)).rebalanced;
+      const call = sweepCall(topology, shard, watched, config.federation.leakageBudget, {
+        strandedHorizonMs: config.federation.syncIntervalMs,
+      });
+      const reply = await runSweepWatch(redis, call);
+      reply.stranded.forEach((amount, i) => {
+        if (amount > 0) onStranded?.(watched[i]!.rule.name, amount);
+      });
+      return reply.rebalanced;
     }),
   );
   return swept.reduce((a, b) => a + b, 0);
@@ -267,7 +282,9 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     },
     async round() {
       try {
-        await sweepWatched(redis, deps.currentConfig?.() ?? config, topology);
+        await sweepWatched(redis, deps.currentConfig?.() ?? config, topology, (rule, amount) =>
+          metrics.stranded.inc({ region, rule }, amount),
+        );
       } catch (error) {
         // Local Redis trouble: the watched keys stay watched and the next round sweeps them.
         logger.debug({ event: 'federation.sweep_failed', error: (error as Error).message }, 'could not sweep the watch sets');
