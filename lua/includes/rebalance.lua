@@ -40,22 +40,27 @@ local function active(slot, d, now, policy)
   return slot.t[d] > 0 and now - slot.t[d] <= policy.idle
 end
 
--- Quiet: no admission in the slot's window for idle/5 ms and for ten of its own average gaps in it.
+-- The least silence that makes a region quiet (protocol.ts quietSpan): idle/5, at most a twentieth of the period.
+local function quiet_span(p)
+  return math.min(p.policy.idle / 5, p.period / 20)
+end
+
+-- Quiet: no admission in the slot's window for the quiet span and for ten of its own average gaps in it.
 local QUIET_GAPS = 10
 local function quiet(p, slot, d, now)
   if slot.t[d] <= 0 then return true end
   local gaps = 0
   if slot.c[d] > 0 then gaps = (QUIET_GAPS * (slot.t[d] - slot.id * p.period)) / slot.c[d] end
-  return now - slot.t[d] > math.max(p.policy.idle / 5, gaps)
+  return now - slot.t[d] > math.max(quiet_span(p), gaps)
 end
 
 -- A free donor (protocol.ts freeDonor): quiet in this window (epoch) after admitting in it (traffic that began
--- in it needs only idle/5 of silence; traffic carried over from the previous one also ten of its gaps), or
+-- in it needs only the quiet span of silence; traffic carried over from the previous one also ten of its gaps), or
 -- nothing admitted in it yet and quiet in the previous one.
 local function free_donor(p, slot, previous, r, now)
   if slot.t[r] <= 0 then return quiet(p, previous, r, now) end
   if previous.c[r] > 0 then return quiet(p, slot, r, now) end
-  return now - slot.t[r] > p.policy.idle / 5
+  return now - slot.t[r] > quiet_span(p)
 end
 
 -- Hungry: active and not quiet, and used more than the hunger fraction of its allowance.

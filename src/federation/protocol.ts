@@ -401,7 +401,8 @@ function active(slot: Slot, d: number, now: number, policy: RebalancePolicy): bo
 }
 
 /**
- * Quiet: no admission in window (epoch) `slot.id` for idleMs/5 and for ten of its own average gaps in it, so a
+ * Quiet: no admission in window (epoch) `slot.id` for the quiet span (idleMs/5, at most P/20) and for ten of
+ * its own average gaps in it, so a
  * region with steady low traffic is not mistaken for a free donor by one long gap. (A peer stays "active", and
  * so can be hungry, for the whole idleMs: a starved region's denials write nothing, so its last admission is
  * all that shows its demand until a free donor answers it.)
@@ -410,13 +411,13 @@ const QUIET_GAPS = 10;
 function quiet(params: FederationParams, slot: Slot, d: number, now: number): boolean {
   if (slot.t[d]! <= 0) return true;
   const gaps = slot.c[d]! > 0 ? (QUIET_GAPS * (slot.t[d]! - slot.id * params.periodMs)) / slot.c[d]! : 0;
-  return now - slot.t[d]! > Math.max(params.rebalance.idleMs / 5, gaps);
+  return now - slot.t[d]! > Math.max(quietSpan(params), gaps);
 }
 
 /**
  * A free donor gives (nearly) all it holds. It admitted in this window (epoch) and has gone quiet since: its
  * traffic stopped or moved, so what it keeps for its own use is stranded. Traffic that began in this window
- * needs only idleMs/5 of silence (the average gap since the window's start says nothing about a burst that
+ * needs only the quiet span of silence (the average gap since the window's start says nothing about a burst that
  * started late in it); traffic carried over from the previous window also ten of its gaps (quiet()). Or it
  * admitted nothing in this window yet and was quiet in the previous one (a region with steady traffic admits
  * nothing yet at a window's start: the previous window tells it apart from an idle one there).
@@ -424,7 +425,12 @@ function quiet(params: FederationParams, slot: Slot, d: number, now: number): bo
 function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: number, now: number): boolean {
   if (slot.t[r]! <= 0) return quiet(params, previous, r, now);
   if (previous.c[r]! > 0) return quiet(params, slot, r, now);
-  return now - slot.t[r]! > params.rebalance.idleMs / 5;
+  return now - slot.t[r]! > quietSpan(params);
+}
+
+/** The least silence that makes a region quiet: idleMs/5, at most a twentieth of the period. */
+function quietSpan(params: FederationParams): number {
+  return Math.min(params.rebalance.idleMs / 5, params.periodMs / 20);
 }
 
 /** Hungry: active and not quiet, and used more than hungerFraction of its allowance. */

@@ -2,7 +2,7 @@
 // partition and convergence after the heal (item 5). Deterministic seeds; the figures are virtual-time.
 import { describe, expect, it } from 'vitest';
 import { simulate, type Scenario, type SimResult, type TrafficShape } from '../support/simulation/index.ts';
-import { BUDGET, BURSTS, LIMIT, STEADY, overallRatio, percentile, runBurst, steady, windowRatios } from '../support/federation-traffic.ts';
+import { BUDGET, BURSTS, LIMIT, STEADY, healthy as healthyRun, overallRatio, percentile, runBurst, steady, windowRatios } from '../support/federation-traffic.ts';
 
 const MINUTE = 60_000;
 
@@ -134,6 +134,27 @@ describe('issue 11: long-running shapes, every window/epoch from the first ≥ 9
         }
       });
     }
+  }
+});
+
+// Short periods (the chaos lab's 300 per 5 s, demand moving every 2 s at 80/s): the quiet span is at most P/20,
+// so a region whose traffic moved away frees its allowance within a quarter second, not a fifth of the window.
+describe('short periods: shifting demand on 300 per 5 s', () => {
+  for (const algorithm of ALGORITHMS) {
+    it(`${algorithm}: ≥ 93% of the exact limiter over six windows, within the bound`, () => {
+      for (const seed of [1, 2, 3]) {
+        const result = simulate(
+          {
+            ...healthyRun([{ key: 'k', ratePerSec: 80, shape: { kind: 'shifting', everyMs: 2_000 } }], algorithm, 30_000),
+            rule: { algorithm, limit: 300, periodMs: 5_000, leakageBudget: '5%' },
+            maxClockSkewMs: 100,
+          },
+          seed,
+        );
+        expect(overallRatio(result), `seed ${seed}`).toBeGreaterThanOrEqual(0.93);
+        if (algorithm !== 'tokenBucket') for (const window of result.stats.windows) expect(window.admitted).toBeLessThanOrEqual(315);
+      }
+    });
   }
 });
 
