@@ -85,7 +85,15 @@ for i = 1, rule_count do
   end
   -- A false denial (this region ran out while the federation has room) sends the key's state at once, so a
   -- donor sees the hunger a sync interval sooner; the grant comes back on the fast lane as well.
-  if decision.false_denial and decision.federated and fast then redis.call('SADD', fast, decision.key) end
+  -- It is demand too: the rule refreshes this region's admission time (never its count) and the key goes to
+  -- the peers, so they keep seeing this region hungry while it waits (protocol.ts decideWindow/decideBucket).
+  if decision.false_denial and decision.federated then
+    if decision.touch then
+      decision.touch()
+      mark_changed(decision.key, pending, now)
+    end
+    if fast then redis.call('SADD', fast, decision.key) end
+  end
   reply[#reply + 1] = decision.allowed and 1 or 0
   reply[#reply + 1] = decision.remaining
   reply[#reply + 1] = decision.reset_at

@@ -1,7 +1,7 @@
 --[[
   The sync loop's sweep over one shard's watch set (protocol.ts sweepWindow / sweepBucket): each watched key
   whose view still shows a hungry peer is rebalanced in its current window (epoch) without new gossip; a key
-  with no hungry peer (or no state) leaves the set. A starved peer's denials change nothing and send nothing,
+  with no hungry peer (or no state) leaves the set. A starved peer's true denials change nothing and send nothing,
   so without this a giver that went idle after the peer's last message would never notice it.
 
   KEYS[1] watch set qf:{s<n>}:w   KEYS[2] shard marker qf:{s<n>}:m

@@ -59,21 +59,28 @@ local function federated_window(p, rule, ctx, now, sliding)
     commit_window(p, state.slots, now, id, rule.cost)
     store_slots(state, state.slots)
   end
+  -- A false denial is demand (protocol.ts decideWindow): this region's t in the window, nothing else.
+  local function touch()
+    local k = slot_index(id)
+    if state.slots[k].id ~= id then state.slots[k] = empty_slot(n, id, true) end
+    state.slots[k].t[r] = math.max(state.slots[k].t[r], now)
+    store_slots(state, state.slots)
+  end
   local counts = sum_cells(cells_of(state.slots, id, n, true).c, n)
   local before = sum_cells(cells_of(state.slots, id - 1, n, true).c, n)
   if window_forfeited(p, ctx.fence, id) then before = -1 end
   -- This region's first admission in the window: the key goes on the fast lane.
   verdict.first = cells_of(state.slots, id, n, true).c[r] == 0
-  return verdict, counts, before, store
+  return verdict, counts, before, store, touch
 end
 
 local function window_rule(rule, ctx, now, sliding)
   local p = rule_params(ctx, rule.limit, rule.period, rule.burst, rule.budget)
-  local verdict, current, previous, store
+  local verdict, current, previous, store, touch
   if ctx.n == 1 then
     verdict, current, previous, store = single_region_window(p, rule, now, sliding)
   else
-    verdict, current, previous, store = federated_window(p, rule, ctx, now, sliding)
+    verdict, current, previous, store, touch = federated_window(p, rule, ctx, now, sliding)
   end
   local reset_at = (verdict.id + 1) * p.period
   local decision = {
@@ -97,6 +104,12 @@ local function window_rule(rule, ctx, now, sliding)
   decision.commit = function()
     store()
     redis.call('PEXPIRE', rule.key, window_ttl(p))
+  end
+  if touch then
+    decision.touch = function()
+      touch()
+      redis.call('PEXPIRE', rule.key, window_ttl(p))
+    end
   end
   return decision
 end

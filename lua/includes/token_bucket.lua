@@ -1,6 +1,6 @@
 --[[
   Token bucket for decide.lua (protocol.ts decideBucket): a hash with `tokens` and `last_refill` (ms), a cost
-  of n tokens, a denial writes nothing. Federated, the region holds a share σ of capacity and rate that
+  of n tokens, a denial writes nothing (a false one only refreshes t, demand). Federated, the region holds a share σ of capacity and rate that
   follows its epoch slots (bucket_share.lua); a single region holds all of it and stores nothing else.
   rule = { key, limit (tokens per period), period, burst (capacity), budget, cost }
 ]]
@@ -16,18 +16,30 @@ local function federated_bucket(rule, ctx, now)
   local function store()
     store_bucket(p, state, commit_bucket(p, verdict, ctx.fence, now, rule.cost))
   end
+  -- A false denial of a stored bucket is demand (protocol.ts decideBucket): this region's t in the epoch.
+  local touch = nil
+  if bucket ~= nil then
+    touch = function()
+      local epoch = math.floor(now / p.period)
+      local k = slot_index(epoch)
+      local slots = verdict.bucket.slots
+      if slots[k].id ~= epoch then slots[k] = empty_slot(p.n, epoch, false) end
+      slots[k].t[p.self] = math.max(slots[k].t[p.self], now)
+      store_bucket(p, state, verdict.bucket)
+    end
+  end
   -- This region's first admission in the epoch: the key goes on the fast lane.
   local first = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period)).c[p.self] == 0
-  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first, verdict.false_denial == true
+  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first, verdict.false_denial == true, touch
 end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  local tokens, capacity, rate, store, first, false_denial
+  local tokens, capacity, rate, store, first, false_denial, touch
   if ctx.n == 1 then
     tokens, capacity, rate, store = single_region_bucket(rule, now)
   else
-    tokens, capacity, rate, store, first, false_denial = federated_bucket(rule, ctx, now)
+    tokens, capacity, rate, store, first, false_denial, touch = federated_bucket(rule, ctx, now)
   end
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, cost, period, now)
   return {
@@ -39,5 +51,6 @@ local function token_bucket(rule, ctx, now)
     first = first == true,
     false_denial = false_denial == true,
     commit = store,
+    touch = touch,
   }
 end

@@ -281,7 +281,10 @@ export interface WindowDecision {
    * outside a forfeited window. Always false when allowed.
    */
   falseDenial: boolean;
-  /** The new state; the very same object when denied (a denial changes nothing). */
+  /**
+   * The new state; the very same object when truly denied (a denial changes nothing). A false denial refreshes
+   * this region's t in the window (demand), nothing else.
+   */
   state: WindowState;
 }
 
@@ -308,7 +311,15 @@ export function decideWindow(
   }
   const remaining = Math.max(0, Math.min(local, room));
   if (windowForfeited(params, fence, id)) return { allowed: false, remaining: 0, falseDenial: false, state };
-  if (cost > remaining) return { allowed: false, remaining, falseDenial: cost <= room, state };
+  if (cost > remaining) {
+    if (cost > room) return { allowed: false, remaining, falseDenial: false, state };
+    // A false denial is demand: it refreshes this region's admission time (never its count), so its peers keep
+    // seeing it hungry while it waits for a grant (§2, "demand").
+    const touched = withSlot(state, id);
+    const cells = touched.slots[slotIndex(id)]!;
+    cells.t[r] = Math.max(cells.t[r]!, now);
+    return { allowed: false, remaining, falseDenial: true, state: touched };
+  }
   const next = withSlot(state, id);
   const slot = next.slots[slotIndex(id)]!;
   slot.c[r] = slot.c[r]! + cost;
@@ -679,7 +690,10 @@ export interface BucketDecision {
    * Σ_o c_e[o] + cost ≤ max(0, min(C, L) − Σ_o c_{e−1}[o]) + L·(now − eP)/P. Always false when allowed.
    */
   falseDenial: boolean;
-  /** The new state; the very same object (possibly undefined) when denied. */
+  /**
+   * The new state; the very same object (possibly undefined) when truly denied. A false denial of a stored
+   * bucket refreshes this region's t in the epoch (demand), nothing else.
+   */
   state: BucketState | undefined;
 }
 
@@ -693,7 +707,15 @@ export function decideBucket(
   const current = state ?? newBucket(params, fence, now);
   const tokens = refill(params, current, fence, now);
   const epoch = windowIdAt(now, params.periodMs);
-  if (tokens < cost) return { allowed: false, remaining: tokens, falseDenial: bucketFalseDenial(params, current, fence, now, cost), state };
+  if (tokens < cost) {
+    const falseDenial = bucketFalseDenial(params, current, fence, now, cost);
+    if (!falseDenial || state === undefined) return { allowed: false, remaining: tokens, falseDenial, state };
+    // Demand, as for windows: t[r] refreshed in the epoch's slot; tokens and refill time untouched.
+    const touched = withEpochSlot(state.slots, epoch);
+    const cells = touched[slotIndex(epoch)]!;
+    cells.t[params.self] = Math.max(cells.t[params.self]!, now);
+    return { allowed: false, remaining: tokens, falseDenial, state: { ...state, slots: touched } };
+  }
   const slots = withEpochSlot(current.slots, epoch);
   const slot = slots[slotIndex(epoch)]!;
   slot.c[params.self] = slot.c[params.self]! + cost;

@@ -238,7 +238,7 @@ function buildParams(input: { weights: number[]; limit: number; budget: number; 
 }
 
 describe('windows: region-local invariants under any history', () => {
-  it('own rows never shrink and a denial changes nothing, whatever gossip arrives', () => {
+  it("own rows never shrink and a denial changes nothing but a false denial's own t, whatever gossip arrives", () => {
     fc.assert(
       fc.property(paramsArb, fc.array(op, { minLength: 1, maxLength: 40 }), fc.boolean(), (input, ops, sliding) => {
         const p = buildParams(input);
@@ -252,9 +252,19 @@ describe('windows: region-local invariants under any history', () => {
             const decision = decideWindow(p, state, input.fence, now, step.cost, sliding);
             // A window that started at or before the recovery fence admits nothing.
             if (windowForfeited(p, input.fence, Math.floor(now / 1_000))) expect(decision.allowed).toBe(false);
-            if (!decision.allowed) {
+            if (!decision.allowed && !decision.falseDenial) {
               expect(decision.state).toBe(state);
               expect(state).toEqual(before);
+            }
+            if (decision.falseDenial) {
+              // Demand: only this region's t in the current window moves, to now.
+              expect(state).toEqual(before);
+              const id = Math.floor(now / 1_000);
+              const touched = structuredClone(decision.state);
+              const cells = touched.slots.find((slot) => slot.id === id)!;
+              expect(cells.t[r]).toBe(Math.max(windowCells(before, id).t[r]!, now));
+              cells.t[r] = windowCells(before, id).t[r]!;
+              if (before.slots.some((slot) => slot.id === id)) expect(touched).toEqual(before);
             }
             state = decision.state;
           } else {
@@ -313,7 +323,7 @@ describe('windows: invariants with honest peers', () => {
 });
 
 describe('token bucket: region-local invariants', () => {
-  it('σ_r stays ≥ 0 at every later instant, tokens ≤ cap, own rows never shrink, denials change nothing', () => {
+  it('σ_r stays ≥ 0 at every later instant, tokens ≤ cap, own rows never shrink, denials change nothing but t', () => {
     fc.assert(
       fc.property(paramsArb, fc.array(op, { minLength: 1, maxLength: 40 }), (input, ops) => {
         const p = buildParams(input);
@@ -325,9 +335,20 @@ describe('token bucket: region-local invariants', () => {
           if (step.kind === 'admit') {
             const before = structuredClone(state);
             const decision = decideBucket(p, state, input.fence, now, step.cost);
-            if (!decision.allowed) {
+            if (!decision.allowed && !decision.falseDenial) {
               expect(decision.state).toBe(state);
               expect(state).toEqual(before);
+            }
+            if (decision.falseDenial && state !== undefined) {
+              // Demand: only this region's t in the current epoch moves, to now; tokens and refill time stay.
+              expect(state).toEqual(before);
+              const id = Math.floor(now / 1_000);
+              const touched = structuredClone(decision.state)!;
+              expect(touched.tokens).toBe(state.tokens);
+              expect(touched.lastRefill).toBe(state.lastRefill);
+              const cells = touched.slots.find((slot) => slot.id === id)!;
+              expect(cells.t[r]).toBeGreaterThanOrEqual(now);
+              expect(cells.c[r]).toBe(state.slots.find((slot) => slot.id === id)?.c[r] ?? 0);
             }
             state = decision.state;
           } else {

@@ -2,7 +2,18 @@
 // partition and convergence after the heal (item 5). Deterministic seeds; the figures are virtual-time.
 import { describe, expect, it } from 'vitest';
 import { simulate, type Scenario, type SimResult, type TrafficShape } from '../support/simulation/index.ts';
-import { BUDGET, BURSTS, LIMIT, STEADY, healthy as healthyRun, overallRatio, percentile, runBurst, steady, windowRatios } from '../support/federation-traffic.ts';
+import {
+  BUDGET,
+  BURSTS,
+  LIMIT,
+  STEADY,
+  healthy as healthyRun,
+  overallRatio,
+  percentile,
+  runBurst,
+  steady,
+  windowRatios,
+} from '../support/federation-traffic.ts';
 
 const MINUTE = 60_000;
 

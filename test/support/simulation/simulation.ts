@@ -205,9 +205,11 @@ class Simulation {
       state = decision.state;
     }
     const window = windowIdAt(local, params.periodMs);
+    // decide.lua: a false denial refreshes the region's t (demand), goes to the peers, and on the fast lane.
+    if (!allowed && falseDenial && state !== undefined) this.changed(region, spec.key, state);
     if (!allowed && falseDenial && this.now < until) {
       // park.ts: decide again a little later while the fast lane (below) asks the peers.
-      if (held !== undefined) this.fastLane(region, spec.key);
+      if (state !== undefined) this.fastLane(region, spec.key);
       const pause = Math.min(5 * 2 ** attempt, 20, until - this.now);
       this.queue.push(this.now + pause, { kind: 'park', region: region.index, stream, cost, until, attempt: attempt + 1 });
       return;
@@ -216,8 +218,7 @@ class Simulation {
     if (!allowed && this.federationHadRoom(region, spec.key, held, local, cost)) this.stats.falseDenials++;
     const need = `${region.index}|${spec.key}|${window}`;
     if (!allowed && !this.needs.has(need)) this.needs.set(need, this.now);
-    // decide.lua: a false denial puts the key on the fast lane (its state reaches the donors at once).
-    if (!allowed && falseDenial && held !== undefined) this.fastLane(region, spec.key);
+    if (!allowed && falseDenial && state !== undefined) this.fastLane(region, spec.key);
     if (!allowed || !state) return;
     this.stats.admitted += cost;
     const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
