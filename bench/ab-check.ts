@@ -6,6 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { startRedis } from '../src/ops/redis-process.ts';
+import { newClient } from './lib/context.ts';
+import { commandCalls } from './lib/redis-stats.ts';
 import { median } from './lib/stats.ts';
 import { runLoad, startServer, type ServerProcess } from './lib/processes.ts';
 
@@ -14,6 +16,10 @@ const modes = (process.argv[3] ?? 'fresh,hot').split(',');
 const other = process.argv[4];
 const redis = await startRedis();
 const redisUrl = redis.url;
+const admin = newClient(redisUrl);
+/** Round trips to Redis so far: script calls (FCALL, EVALSHA, EVAL). */
+const roundTrips = async () =>
+  Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
 const upstream = await startServer('upstream');
 const file = parseYaml(readFileSync(new URL('../regions/us-east.yaml', import.meta.url), 'utf8')) as { rules: unknown[] };
 const config = { region: 'us-east', rules: file.rules, upstream: { url: upstream.url } } as never;
@@ -23,13 +29,14 @@ const servers: Record<string, ServerProcess> = {
   quotafed: await startServer('service', { redisUrl, config }),
   ...(other ? { other: await startServer('service', { redisUrl, config }, join(other, 'bench/http/server.ts')) } : {}),
 };
-const results: Record<string, { rps: number[]; cpu: number[] }> = {};
+const results: Record<string, { rps: number[]; cpu: number[]; trips: number[] }> = {};
 for (let r = 0; r < rounds; r++) {
   for (const mode of modes) {
     const extra = mode === 'hot' ? { apiKey: 'hot-key', apiKeys: 1 } : { apiKeys: 10_000_000 };
     for (const name of Object.keys(servers).filter((name) => mode === 'fresh' || name !== 'bare')) {
       const server = servers[name]!;
       const before = server.cpuMicros()!;
+      const tripsBefore = await roundTrips();
       const figures = await runLoad({
         url: server.url,
         method: 'POST',
@@ -39,7 +46,8 @@ for (let r = 0; r < rounds; r++) {
         warmupS: 0.5,
         ...extra,
       });
-      const row = (results[`${mode} ${name}`] ??= { rps: [], cpu: [] });
+      const row = (results[`${mode} ${name}`] ??= { rps: [], cpu: [], trips: [] });
+      row.trips.push(((await roundTrips()) - tripsBefore) / figures.allRequests);
       row.rps.push(figures.rps);
       row.cpu.push((server.cpuMicros()! - before) / figures.allRequests);
       process.stderr.write(`${mode} ${name}: ${Math.round(figures.rps)} req/s, ${row.cpu.at(-1)!.toFixed(1)} µs/req\n`);
@@ -48,9 +56,11 @@ for (let r = 0; r < rounds; r++) {
 }
 for (const [name, row] of Object.entries(results))
   console.log(
-    `${name.padEnd(16)} ${String(Math.round(median(row.rps))).padStart(6)} req/s  server CPU ${median(row.cpu).toFixed(1)} µs/req  (rounds ${row.cpu.map((c) => c.toFixed(0)).join(' / ')} µs)`,
+    `${name.padEnd(16)} ${String(Math.round(median(row.rps))).padStart(6)} req/s  server CPU ${median(row.cpu).toFixed(1)} µs/req ` +
+      `(rounds ${row.cpu.map((c) => c.toFixed(0)).join(' / ')} µs)  Redis round trips/req ${median(row.trips).toFixed(3)}`,
   );
 for (const server of Object.values(servers)) await server.stop();
 await upstream.stop();
+await admin.quit();
 await redis.stop();
 process.exit(0);
