@@ -1,6 +1,7 @@
-// `npx tsx bench/ab-check.ts [rounds] [fresh,hot] [other checkout]`: POST /v1/check with us-east's rules in one
+// `npx tsx bench/ab-check.ts [rounds] [fresh,hot,gateway] [other checkout]`: POST /v1/check with us-east's rules in one
 // region, against Hono + rate-limiter-flexible (and the bare Hono handler for fresh keys), interleaved rounds,
-// 50 connections, req/s and server CPU µs per request. With another checkout's path (its node_modules in place),
+// 50 connections, req/s and server CPU µs per request; `gateway`: GET forwarded to a local upstream against a
+// bare Hono proxy. With another checkout's path (its node_modules in place),
 // its service runs beside this one's in the same rounds: an A/B of two versions on a shared machine.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ const file = parseYaml(readFileSync(new URL('../regions/us-east.yaml', import.me
 const config = { region: 'us-east', rules: file.rules, upstream: { url: upstream.url } } as never;
 const servers: Record<string, ServerProcess> = {
   bare: await startServer('bare'),
+  ...(modes.includes('gateway') ? { proxy: await startServer('bare-proxy', { upstreamUrl: upstream.url }) } : {}),
   rlf: await startServer('rlf-check', { redisUrl, limit: 1000 }),
   quotafed: await startServer('service', { redisUrl, config }),
   ...(other ? { other: await startServer('service', { redisUrl, config }, join(other, 'bench/http/server.ts')) } : {}),
@@ -33,7 +35,12 @@ const results: Record<string, { rps: number[]; cpu: number[]; trips: number[] }>
 for (let r = 0; r < rounds; r++) {
   for (const mode of modes) {
     const extra = mode === 'hot' ? { apiKey: 'hot-key', apiKeys: 1 } : { apiKeys: 10_000_000 };
-    for (const name of Object.keys(servers).filter((name) => mode === 'fresh' || name !== 'bare')) {
+    const names = Object.keys(servers).filter((name) =>
+      mode === 'gateway'
+        ? name === 'proxy' || name === 'quotafed' || name === 'other'
+        : name !== 'proxy' && (mode === 'fresh' || name !== 'bare'),
+    );
+    for (const name of names) {
       const server = servers[name]!;
       const before = server.cpuMicros()!;
       const tripsBefore = await roundTrips();
@@ -50,7 +57,9 @@ for (let r = 0; r < rounds; r++) {
       row.trips.push(((await roundTrips()) - tripsBefore) / figures.allRequests);
       row.rps.push(figures.rps);
       row.cpu.push((server.cpuMicros()! - before) / figures.allRequests);
-      process.stderr.write(`${mode} ${name}: ${Math.round(figures.rps)} req/s, ${row.cpu.at(-1)!.toFixed(1)} µs/req\n`);
+      process.stderr.write(
+        `${mode} ${name}: ${Math.round(figures.rps)} req/s, ${row.cpu.at(-1)!.toFixed(1)} µs/req ${JSON.stringify(figures.statuses)}\n`,
+      );
     }
   }
 }
