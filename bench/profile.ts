@@ -1,4 +1,6 @@
-// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway|rlf-check] [seconds] [hot]`.
+// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway|rlf-check] [seconds] [hot] [seed] [prewarm]`.
+// `seed`: us-east's four rules in one region (what the bench's http section runs) instead of the one per-key rule;
+// `prewarm`: a fresh-key load first, as the bench runs before its hot-key row (the profile covers the last run only).
 // Starts its own redis-server (and upstream for the gateway), runs the server under `node --cpu-prof` with the
 // one-region seed rule (1,000 per minute per API key, token bucket), loads it with autocannon (fresh API key per
 // request), and prints the top self-time entries plus the busy time under a few named frames.
@@ -7,9 +9,10 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { stopChild } from '../src/ops/stop-child.ts';
-import { runLoad, startServer } from './lib/processes.ts';
+import { processCpuMicros, runLoad, startServer } from './lib/processes.ts';
 
 interface ProfileNode {
   id: number;
@@ -26,7 +29,10 @@ const SERVER = fileURLToPath(new URL('./http/server.ts', import.meta.url));
 const target = (process.argv[2] ?? 'check') as 'check' | 'gateway' | 'rlf-check';
 const seconds = Number(process.argv[3] ?? 5);
 /** `hot`: one API key for every request (the seed rule then denies most of them) instead of a fresh key each. */
-const hot = process.argv[4] === 'hot';
+const flags = new Set(process.argv.slice(4));
+const hot = flags.has('hot');
+const seedRules = flags.has('seed');
+const prewarm = flags.has('prewarm');
 
 function label(node: ProfileNode): string {
   const { functionName, url, lineNumber } = node.callFrame;
@@ -89,7 +95,9 @@ async function main(): Promise<void> {
   const upstream = target === 'gateway' ? await startServer('upstream') : undefined;
   const config = {
     region: 'us-east',
-    rules: [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: '1m' }],
+    rules: seedRules
+      ? (parseYaml(readFileSync(new URL('../regions/us-east.yaml', import.meta.url), 'utf8')) as { rules: unknown[] }).rules
+      : [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: '1m' }],
     ...(upstream ? { upstream: { url: upstream.url } } : {}),
   };
   // rlf-check: Hono + rate-limiter-flexible on the same route and body, for comparison.
@@ -106,6 +114,18 @@ async function main(): Promise<void> {
       if (match) resolve(match[1]!);
     });
   });
+  if (prewarm) {
+    await runLoad({
+      url,
+      method: target === 'gateway' ? 'GET' : 'POST',
+      path: target === 'gateway' ? '/items' : '/v1/check',
+      connections: 32,
+      durationS: seconds,
+      warmupS: 0,
+      apiKeys: 10_000_000,
+    });
+  }
+  const cpuBefore = processCpuMicros(child.pid);
   const figures = await runLoad({
     url,
     method: target === 'gateway' ? 'GET' : 'POST',
@@ -116,6 +136,8 @@ async function main(): Promise<void> {
     apiKeys: 1_000_000,
     ...(hot ? { apiKey: 'hot-key' } : {}),
   });
+  const cpuAfter = processCpuMicros(child.pid);
+  const cpuPerRequest = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / figures.allRequests : NaN;
   await stopChild(child, 15_000);
   upstream && (await upstream.stop());
   await redis.stop();
@@ -143,7 +165,7 @@ async function main(): Promise<void> {
   const pct = (count: number) => `${((100 * count) / busy).toFixed(1)}%`;
   process.stdout.write(
     `${target}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99Ms} ms, statuses ${JSON.stringify(figures.statuses)}; ` +
-      `profile ${join(dir, file)}\n`,
+      `server CPU ${cpuPerRequest.toFixed(1)} µs/req (profiler on); profile ${join(dir, file)}\n`,
   );
   process.stdout.write(`busy samples ${busy} of ${summary.total}\n\nself time (share of busy):\n`);
   for (const [name, count] of summary.top) process.stdout.write(`  ${pct(count).padStart(6)}  ${name}\n`);

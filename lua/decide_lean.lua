@@ -26,6 +26,12 @@ local n = tonumber(ARGV[2])
 if n ~= 1 then error('decide_lean decides for one region, got ' .. tostring(n)) end
 local rule_count = tonumber(ARGV[5])
 local now = now_ms(ARGV[6])
+-- One fixed-window or token-bucket rule: the same decision without the general loop's tables (lean.lua).
+if rule_count == 1 then
+  local code = ARGV[7]
+  if code == 'fw' then return single_fixed_window_reply(KEYS[2], ARGV, now) end
+  if code == 'tb' then return single_token_bucket_reply(KEYS[2], ARGV, now) end
+end
 local ctx = { n = 1, self = 0, skew = tonumber(ARGV[4]), fence = 0 }
 local decisions = {}
 local all_allowed = 1

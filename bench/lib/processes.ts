@@ -36,8 +36,9 @@ export function processCpuMicros(pid: number | undefined): number | undefined {
   }
 }
 
-export async function startServer(mode: ServerMode, options: ServerOptions = {}): Promise<ServerProcess> {
-  const child = tsxProcess(SERVER, [mode, JSON.stringify(options)]);
+/** `script`: another checkout's bench/http/server.ts (A/B of two versions side by side); this one's by default. */
+export async function startServer(mode: ServerMode, options: ServerOptions = {}, script = SERVER): Promise<ServerProcess> {
+  const child = tsxProcess(script, [mode, JSON.stringify(options)]);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-4_000);

@@ -91,3 +91,44 @@ end
 local function sliding_window(rule, ctx, now)
   return window_rule(rule, ctx, now, true)
 end
+
+--[[
+  One rule of one of these two algorithms (nearly every call): the same reads, writes, numbers and reply as
+  decide_lean.lua's loop over window_rule / token_bucket, without its tables and closures. Returns the reply.
+  ARGV as decide_lean.lua takes it; the rule's values start at ARGV[7].
+]]
+local function single_fixed_window_reply(key, ARGV, now)
+  local L, P, cost = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[11])
+  local id = math.floor(now / P)
+  local k = tostring(id % 3)
+  local held = redis.call('HMGET', key, 'w' .. k, 'c' .. k .. '.0')
+  local count = 0
+  local current = tonumber(held[1]) == id
+  if current then count = tonumber(held[2]) or 0 end
+  local remaining = math.max(0, L - count)
+  local allowed = cost <= remaining
+  local reset_at = (id + 1) * P
+  local retry_after = 0
+  if allowed then
+    remaining = remaining - cost
+    if not current then
+      if held[1] then redis.call('HDEL', key, 'c' .. k .. '.0', 'x' .. k .. '.0.0', 't' .. k .. '.0') end
+      redis.call('HSET', key, 'w' .. k, fmt(id), 'c' .. k .. '.0', fmt(cost))
+      redis.call('PEXPIRE', key, 2 * P + tonumber(ARGV[4]) + 1000)
+    else
+      redis.call('HSET', key, 'c' .. k .. '.0', fmt(count + cost))
+    end
+  else
+    retry_after = math.max(1, reset_at - now)
+  end
+  local verdict = allowed and 1 or 0
+  return { (allowed or ARGV[15] == '1') and 1 or 0, now, verdict, remaining, reset_at, retry_after, 0 }
+end
+
+local function single_token_bucket_reply(key, ARGV, now)
+  local rule = { key = key, limit = tonumber(ARGV[8]), period = tonumber(ARGV[9]), burst = tonumber(ARGV[10]), cost = tonumber(ARGV[11]) }
+  local tokens, C, rate, store = single_region_bucket(rule, now)
+  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, rule.cost, rule.period, now)
+  if allowed then store() end
+  return { (allowed or ARGV[15] == '1') and 1 or 0, now, allowed and 1 or 0, math.max(0, math.floor(after)), reset_at, retry_after, 0 }
+end

@@ -54,6 +54,9 @@ export function clusterSeeds(seeds: readonly string[], tls?: RedisTls): { nodes:
   return { nodes: seeds.map(urlNode), shared };
 }
 
+/** Commands never auto-pipelined: the engine's decide FCALLs, which its micro-batcher already batches. */
+const DIRECT_COMMANDS = ['fcall'];
+
 export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Partial<RedisOptions> = {}): RegionRedis {
   const { redis } = config;
   const common: RedisOptions = {
@@ -62,6 +65,9 @@ export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Part
     commandTimeout: redis.commandTimeoutMs,
     connectTimeout: redis.connectTimeoutMs,
     enableAutoPipelining: redis.autoPipelining,
+    // Decide calls are batched by the engine itself (decide-batcher.ts): one FCALL per batch is written at once
+    // instead of being queued for the next tick and wrapped in a pipeline (which cost CPU and bought nothing).
+    autoPipeliningIgnoredCommands: DIRECT_COMMANDS,
     ...overrides,
   };
   if (redis.clusterNodes) {
@@ -72,7 +78,7 @@ export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Part
       // ioredis buckets an auto-pipeline by the slot of a script's first argument, which for our scripts is the
       // key count, not a key: decisions for keys on different primaries would share a pipeline and be refused
       // ("same slots allocation group"). Script calls are sent one by one, each routed by its own keys.
-      autoPipeliningIgnoredCommands: Object.keys(SCRIPTS),
+      autoPipeliningIgnoredCommands: [...Object.keys(SCRIPTS), ...DIRECT_COMMANDS],
       // Fail fast while a primary is down: a few retries (each one refreshes the slot map, so the promoted
       // replica is found as soon as the cluster has elected it), then the error reaches the fail mode.
       maxRedirections: CLUSTER_MAX_REDIRECTIONS,

@@ -62,6 +62,11 @@ export interface RedisDecisionEngine extends DecisionEngine {
   readonly rules: readonly Rule[];
   /** Decide rules already matched against `request` with `matchRules(config, request)` of this engine's config. */
   decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
+  /**
+   * The over-limit cache's answer for rules matched as for decideMatched, or undefined when Redis must decide.
+   * Synchronous: what decideMatched would answer without a Redis call.
+   */
+  cached(matched: readonly MatchedRule[], request: RequestContext): Decision | undefined;
   /** Write local-fallback admissions into their windows (settle_fallback.lua, one call per shard). */
   settle(items: readonly Unsettled[]): Promise<void>;
 }
@@ -159,12 +164,18 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     await runRefund(redis, refundCall(topology.selfIndex, result.reply.now, rules, cost, leaseId));
   };
 
+  const cached = (matched: readonly MatchedRule[], request: RequestContext): Decision | undefined => {
+    if (cache === undefined || matched.length === 0) return undefined;
+    const outcome = cache.lookup(matched, request.cost ?? 1);
+    return outcome ? { allowed: false, outcomes: [outcome], binding: outcome, leases: [] } : undefined;
+  };
+
   const decideMatched = async (matched: readonly MatchedRule[], request: RequestContext): Promise<Decision> => {
     const cost = request.cost ?? 1;
     if (matched.length === 0) return { allowed: true, outcomes: [], binding: undefined, leases: [] };
 
-    const cached = cache?.lookup(matched, cost);
-    if (cached) return { allowed: false, outcomes: [cached], binding: cached, leases: [] };
+    const hit = cached(matched, request);
+    if (hit) return hit;
 
     const needsLease = matched.some((entry) => entry.rule.algorithm === 'concurrency' || entry.rule.algorithm === 'slidingLog');
     const leaseId = needsLease ? randomUUID() : '';
@@ -251,6 +262,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
     topology,
     rules: config.rules,
     decideMatched,
+    cached,
     settle,
     async decide(request: RequestContext): Promise<Decision> {
       return decideMatched(matchRules(config, request), request);

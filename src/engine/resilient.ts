@@ -64,6 +64,8 @@ export interface ResilientEngineOptions {
 interface MatchedDecider {
   readonly rules: readonly Rule[];
   decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
+  /** The answer decideMatched would give from memory (the over-limit cache), if any. */
+  cached?(matched: readonly MatchedRule[], request: RequestContext): Decision | undefined;
 }
 
 /** An inner engine that can write local-fallback admissions into Redis (the Redis engine). */
@@ -218,8 +220,11 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     try {
       // The rules matched above are the inner engine's own when it was built from this config.
       const decider = matchedDecider(inner);
-      const work = decider && decider.rules === config.rules ? decider.decideMatched(matched, request) : inner.decide(request);
-      const decision = await withDeadline(work, deadlineMs, 'decision');
+      const own = decider !== undefined && decider.rules === config.rules ? decider : undefined;
+      // An answer from the over-limit cache needs no deadline (no timer per denied request).
+      const hit = own?.cached?.(matched, request);
+      const decision =
+        hit ?? (await withDeadline(own ? own.decideMatched(matched, request) : inner.decide(request), deadlineMs, 'decision'));
       breaker.recordSuccess();
       if (settleAgain) void settleFallback();
       return decision;

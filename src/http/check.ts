@@ -2,12 +2,14 @@
 // The response carries the same rate-limit headers; `status` says what the caller should answer its client.
 // POST /v1/release returns concurrency leases taken by a check.
 import type { Context, Hono } from 'hono';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { STATE_KEY_PATTERN } from '../keys.ts';
 import type { QuotafedEnv } from './env.ts';
-import { rateLimitHeaders, retryAfterSeconds } from './headers.ts';
+import { retryAfterSeconds } from './headers.ts';
 import { checkApiKey, clientIp, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } from './path.ts';
@@ -117,43 +119,102 @@ async function readJson(c: Context): Promise<{ ok: true; value: unknown } | { ok
   }
 }
 
-const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
+/** JSON text of a string, memoised for the strings that repeat (rule names, algorithms, sources, limits). */
+const quoted = new Map<string, string>();
+function q(value: string): string {
+  let text = quoted.get(value);
+  if (text === undefined) {
+    text = JSON.stringify(value);
+    if (quoted.size < 4096) quoted.set(value, text);
+  }
+  return text;
+}
 
 /** A JSON number as JSON.stringify writes it (null for NaN and infinities). */
-const num = (value: number): string => (Number.isFinite(value) ? String(value) : 'null');
-const str = JSON.stringify as (value: string) => string;
+const num = (value: number): string => (Number.isFinite(value) ? `${value}` : 'null');
+
+/** The /v1/check answer: the rate-limit headers and the JSON body, built together. */
+export interface CheckAnswer {
+  /** Exactly rateLimitHeaders(decision, at) (src/http/headers.ts). */
+  headers: Record<string, string>;
+  /** Exactly JSON.stringify of the documented object (test/http/check-body.test.ts compares the two). */
+  json: string;
+}
 
 /**
- * The /v1/check answer, written from a template: the same text as JSON.stringify of the documented object
- * (allowed, status, limit, remaining, reset, retryAfter, rule, headers, leases, outcomes; in that order),
- * without building the object first (test/http/check-body.test.ts compares the two).
+ * The /v1/check answer, written from a template: the headers of rateLimitHeaders and the same text as
+ * JSON.stringify of the documented object (allowed, status, limit, remaining, reset, retryAfter, rule, headers,
+ * leases, outcomes; in that order), built together from the binding outcome without building either object
+ * first. The JSON text of a rule name (and of the other strings that repeat) is memoised. About half the CPU
+ * of building the headers and stringifying the object.
  */
-export function checkResponseJson(
-  decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>,
-  headers: Record<string, string>,
-  at: number,
-): string {
+export function checkAnswer(decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>, at: number): CheckAnswer {
   const binding = decision.binding;
-  const reset = headers['X-RateLimit-Reset'];
-  let out = `{"allowed":${decision.allowed},"status":${decision.allowed ? 200 : 429}`;
-  out += `,"limit":${binding ? num(binding.limit) : 'null'}`;
-  out += `,"remaining":${binding ? num(Math.max(0, Math.floor(binding.remaining))) : 'null'}`;
-  out += `,"reset":${reset === undefined ? 'null' : num(Number(reset))}`;
-  out += `,"retryAfter":${!decision.allowed && binding ? num(retryAfterSeconds(binding, at)) : 'null'}`;
-  out += `,"rule":${binding ? str(binding.rule) : 'null'},"headers":{`;
-  let first = true;
-  for (const name in headers) {
-    out += `${first ? '' : ','}${str(name)}:${str(headers[name]!)}`;
-    first = false;
+  const status = decision.allowed ? 200 : 429;
+  let headers: Record<string, string>;
+  let json: string;
+  if (!binding) {
+    headers = {};
+    json = `{"allowed":${decision.allowed},"status":${status},"limit":null,"remaining":null,"reset":null,"retryAfter":null,"rule":null,"headers":{}`;
+  } else {
+    // rateLimitHeaders' figures, computed the same way.
+    const remaining = Math.max(0, Math.floor(binding.remaining));
+    const reset = Math.max(0, Math.ceil((binding.resetAtMs - at) / 1000));
+    const window = Math.max(1, Math.ceil(binding.periodMs / 1000));
+    const limit = `${binding.limit}`;
+    const rule = q(binding.rule);
+    // A header value's JSON escapes are the escapes of its parts: the rule's, without its quotes.
+    const ruleText = rule.slice(1, -1);
+    const limitText = q(limit).slice(1, -1);
+    headers = {
+      'X-RateLimit-Limit': limit,
+      'X-RateLimit-Remaining': `${remaining}`,
+      'X-RateLimit-Reset': `${reset}`,
+      'RateLimit-Policy': `"${binding.rule}";q=${limit};w=${window}`,
+      RateLimit: `"${binding.rule}";r=${remaining};t=${reset}`,
+    };
+    let retryAfter = 'null';
+    let retryHeader = '';
+    if (!decision.allowed) {
+      const seconds = retryAfterSeconds(binding, at);
+      headers['Retry-After'] = `${seconds}`;
+      retryAfter = num(seconds);
+      retryHeader = `,"Retry-After":"${seconds}"`;
+    }
+    json =
+      `{"allowed":${decision.allowed},"status":${status},"limit":${num(binding.limit)},"remaining":${num(remaining)}` +
+      `,"reset":${num(reset)},"retryAfter":${retryAfter},"rule":${rule}` +
+      `,"headers":{"X-RateLimit-Limit":"${limitText}","X-RateLimit-Remaining":"${remaining}","X-RateLimit-Reset":"${reset}"` +
+      `,"RateLimit-Policy":"\\"${ruleText}\\";q=${limitText};w=${window}","RateLimit":"\\"${ruleText}\\";r=${remaining};t=${reset}"` +
+      `${retryHeader}}`;
   }
-  out += `},"leases":${decision.leases.length === 0 ? '[]' : JSON.stringify(decision.leases)},"outcomes":[`;
-  decision.outcomes.forEach((o, i) => {
-    out += `${i === 0 ? '' : ','}{"rule":${str(o.rule)},"algorithm":${str(o.algorithm)},"allowed":${o.allowed},"limit":${num(o.limit)}`;
-    out += `,"remaining":${num(Math.max(0, Math.floor(o.remaining)))},"resetAtMs":${num(o.resetAtMs)}`;
-    out += `,"retryAfterMs":${num(o.retryAfterMs)}`;
-    out += `,"periodMs":${num(o.periodMs)},"shadow":${o.shadow},"source":${str(o.source)}}`;
-  });
-  return `${out}]}`;
+  json += `,"leases":${decision.leases.length === 0 ? '[]' : JSON.stringify(decision.leases)},"outcomes":[`;
+  const outcomes = decision.outcomes;
+  for (let i = 0; i < outcomes.length; i++) {
+    const o = outcomes[i]!;
+    json +=
+      `${i === 0 ? '' : ','}{"rule":${q(o.rule)},"algorithm":${q(o.algorithm)},"allowed":${o.allowed},"limit":${num(o.limit)}` +
+      `,"remaining":${num(Math.max(0, Math.floor(o.remaining)))},"resetAtMs":${num(o.resetAtMs)},"retryAfterMs":${num(o.retryAfterMs)}` +
+      `,"periodMs":${num(o.periodMs)},"shadow":${o.shadow},"source":${q(o.source)}}`;
+  }
+  return { headers, json: `${json}]}` };
+}
+
+/**
+ * Writes a 200 JSON answer straight to Node's response when there is one (one writeHead and one end, no web
+ * Response for @hono/node-server to take apart), else returns it as a Response (app.request in tests).
+ */
+function answer(c: Context, headers: Record<string, string>, json: string): Response {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  if (outgoing === undefined || outgoing.headersSent) {
+    headers['Content-Type'] = 'application/json';
+    return new Response(json, { status: 200, headers });
+  }
+  headers['Content-Type'] = 'application/json';
+  headers['Content-Length'] = `${Buffer.byteLength(json)}`;
+  outgoing.writeHead(200, headers);
+  outgoing.end(json);
+  return RESPONSE_ALREADY_SENT;
 }
 
 export interface CheckRouteOptions {
@@ -189,11 +250,8 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
       cost: data.cost ?? 1,
     };
     const decision = await options.engine.decide(request);
-    const at = now();
-    const headers = rateLimitHeaders(decision, at);
-    // A plain header object on a fresh Response: @hono/node-server writes it as is (no Headers object).
-    const response = checkResponseJson(decision, headers, at);
-    return new Response(response, { status: 200, headers: { ...headers, ...JSON_HEADERS } });
+    const { headers, json } = checkAnswer(decision, now());
+    return answer(c, headers, json);
   });
 
   app.post('/v1/release', async (c) => {

@@ -126,6 +126,30 @@ describe('batched and lean decisions', () => {
     expect(batched).toBeGreaterThan(10);
   }, 120_000);
 
+  it("the lean script's one-rule path (a fixed window or a token bucket alone) decides exactly what decide.lua does", async () => {
+    const oneRule = fc.record({
+      rules: fc.constantFrom(
+        ...RULES.filter((rule) => rule.algorithm === 'fixedWindow' || rule.algorithm === 'tokenBucket').map((rule) => [rule]),
+      ),
+      steps: fc.array(step, { minLength: 1, maxLength: 60 }),
+      start: fc.integer({ min: 1_800_000_000_000, max: 1_800_000_100_000 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(oneRule, async (input) => {
+        const reference = await run(input, { lean: false, batch: false });
+        for (const variant of [
+          { lean: true, batch: false },
+          { lean: true, batch: true },
+        ]) {
+          const result = await run(input, variant);
+          expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
+          expect(result.state, JSON.stringify(variant)).toEqual(reference.state);
+        }
+      }),
+      { numRuns: 30 },
+    );
+  }, 120_000);
+
   it('sends concurrent decisions as one call each batch (one round trip for many decisions)', async () => {
     await admin.flushall();
     const config = parseConfig({

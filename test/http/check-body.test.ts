@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindingOutcome } from '../../src/engine/redis-engine.ts';
 import type { Decision, RuleOutcome } from '../../src/engine/types.ts';
-import { acceptCheckBody, checkBodySchema, checkResponseJson } from '../../src/http/check.ts';
+import { acceptCheckBody, checkAnswer, checkBodySchema } from '../../src/http/check.ts';
 import { rateLimitHeaders, retryAfterSeconds } from '../../src/http/headers.ts';
 import { DEFAULT_IDENTITY } from '../../src/http/identity.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
@@ -110,7 +110,7 @@ describe('POST /v1/check body size', async () => {
   });
 });
 
-describe('checkResponseJson', () => {
+describe('checkAnswer', () => {
   // The answer as the handler built it before the template: JSON.stringify of the documented object.
   const reference = (decision: Decision, headers: Record<string, string>, at: number) => {
     const binding = decision.binding;
@@ -166,11 +166,14 @@ describe('checkResponseJson', () => {
     })
     .map((d) => ({ ...d, binding: bindingOutcome(d.outcomes) }));
 
-  it('writes exactly what JSON.stringify of the documented object writes', () => {
+  it('writes exactly the headers of rateLimitHeaders and what JSON.stringify of the documented object writes', () => {
     fc.assert(
       fc.property(decision, fc.integer({ min: 0, max: 2_000_000_000_000 }), (d, at) => {
         const headers = rateLimitHeaders(d, at);
-        expect(checkResponseJson(d, headers, at)).toBe(reference(d, headers, at));
+        const answer = checkAnswer(d, at);
+        expect(answer.headers).toEqual(headers);
+        expect(Object.keys(answer.headers)).toEqual(Object.keys(headers));
+        expect(answer.json).toBe(reference(d, headers, at));
       }),
       { numRuns: 2_000 },
     );
