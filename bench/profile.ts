@@ -114,28 +114,16 @@ async function main(): Promise<void> {
       if (match) resolve(match[1]!);
     });
   });
-  if (prewarm) {
-    await runLoad({
-      url,
-      method: target === 'gateway' ? 'GET' : 'POST',
-      path: target === 'gateway' ? '/items' : '/v1/check',
-      connections: 32,
-      durationS: seconds,
-      warmupS: 0,
-      apiKeys: 10_000_000,
-    });
-  }
-  const cpuBefore = processCpuMicros(child.pid);
-  const figures = await runLoad({
+  const load = {
     url,
     method: target === 'gateway' ? 'GET' : 'POST',
     path: target === 'gateway' ? '/items' : '/v1/check',
     connections: 32,
     durationS: seconds,
-    warmupS: 1,
-    apiKeys: 1_000_000,
-    ...(hot ? { apiKey: 'hot-key' } : {}),
-  });
+  } as const;
+  if (prewarm) await runLoad({ ...load, warmupS: 0, apiKeys: 10_000_000 });
+  const cpuBefore = processCpuMicros(child.pid);
+  const figures = await runLoad({ ...load, warmupS: 1, apiKeys: 1_000_000, ...(hot ? { apiKey: 'hot-key' } : {}) });
   const cpuAfter = processCpuMicros(child.pid);
   const cpuPerRequest = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / figures.allRequests : NaN;
   await stopChild(child, 15_000);
