@@ -29,3 +29,92 @@ export function parkBudgetMs(decision: Decision, rulesByName: ReadonlyMap<string
 export function parkPauseMs(attempt: number, left: number): number {
   return Math.max(0, Math.min(PARK_POLL_FIRST_MS * 2 ** attempt, PARK_POLL_MAX_MS, left));
 }
+
+/** Which parked requests queue behind one another: the same denying rules for the same caller and path. */
+export function parkSignature(decision: Decision, request: { apiKey?: string | undefined; ip: string; path: string }): string {
+  const rules = decision.outcomes.filter((o) => !o.allowed && !o.shadow).map((o) => o.rule);
+  return `${rules.join(',')}|${request.apiKey ?? ''}|${request.ip}|${request.path}`;
+}
+
+export interface ParkingLot {
+  /**
+   * Waits (at most `budgetMs`) until `redecide` admits, or returns a denial that may no longer wait (`mayWait`
+   * false) or the last false denial. Per signature one parked request polls (5, 10, 20, 20… ms apart) while the
+   * others sleep; when the poller leaves (admitted: a grant came; or its time is up) every sleeper re-decides at
+   * once (those calls share the engine's batches), and one of those still denied polls next. So a burst of parked
+   * requests on one key costs one decision per pause, and a grant admits the waiters together.
+   */
+  park(
+    signature: string,
+    first: Decision,
+    budgetMs: number,
+    redecide: () => Promise<Decision>,
+    mayWait: (decision: Decision) => boolean,
+  ): Promise<Decision>;
+}
+
+interface Spot {
+  /** Parked requests of this signature (polling, sleeping or deciding). */
+  active: number;
+  polling: boolean;
+  sleepers: Set<() => void>;
+}
+
+export function createParkingLot(options: { stop?: () => boolean } = {}): ParkingLot {
+  const spots = new Map<string, Spot>();
+  const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+  /** Resolves true when the spot's poller leaves, false when `ms` pass first. */
+  const nap = (spot: Spot, ms: number) =>
+    new Promise<boolean>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        spot.sleepers.delete(wake);
+        resolve(false);
+      }, ms);
+      spot.sleepers.add(wake);
+    });
+  return {
+    async park(signature, first, budgetMs, redecide, mayWait) {
+      const until = performance.now() + budgetMs;
+      let spot = spots.get(signature);
+      if (!spot) {
+        spot = { active: 0, polling: false, sleepers: new Set() };
+        spots.set(signature, spot);
+      }
+      spot.active++;
+      let decision = first;
+      try {
+        for (;;) {
+          const left = until - performance.now();
+          if (left <= 0 || options.stop?.()) return decision;
+          if (!spot.polling) {
+            spot.polling = true;
+            try {
+              for (let attempt = 0; ; attempt++) {
+                const remaining = until - performance.now();
+                if (remaining <= 0 || options.stop?.()) return decision;
+                await sleep(parkPauseMs(attempt, remaining));
+                decision = await redecide();
+                if (decision.allowed || !mayWait(decision)) return decision;
+              }
+            } finally {
+              spot.polling = false;
+              const sleepers = [...spot.sleepers];
+              spot.sleepers.clear();
+              for (const wake of sleepers) wake();
+            }
+          }
+          if (!(await nap(spot, left))) return decision;
+          decision = await redecide();
+          if (decision.allowed || !mayWait(decision)) return decision;
+        }
+      } finally {
+        spot.active--;
+        if (spot.active === 0) spots.delete(signature);
+      }
+    },
+  };
+}

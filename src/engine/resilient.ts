@@ -22,7 +22,7 @@ import { endpointOf } from './endpoint.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import { createLocalFallback, type LocalFallback, type Unsettled } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
-import { parkBudgetMs, parkPauseMs } from './park.ts';
+import { createParkingLot, parkBudgetMs, parkSignature } from './park.ts';
 import { matchRules, outcomeBase, type MatchedRule } from './rules.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
@@ -243,19 +243,19 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
 
   let rulesByName = new Map(config.rules.map((rule) => [rule.name, rule]));
   /**
-   * maxWaitMs (park.ts): a false denial is decided again, a little later each time, until admitted, denied for
-   * good (a true denial, a Redis failure, the breaker opens) or the rule's wait is over; then it is answered.
+   * maxWaitMs (park.ts): a false denial is decided again, a little later each time (one request at a time per
+   * caller and rules), until admitted, denied for good (a true denial, a Redis failure, the breaker opens) or the
+   * rule's wait is over; then it is answered.
    */
+  const parking = createParkingLot({ stop: () => breaker.state === 'open' });
   const park = async (first: Decision, budgetMs: number, matched: readonly MatchedRule[], request: RequestContext) => {
-    const until = performance.now() + budgetMs;
-    let decision = first;
-    for (let attempt = 0; ; attempt++) {
-      const left = until - performance.now();
-      if (left <= 0 || breaker.state === 'open') break;
-      await new Promise((resolve) => setTimeout(resolve, parkPauseMs(attempt, left)));
-      decision = await decideByRedis(matched, request);
-      if (decision.allowed || parkBudgetMs(decision, rulesByName) === 0) break;
-    }
+    const decision = await parking.park(
+      parkSignature(first, request),
+      first,
+      budgetMs,
+      () => decideByRedis(matched, request),
+      (next) => parkBudgetMs(next, rulesByName) > 0,
+    );
     parkedTotal.inc({ outcome: decision.allowed ? 'admitted' : 'denied' });
     return decision;
   };

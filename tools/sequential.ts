@@ -1,0 +1,133 @@
+// Issue 11's sequential case, tried as a user would: the local federation `npm start` runs (a redis-server per
+// region on free ports, the demo upstream, three `quotafed serve` processes with regions/*.yaml), then one fresh
+// API key sends N requests through each region's gateway in turn, one at a time, with a pause between regions.
+//
+//   npx tsx tools/sequential.ts [--path /search] [--per-region 60] [--pause 1500] [--rounds 2]
+//                               [--start-second S]   (start each round at second S of the minute: a boundary test)
+//                               [--burst N --concurrency C]   (instead: N requests into us-east, C in flight)
+//
+// Prints, per round and region, what was admitted and the pattern (1 admitted, 0 denied; runs shortened).
+import { Agent, request } from 'node:http';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { META_KEY } from '../src/keys.ts';
+import { startLocalFederation } from '../src/ops/local-federation.ts';
+import { freePort } from '../src/ops/redis-process.ts';
+
+const { values } = parseArgs({
+  options: {
+    path: { type: 'string', default: '/search' },
+    'per-region': { type: 'string', default: '60' },
+    pause: { type: 'string', default: '1500' },
+    rounds: { type: 'string', default: '2' },
+    'start-second': { type: 'string' },
+    burst: { type: 'string' },
+    concurrency: { type: 'string', default: '64' },
+  },
+});
+const REGIONS = ['us-east', 'eu-west', 'ap-south'];
+const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+const ports = (n: number) => Promise.all(Array.from({ length: n }, () => freePort()));
+const output: string[] = [];
+
+function get(agent: Agent, base: string, path: string, apiKey: string): Promise<number> {
+  const url = new URL(path, base);
+  return new Promise((done) => {
+    const req = request({ agent, host: url.hostname, port: url.port, path: url.pathname, headers: { 'x-api-key': apiKey } }, (res) => {
+      res.resume();
+      res.on('end', () => done(res.statusCode ?? 0));
+    });
+    req.on('error', () => done(0));
+    req.end();
+  });
+}
+
+/** "1111…0000" with runs of ten or more written as 1x40. */
+const pattern = (outcomes: number[]) => outcomes.join('').replace(/(.)\1{9,}/g, (run) => `${run[0]}x${run.length}`);
+
+const federation = await startLocalFederation({
+  root,
+  redisPorts: await ports(3),
+  servicePorts: await ports(3),
+  upstreamPort: await freePort(),
+  output: (line) => output.push(line),
+  serviceReadyTimeoutMs: 60_000,
+});
+try {
+  // Linked and healthy first: every region ready and has heard from each peer.
+  for (const region of federation.regions) {
+    const redis = new Redis(region.redisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      for (;;) {
+        const ready = await fetch(`${region.url}/readyz`).then(
+          async (r) => {
+            await r.body?.cancel();
+            return r.ok;
+          },
+          () => false,
+        );
+        const heard = await Promise.all(
+          REGIONS.filter((name) => name !== region.name).map((peer) => redis.hget(META_KEY, `heard:${peer}`)),
+        );
+        if (ready && heard.every((value) => value !== null)) break;
+        await sleep(100);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  }
+  const startSecond = values['start-second'] === undefined ? undefined : Number(values['start-second']);
+  for (let round = 1; round <= Number(values.rounds); round++) {
+    if (startSecond !== undefined) await sleep((startSecond * 1000 - (Date.now() % 60_000) + 60_000) % 60_000);
+    const apiKey = `seq-${Date.now().toString(36)}-${round}`;
+    if (values.burst !== undefined) {
+      const total = Number(values.burst);
+      const concurrency = Number(values.concurrency);
+      const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+      const region = federation.regions.find((r) => r.name === 'us-east')!;
+      let sent = 0;
+      let admitted = 0;
+      const latencies: number[] = [];
+      const started = Date.now();
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (sent < total) {
+            sent++;
+            const t = performance.now();
+            if ((await get(agent, region.url, values.path!, apiKey)) === 200) admitted++;
+            latencies.push(performance.now() - t);
+          }
+        }),
+      );
+      agent.destroy();
+      latencies.sort((a, b) => a - b);
+      const p = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(0);
+      console.log(
+        `round ${round}: ${total} requests to ${values.path} in us-east, ${concurrency} in flight: admitted ${admitted} in ` +
+          `${Date.now() - started} ms (latency p50 ${p(0.5)} ms, p99 ${p(0.99)} ms)`,
+      );
+      continue;
+    }
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const lines: string[] = [];
+    for (const [index, name] of REGIONS.entries()) {
+      if (index > 0) await sleep(Number(values.pause));
+      const region = federation.regions.find((r) => r.name === name)!;
+      const outcomes: number[] = [];
+      const started = Date.now();
+      for (let i = 0; i < Number(values['per-region']); i++)
+        outcomes.push((await get(agent, region.url, values.path!, apiKey)) === 200 ? 1 : 0);
+      const admitted = outcomes.reduce((a, b) => a + b, 0);
+      lines.push(`  ${name}: ${admitted} admitted, from second ${((started % 60_000) / 1000).toFixed(1)} [${pattern(outcomes)}]`);
+    }
+    agent.destroy();
+    console.log(
+      `round ${round}: ${values['per-region']} requests to ${values.path} per region, ${values.pause} ms apart\n${lines.join('\n')}`,
+    );
+  }
+} finally {
+  await federation.stop();
+}
