@@ -412,11 +412,10 @@ function active(slot: Slot, d: number, now: number, policy: RebalancePolicy): bo
 }
 
 /**
- * Quiet: no admission in window (epoch) `slot.id` for the quiet span (idleMs/5, at most P/20) and for ten of
- * its own average gaps in it, so a
- * region with steady low traffic is not mistaken for a free donor by one long gap. (A peer stays "active", and
- * so can be hungry, for the whole idleMs: a starved region's denials write nothing, so its last admission is
- * all that shows its demand until a free donor answers it.)
+ * Quiet: no admission in window (epoch) `slot.id` for the quiet span (idleMs/5, at most P/20) and for ten of its
+ * own average gaps in it, so a region with steady low traffic is not mistaken for a free donor by one long gap.
+ * (A peer stays "active", and so can be hungry, for the whole idleMs; a starved region's false denials refresh
+ * its t, so a region waiting for a grant never looks quiet.)
  */
 const QUIET_GAPS = 10;
 function quiet(params: FederationParams, slot: Slot, d: number, now: number): boolean {
