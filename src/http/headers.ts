@@ -48,17 +48,3 @@ export function rateLimitedResponse(decision: Pick<Decision, 'allowed' | 'bindin
 export function applyHeaders(target: Headers, headers: Record<string, string>): void {
   for (const [name, value] of Object.entries(headers)) target.set(name, value);
 }
-
-/**
- * Sets the headers on a response's own Headers when they are mutable (a handler's response, or Hono's proxy(),
- * which builds a fresh one); false, with nothing set, when they are a raw fetch() response's immutable ones.
- */
-export function setInPlace(target: Headers, headers: Record<string, string>): boolean {
-  try {
-    applyHeaders(target, headers);
-    return true;
-  } catch (error) {
-    if (error instanceof TypeError) return false;
-    throw error;
-  }
-}

@@ -11,7 +11,7 @@ import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
 import { rejectionsTotal } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
-import { applyHeaders, rateLimitHeaders, rateLimitedResponse, setInPlace } from './headers.ts';
+import { applyHeaders, rateLimitHeaders, rateLimitedResponse } from './headers.ts';
 import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
@@ -92,16 +92,14 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
       const res = c.res;
       // Informational and upgrade responses cannot be rebuilt (and carry no rate-limit headers).
       if (res.status < 200 || res.status > 599) return;
-      const limitHeaders = rateLimitHeaders(decision, now());
-      let body: ReadableStream<Uint8Array> | null = res.body;
-      if (!(body && decision.leases.length > 0) && setInPlace(res.headers, limitHeaders)) return;
       const headers = new Headers(res.headers);
-      applyHeaders(headers, limitHeaders);
+      applyHeaders(headers, rateLimitHeaders(decision, now()));
+      let body: ReadableStream<Uint8Array> | null = res.body;
       if (body && decision.leases.length > 0) {
         body = releaseWhenDone(body, () => release(decision.leases));
         handedOff = true;
       }
-      // A fresh Response: a raw fetch() response has immutable headers, and a lease must outlive the body.
+      // A fresh Response: fetch() responses (the proxied upstream) have immutable headers.
       c.res = undefined;
       c.res = new Response(body as BodyInit | null, { status: res.status, statusText: res.statusText, headers });
     } finally {
