@@ -7,7 +7,7 @@
 //                               [--burst N --concurrency C]   (instead: N requests into us-east, C in flight)
 //
 // Prints, per round and region, what was admitted and the pattern (1 admitted, 0 denied; runs shortened).
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -15,6 +15,7 @@ import { Redis } from 'ioredis';
 import { META_KEY } from '../src/keys.ts';
 import { startLocalFederation } from '../src/ops/local-federation.ts';
 import { freePort } from '../src/ops/redis-process.ts';
+import { gatewayGet as get } from '../test/support/gateway-get.ts';
 
 const { values } = parseArgs({
   options: {
@@ -32,18 +33,6 @@ const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const ports = (n: number) => Promise.all(Array.from({ length: n }, () => freePort()));
 const output: string[] = [];
-
-function get(agent: Agent, base: string, path: string, apiKey: string): Promise<number> {
-  const url = new URL(path, base);
-  return new Promise((done) => {
-    const req = request({ agent, host: url.hostname, port: url.port, path: url.pathname, headers: { 'x-api-key': apiKey } }, (res) => {
-      res.resume();
-      res.on('end', () => done(res.statusCode ?? 0));
-    });
-    req.on('error', () => done(0));
-    req.end();
-  });
-}
 
 /** "1111…0000" with runs of ten or more written as 1x40. */
 const pattern = (outcomes: number[]) => outcomes.join('').replace(/(.)\1{9,}/g, (run) => `${run[0]}x${run.length}`);

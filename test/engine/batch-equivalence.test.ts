@@ -104,21 +104,26 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
   return { decisions: decisions.map(comparable), state: await dump() };
 }
 
+/** Each variant decides exactly what decide.lua decides one call at a time: the same answers, the same state. */
+async function matchesReference(input: Parameters<typeof run>[0], variants: Parameters<typeof run>[1][]): Promise<void> {
+  const reference = await run(input, { lean: false, batch: false });
+  for (const variant of variants) {
+    const result = await run(input, variant);
+    expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
+    expect(result.state, JSON.stringify(variant)).toEqual(reference.state);
+  }
+}
+
 describe('batched and lean decisions', () => {
   it('a batch decides exactly what the same decisions decide one by one, and the lean script what decide.lua does', async () => {
     let batched = 0;
     await fc.assert(
       fc.asyncProperty(scenario, async (input) => {
-        const reference = await run(input, { lean: false, batch: false });
-        for (const variant of [
+        await matchesReference(input, [
           { lean: false, batch: true },
           { lean: true, batch: false },
           { lean: true, batch: true },
-        ]) {
-          const result = await run(input, variant);
-          expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
-          expect(result.state, JSON.stringify(variant)).toEqual(reference.state);
-        }
+        ]);
         if (input.steps.length > 2) batched++;
       }),
       { numRuns: 40 },
@@ -136,15 +141,10 @@ describe('batched and lean decisions', () => {
     });
     await fc.assert(
       fc.asyncProperty(oneRule, async (input) => {
-        const reference = await run(input, { lean: false, batch: false });
-        for (const variant of [
+        await matchesReference(input, [
           { lean: true, batch: false },
           { lean: true, batch: true },
-        ]) {
-          const result = await run(input, variant);
-          expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
-          expect(result.state, JSON.stringify(variant)).toEqual(reference.state);
-        }
+        ]);
       }),
       { numRuns: 30 },
     );

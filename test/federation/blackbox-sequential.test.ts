@@ -9,7 +9,7 @@
 // more than capacity + budget (1,050) beyond the refill over any interval.
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exactBucket, underAdmission } from '../../chaos/measure/exact.ts';
@@ -18,6 +18,7 @@ import type { Decision, RegionName } from '../../chaos/types.ts';
 import { META_KEY } from '../../src/keys.ts';
 import { startLocalFederation, type LocalFederation } from '../../src/ops/local-federation.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
+import { gatewayGet } from '../support/gateway-get.ts';
 import { eventually } from '../support/wait.ts';
 
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -70,23 +71,6 @@ afterAll(async () => {
   await federation?.stop();
 }, 60_000);
 
-/** GET /hello through a region's gateway with the API key: 200 (forwarded) or 429, timed by its midpoint. */
-function get(agent: Agent, baseUrl: string, apiKey: string): Promise<number> {
-  const url = new URL('/hello', baseUrl);
-  return new Promise((done) => {
-    const req = request(
-      { agent, host: url.hostname, port: url.port, path: url.pathname, headers: { 'x-api-key': apiKey }, timeout: 5_000 },
-      (res) => {
-        res.resume();
-        res.on('end', () => done(res.statusCode ?? 0));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', () => done(0));
-    req.end();
-  });
-}
-
 describe('black box: the sequential case on the per-key token bucket (issue 11)', () => {
   it('admits ≥ 950 of 1,000 within one minute and never more than 1,050 (+ refill)', { timeout: 90_000 }, async () => {
     const apiKey = `seq-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -101,7 +85,7 @@ describe('black box: the sequential case on the per-key token bucket (issue 11)'
         const region = federation.regions.find((r) => r.name === name)!;
         for (let i = 0; i < PER_REGION; i++) {
           const sent = performance.now();
-          const status = await get(agent, region.url, apiKey);
+          const status = await gatewayGet(agent, region.url, '/hello', apiKey);
           const t = (sent + performance.now()) / 2 - start;
           expect([200, 429], `${name} request ${i + 1} answered ${status}`).toContain(status);
           decisions.push({ t, region: name, key: apiKey, rule: 'bucket', outcome: status === 200 ? 'admitted' : 'limited', window: 0 });
