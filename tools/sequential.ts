@@ -11,11 +11,8 @@ import { Agent } from 'node:http';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
-import { META_KEY } from '../src/keys.ts';
-import { startLocalFederation } from '../src/ops/local-federation.ts';
-import { freePort } from '../src/ops/redis-process.ts';
 import { gatewayGet as get } from '../test/support/gateway-get.ts';
+import { startLinkedFederation } from '../test/support/linked-federation.ts';
 
 const { values } = parseArgs({
   options: {
@@ -31,43 +28,13 @@ const { values } = parseArgs({
 const REGIONS = ['us-east', 'eu-west', 'ap-south'];
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
-const ports = (n: number) => Promise.all(Array.from({ length: n }, () => freePort()));
 const output: string[] = [];
 
 /** "1111…0000" with runs of ten or more written as 1x40. */
 const pattern = (outcomes: number[]) => outcomes.join('').replace(/(.)\1{9,}/g, (run) => `${run[0]}x${run.length}`);
 
-const federation = await startLocalFederation({
-  root,
-  redisPorts: await ports(3),
-  servicePorts: await ports(3),
-  upstreamPort: await freePort(),
-  output: (line) => output.push(line),
-  serviceReadyTimeoutMs: 60_000,
-});
+const federation = await startLinkedFederation(root, output);
 try {
-  // Linked and healthy first: every region ready and has heard from each peer.
-  for (const region of federation.regions) {
-    const redis = new Redis(region.redisUrl, { maxRetriesPerRequest: 1 });
-    try {
-      for (;;) {
-        const ready = await fetch(`${region.url}/readyz`).then(
-          async (r) => {
-            await r.body?.cancel();
-            return r.ok;
-          },
-          () => false,
-        );
-        const heard = await Promise.all(
-          REGIONS.filter((name) => name !== region.name).map((peer) => redis.hget(META_KEY, `heard:${peer}`)),
-        );
-        if (ready && heard.every((value) => value !== null)) break;
-        await sleep(100);
-      }
-    } finally {
-      redis.disconnect();
-    }
-  }
   const startSecond = values['start-second'] === undefined ? undefined : Number(values['start-second']);
   for (let round = 1; round <= Number(values.rounds); round++) {
     if (startSecond !== undefined) await sleep((startSecond * 1000 - (Date.now() % 60_000) + 60_000) % 60_000);

@@ -10,16 +10,13 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent } from 'node:http';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exactBucket, underAdmission } from '../../chaos/measure/exact.ts';
 import { bucketLeakage } from '../../chaos/measure/leakage.ts';
 import type { Decision, RegionName } from '../../chaos/types.ts';
-import { META_KEY } from '../../src/keys.ts';
-import { startLocalFederation, type LocalFederation } from '../../src/ops/local-federation.ts';
-import { freePort } from '../../src/ops/redis-process.ts';
+import type { LocalFederation } from '../../src/ops/local-federation.ts';
 import { gatewayGet } from '../support/gateway-get.ts';
-import { eventually } from '../support/wait.ts';
+import { startLinkedFederation } from '../support/linked-federation.ts';
 
 const root = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const REGIONS: RegionName[] = ['us-east', 'eu-west', 'ap-south'];
@@ -33,38 +30,7 @@ let federation: LocalFederation;
 const output: string[] = [];
 
 beforeAll(async () => {
-  const ports = async (n: number) => Promise.all(Array.from({ length: n }, () => freePort()));
-  federation = await startLocalFederation({
-    root,
-    redisPorts: await ports(3),
-    servicePorts: await ports(3),
-    upstreamPort: await freePort(),
-    output: (line) => output.push(line),
-    serviceReadyTimeoutMs: 60_000,
-  });
-  // Linked and healthy before the first request: every region ready (Redis up, breaker closed) and every
-  // region's Redis records gossip (a heartbeat at least) applied from each of its peers (qf:meta heard:<peer>).
-  // The services' last output lines go with a timeout, to say why.
-  const waitFor = (what: string, check: () => Promise<boolean>) =>
-    eventually(check, 30_000, what, 100).catch((error: Error) => {
-      throw new Error(`${error.message}:\n${output.slice(-20).join('\n')}`);
-    });
-  for (const region of federation.regions) {
-    await waitFor(`${region.name} not ready`, () =>
-      fetch(`${region.url}/readyz`).then(
-        (r) => (r.body?.cancel(), r.ok),
-        () => false,
-      ),
-    );
-    const redis = new Redis(region.redisUrl, { maxRetriesPerRequest: 1 });
-    try {
-      for (const peer of REGIONS.filter((name) => name !== region.name)) {
-        await waitFor(`${region.name} never heard from ${peer}`, async () => (await redis.hget(META_KEY, `heard:${peer}`)) !== null);
-      }
-    } finally {
-      redis.disconnect();
-    }
-  }
+  federation = await startLinkedFederation(root, output);
 }, 120_000);
 
 afterAll(async () => {
