@@ -169,56 +169,40 @@ describe('short periods: shifting demand on 300 per 5 s', () => {
   }
 });
 
+/** One row of the figures table: worst and mean ratio, sync lag, time to grant, false denials and fast sends per run. */
+function figureLine(
+  algorithm: (typeof ALGORITHMS)[number],
+  traffic: string,
+  target: string,
+  results: SimResult[],
+  ratiosOf: (result: SimResult) => number[],
+): string {
+  for (const result of results) withinBound(algorithm, result);
+  const values = results.flatMap(ratiosOf);
+  const lags = results.flatMap((result) => result.stats.syncLagMs);
+  const grants = results.flatMap((result) => result.stats.timeToGrantMs);
+  const perRun = (total: number) => Math.round(total / results.length);
+  const quantiles = (list: number[]) => (list.length > 0 ? `${percentile(list, 50)} / ${percentile(list, 99)} ms` : '–');
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  return (
+    `| ${algorithm} | ${traffic} | ≥ ${target} | ${(100 * Math.min(...values)).toFixed(1)}% | ${(100 * mean).toFixed(1)}% | ` +
+    `${quantiles(lags)} | ${quantiles(grants)} | ` +
+    `${perRun(results.reduce((t, r) => t + r.stats.falseDenials, 0))} | ${perRun(results.reduce((t, r) => t + r.stats.fastSends, 0))} |`
+  );
+}
+
 // Opt-in (a few minutes of CPU): FEDERATION_FIGURES=1 npx vitest run test/federation/simulation-accuracy.test.ts
 describe('figures for docs/federation.md §5 (printed; each run also checked against the bound)', () => {
   it.runIf(process.env.FEDERATION_FIGURES)('algorithm × traffic shape, seeds 1-3, first window/epoch included', () => {
     const lines: string[] = [];
     for (const algorithm of ALGORITHMS) {
       for (const test of BURSTS) {
-        const values: number[] = [];
-        const lags: number[] = [];
-        const grants: number[] = [];
-        let fast = 0;
-        let falseDenials = 0;
-        for (const seed of [1, 2, 3]) {
-          const result = runBurst(test, algorithm, seed);
-          withinBound(algorithm, result);
-          values.push(overallRatio(result));
-          lags.push(...result.stats.syncLagMs);
-          grants.push(...result.stats.timeToGrantMs);
-          fast += result.stats.fastSends;
-          falseDenials += result.stats.falseDenials;
-        }
-        const mean = values.reduce((a, b) => a + b, 0) / values.length;
-        lines.push(
-          `| ${algorithm} | ${test.name} | ≥ ${(100 * test.target(algorithm)).toFixed(0)}% | ${(100 * Math.min(...values)).toFixed(1)}% ` +
-            `| ${(100 * mean).toFixed(1)}% | ${lags.length > 0 ? `${percentile(lags, 50)} / ${percentile(lags, 99)} ms` : '–'} | ` +
-            `${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ` +
-            `${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
-        );
+        const results = [1, 2, 3].map((seed) => runBurst(test, algorithm, seed));
+        lines.push(figureLine(algorithm, test.name, `${(100 * test.target(algorithm)).toFixed(0)}%`, results, (r) => [overallRatio(r)]));
       }
       for (const test of STEADY) {
-        const values: number[] = [];
-        const lags: number[] = [];
-        let fast = 0;
-        const grants: number[] = [];
-        let falseDenials = 0;
-        for (const seed of [1, 2, 3]) {
-          const result = simulate(steady(test, algorithm), seed);
-          withinBound(algorithm, result);
-          values.push(...windowRatios(result));
-          lags.push(...result.stats.syncLagMs);
-          grants.push(...result.stats.timeToGrantMs);
-          fast += result.stats.fastSends;
-          falseDenials += result.stats.falseDenials;
-        }
-        const mean = values.reduce((a, b) => a + b, 0) / values.length;
-        lines.push(
-          `| ${algorithm} | ${test.name} ${test.ratePerSec}/s (per window) | ≥ 97% | ${(100 * Math.min(...values)).toFixed(1)}% | ` +
-            `${(100 * mean).toFixed(1)}% | ${percentile(lags, 50)} / ${percentile(lags, 99)} ms | ` +
-            `${grants.length > 0 ? `${percentile(grants, 50)} / ${percentile(grants, 99)} ms` : '–'} | ` +
-            `${Math.round(falseDenials / 3)} | ${Math.round(fast / 3)} |`,
-        );
+        const results = [1, 2, 3].map((seed) => simulate(steady(test, algorithm), seed));
+        lines.push(figureLine(algorithm, `${test.name} ${test.ratePerSec}/s (per window)`, '97%', results, windowRatios));
       }
     }
     console.log(
