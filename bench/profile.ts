@@ -5,25 +5,15 @@
 // one-region seed rule (1,000 per minute per API key, token bucket), loads it with autocannon (fresh API key per
 // request), and prints the top self-time entries plus the busy time under a few named frames.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { stopChild } from '../src/ops/stop-child.ts';
+import { readProfile, summarise } from './lib/cpu-profile.ts';
 import { processCpuMicros, runLoad, startServer } from './lib/processes.ts';
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
 
 const SERVER = fileURLToPath(new URL('./http/server.ts', import.meta.url));
 const target = (process.argv[2] ?? 'check') as 'check' | 'gateway' | 'rlf-check';
@@ -33,61 +23,6 @@ const flags = new Set(process.argv.slice(4));
 const hot = flags.has('hot');
 const seedRules = flags.has('seed');
 const prewarm = flags.has('prewarm');
-
-function label(node: ProfileNode): string {
-  const { functionName, url, lineNumber } = node.callFrame;
-  const file = url
-    .replace(/^.*\/node_modules\//, '')
-    .replace(/^.*\/(src|bench)\//, '$1/')
-    .replace(/^file:\/\//, '');
-  return `${functionName || '(anonymous)'} ${file ? `${file}:${lineNumber + 1}` : ''}`.trim();
-}
-
-/** Self time per frame and inclusive time under frames whose label matches one of `under`. */
-export function summarise(
-  profile: Profile,
-  under: RegExp[],
-  lastMs: number,
-): { total: number; idle: number; top: [string, number][]; inclusive: [string, number][] } {
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-  const parent = new Map<number, number>();
-  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
-  // Only the last `lastMs` of the profile (the measured load, not start-up and warm-up).
-  const at: number[] = [];
-  let clock = 0;
-  for (const delta of profile.timeDeltas) at.push((clock += delta));
-  const from = clock - lastMs * 1000;
-  const selfCount = new Map<number, number>();
-  let total = 0;
-  profile.samples.forEach((id, i) => {
-    if (at[i]! < from) return;
-    total++;
-    selfCount.set(id, (selfCount.get(id) ?? 0) + 1);
-  });
-  const self = new Map<string, number>();
-  const inclusive = new Map<string, number>();
-  let idle = 0;
-  for (const [id, count] of selfCount) {
-    const node = byId.get(id)!;
-    const name = label(node);
-    if (node.callFrame.functionName === '(idle)') {
-      idle += count;
-      continue;
-    }
-    self.set(name, (self.get(name) ?? 0) + count);
-    const seen = new Set<string>();
-    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
-      const frame = label(byId.get(at)!);
-      for (const pattern of under) {
-        if (pattern.test(frame) && !seen.has(pattern.source)) {
-          seen.add(pattern.source);
-          inclusive.set(pattern.source, (inclusive.get(pattern.source) ?? 0) + count);
-        }
-      }
-    }
-  }
-  return { total, idle, top: [...self].sort((a, b) => b[1] - a[1]).slice(0, 25), inclusive: [...inclusive].sort((a, b) => b[1] - a[1]) };
-}
 
 async function main(): Promise<void> {
   const redis = await startRedis();
@@ -129,9 +64,7 @@ async function main(): Promise<void> {
   await stopChild(child, 15_000);
   upstream && (await upstream.stop());
   await redis.stop();
-  const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'));
-  if (!file) throw new Error('no profile written');
-  const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile;
+  const profile = readProfile(dir);
   const under = [
     /bodyLimit/,
     /^(readBody|readJson)/,
@@ -153,7 +86,7 @@ async function main(): Promise<void> {
   const pct = (count: number) => `${((100 * count) / busy).toFixed(1)}%`;
   process.stdout.write(
     `${target}: ${Math.round(figures.rps)} req/s, p99 ${figures.p99Ms} ms, statuses ${JSON.stringify(figures.statuses)}; ` +
-      `server CPU ${cpuPerRequest.toFixed(1)} µs/req (profiler on); profile ${join(dir, file)}\n`,
+      `server CPU ${cpuPerRequest.toFixed(1)} µs/req (profiler on); profile in ${dir}\n`,
   );
   process.stdout.write(`busy samples ${busy} of ${summary.total}\n\nself time (share of busy):\n`);
   for (const [name, count] of summary.top) process.stdout.write(`  ${pct(count).padStart(6)}  ${name}\n`);
