@@ -1,8 +1,13 @@
 // Gateway mode: the request was admitted by the quotafed middleware; forward it to the upstream.
 // Denied requests never get here. Upstream failures are the upstream's, so they become 502/504, not 500.
-import type { Handler, MiddlewareHandler } from 'hono';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { HttpBindings } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import type { Context, Handler, MiddlewareHandler } from 'hono';
 import { proxy } from 'hono/proxy';
 import type { Logger } from '../log.ts';
+import { HOP_BY_HOP, connectionListed, createForwarder, forwardedHeaders, type ForwardFailure } from './forward.ts';
+import { rateLimitHeaders } from './headers.ts';
 import type { QuotafedEnv } from './env.ts';
 import { clientIp, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
@@ -39,42 +44,56 @@ export function canonicalizePath(settings: PathSettings, owned: (path: string) =
   };
 }
 
-/**
- * Hop-by-hop headers (RFC 9110 §7.6.1) describe the client's connection to us, not ours to the upstream. fetch()
- * throws on some of them (Connection: upgrade, Upgrade), and Proxy-Authorization is a credential for this hop.
- */
-const HOP_BY_HOP = [
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'http2-settings',
-  'expect',
-];
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
 function stripHopByHop(headers: Headers): void {
-  for (const name of (headers.get('connection') ?? '').split(',')) {
-    const trimmed = name.trim();
-    if (TOKEN.test(trimmed)) headers.delete(trimmed);
-  }
+  for (const name of connectionListed(headers.get('connection'))) headers.delete(name);
   for (const name of HOP_BY_HOP) headers.delete(name);
+}
+
+/** The error answers the gateway gives itself when the upstream does not answer. */
+function failureResponse(failure: ForwardFailure): Response {
+  if (failure === 'timeout') return jsonError(504, 'Upstream timed out');
+  if (failure === 'client-closed') return jsonError(499, 'Client closed request');
+  return jsonError(502, 'Bad gateway');
 }
 
 export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
   const base = new URL(options.upstreamUrl);
   const basePath = base.pathname.replace(/\/$/, '');
+  const forwarder = createForwarder(base, options.timeoutMs);
+  const logUpstreamError = (error: unknown) =>
+    options.logger.warn(
+      { event: 'upstream.error', error: (error as Error).message, cause: String((error as Error).cause ?? '') },
+      'upstream request failed',
+    );
+
+  // On Node's own server: straight from Node's request to Node's response (forward.ts).
+  const viaNode = async (c: Context<QuotafedEnv>, incoming: IncomingMessage, outgoing: ServerResponse): Promise<Response> => {
+    const url = incoming.url ?? '/';
+    const query = url.indexOf('?');
+    const path = `${basePath}${c.get('canonicalPath') ?? c.req.path}${query === -1 ? '' : url.slice(query)}`;
+    const headers = forwardedHeaders(incoming.headers);
+    const ip = clientIp(c, options.identity);
+    const prior = options.identity.trustForwardedFor ? incoming.headers['x-forwarded-for'] : undefined;
+    headers['x-forwarded-for'] = prior ? `${prior}, ${ip}` : ip;
+    headers['x-forwarded-host'] = incoming.headers.host ?? '';
+    headers['x-forwarded-proto'] = (incoming.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+    const decision = c.get('quotafed');
+    const answerHeaders = decision ? rateLimitHeaders(decision, Date.now()) : {};
+    const failed = await forwarder.forward(incoming, outgoing, { path, headers, answerHeaders });
+    if (failed === undefined) return RESPONSE_ALREADY_SENT;
+    if (failed.failure === 'upstream-error') logUpstreamError(failed.error);
+    return failureResponse(failed.failure);
+  };
+
   return async (c) => {
-    const incoming = new URL(c.req.url);
+    const { incoming, outgoing } = (c.env ?? {}) as Partial<HttpBindings> & { outgoing?: ServerResponse };
+    // Node's body not read by anyone before us (nothing in the gateway's chain reads it).
+    if (incoming && outgoing && !outgoing.headersSent && incoming.readableFlowing === null) return viaNode(c, incoming, outgoing);
+
+    const incomingUrl = new URL(c.req.url);
     const target = new URL(base);
-    // The canonical path the rules matched (canonicalizePath), never the client's spelling of it.
-    target.pathname = `${basePath}${c.get('canonicalPath') ?? incoming.pathname}`;
-    target.search = incoming.search;
+    target.pathname = `${basePath}${c.get('canonicalPath') ?? incomingUrl.pathname}`;
+    target.search = incomingUrl.search;
 
     const headers = new Headers(c.req.raw.headers);
     stripHopByHop(headers);
@@ -82,10 +101,9 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
     const ip = clientIp(c, options.identity);
     const prior = options.identity.trustForwardedFor ? headers.get('x-forwarded-for') : null;
     headers.set('x-forwarded-for', prior ? `${prior}, ${ip}` : ip);
-    headers.set('x-forwarded-host', incoming.host);
-    headers.set('x-forwarded-proto', incoming.protocol.replace(':', ''));
+    headers.set('x-forwarded-host', incomingUrl.host);
+    headers.set('x-forwarded-proto', incomingUrl.protocol.replace(':', ''));
 
-    // GET and HEAD carry no body: reading c.req.raw.body would make @hono/node-server build a full web Request.
     const method = c.req.method;
     const body = method === 'GET' || method === 'HEAD' ? null : c.req.raw.body;
     try {
@@ -98,13 +116,10 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
       } as RequestInit & { duplex?: 'half' });
     } catch (error) {
       const name = (error as Error).name;
-      if (name === 'TimeoutError') return jsonError(504, 'Upstream timed out');
-      if (name === 'AbortError') return jsonError(499, 'Client closed request');
-      options.logger.warn(
-        { event: 'upstream.error', error: (error as Error).message, cause: String((error as Error).cause ?? '') },
-        'upstream request failed',
-      );
-      return jsonError(502, 'Bad gateway');
+      if (name === 'TimeoutError') return failureResponse('timeout');
+      if (name === 'AbortError') return failureResponse('client-closed');
+      logUpstreamError(error);
+      return failureResponse('upstream-error');
     }
   };
 }

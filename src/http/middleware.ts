@@ -6,6 +6,7 @@
 // Denied requests get the 429 contract and never reach the handler; allowed ones get the X-RateLimit-* and
 // RateLimit headers on whatever the handler returns. Concurrency leases are released when the response body
 // has been sent (or the client went away), not when the handler returns.
+import type { ServerResponse } from 'node:http';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
@@ -58,6 +59,9 @@ export function releaseWhenDone(body: ReadableStream<Uint8Array>, done: () => vo
   });
 }
 
+/** The header @hono/node-server's RESPONSE_ALREADY_SENT carries: the handler wrote Node's response itself. */
+const ALREADY_SENT_HEADER = 'x-hono-already-sent';
+
 export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEnv> {
   const settings: IdentitySettings = { ...DEFAULT_IDENTITY, ...options.identity };
   const now = options.now ?? Date.now;
@@ -90,6 +94,16 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     try {
       await next();
       const res = c.res;
+      // Written straight to Node's response (the gateway on Node, forward.ts), rate-limit headers included:
+      // leases are released when that response closes.
+      if (res.headers.has(ALREADY_SENT_HEADER)) {
+        const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+        if (outgoing && !outgoing.closed && decision.leases.length > 0) {
+          outgoing.once('close', () => release(decision.leases));
+          handedOff = true;
+        }
+        return;
+      }
       // Informational and upgrade responses cannot be rebuilt (and carry no rate-limit headers).
       if (res.status < 200 || res.status > 599) return;
       const headers = new Headers(res.headers);
