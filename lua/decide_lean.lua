@@ -29,8 +29,12 @@ local now = now_ms(ARGV[6])
 -- One fixed-window or token-bucket rule: the same decision without the general loop's tables (lean.lua).
 if rule_count == 1 then
   local code = ARGV[7]
-  if code == 'fw' then return single_fixed_window_reply(KEYS[2], ARGV, now) end
-  if code == 'tb' then return single_token_bucket_reply(KEYS[2], ARGV, now) end
+  if code == 'fw' then
+    return single_fixed_window(KEYS[2], tonumber(ARGV[8]), tonumber(ARGV[9]), nil, tonumber(ARGV[11]), tonumber(ARGV[4]), ARGV[15] == '1', now)
+  end
+  if code == 'tb' then
+    return single_token_bucket(KEYS[2], tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), nil, ARGV[15] == '1', now)
+  end
 end
 local ctx = { n = 1, self = 0, skew = tonumber(ARGV[4]), fence = 0 }
 local decisions = {}

@@ -5,11 +5,14 @@
 ]]
 -- A single region holds σ = S for ever (no slots, no fence): decideBucket reduces to the seed's bucket, computed
 -- without the share machinery but with the same float operations (cap = (C·S)/S + 0 = C exactly, and one refill
--- segment at (L·S)/(P·S)). Returns tokens, capacity, rate and the store for an admission.
-local function single_region_bucket(rule, now)
-  local C, cost = rule.burst, rule.cost
-  local rate = (rule.limit * SHARE_UNITS) / (rule.period * SHARE_UNITS)
-  local held = redis.call('HMGET', rule.key, 'tokens', 'last_refill')
+-- segment at (L·S)/(P·S)).
+local function single_region_rate(limit, period)
+  return (limit * SHARE_UNITS) / (period * SHARE_UNITS)
+end
+
+-- The tokens the bucket at `key` (capacity C) holds at `now`.
+local function single_region_tokens(key, C, rate, now)
+  local held = redis.call('HMGET', key, 'tokens', 'last_refill')
   local tokens, last = tonumber(held[1]), tonumber(held[2])
   if tokens == nil then
     tokens = C
@@ -18,12 +21,32 @@ local function single_region_bucket(rule, now)
   else
     tokens = math.min(C, tokens + (now - last) * rate)
   end
+  return tokens
+end
+
+-- fmt of the last store's clock and tokens (formatting a double is not cheap): the calls of a batch store at
+-- one clock, and every new bucket of a rule stores the same tokens.
+local stored_now, stored_now_text, stored_after, stored_after_text
+
+-- An admission of `cost` from `tokens`.
+local function single_region_store(key, tokens, cost, C, rate, now)
+  local after = tokens - cost
+  -- (== 0: fmt tells -0 from 0, == does not)
+  if now ~= stored_now or now == 0 then stored_now, stored_now_text = now, fmt(now) end
+  if after ~= stored_after or after == 0 then stored_after, stored_after_text = after, fmt(after) end
+  redis.call('HSET', key, 'tokens', stored_after_text, 'last_refill', stored_now_text)
+  local full_in = 0
+  if rate > 0 then full_in = math.ceil((C - after) / rate) end
+  redis.call('PEXPIRE', key, full_in + 1000)
+end
+
+-- Returns tokens, capacity, rate and the store for an admission.
+local function single_region_bucket(rule, now)
+  local C, cost = rule.burst, rule.cost
+  local rate = single_region_rate(rule.limit, rule.period)
+  local tokens = single_region_tokens(rule.key, C, rate, now)
   local function store()
-    local after = tokens - cost
-    redis.call('HSET', rule.key, 'tokens', fmt(after), 'last_refill', fmt(now))
-    local full_in = 0
-    if rate > 0 then full_in = math.ceil((C - after) / rate) end
-    redis.call('PEXPIRE', rule.key, full_in + 1000)
+    single_region_store(rule.key, tokens, cost, C, rate, now)
   end
   return tokens, C, rate, store
 end

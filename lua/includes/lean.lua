@@ -94,41 +94,70 @@ end
 
 --[[
   One rule of one of these two algorithms (nearly every call): the same reads, writes, numbers and reply as
-  decide_lean.lua's loop over window_rule / token_bucket, without its tables and closures. Returns the reply.
-  ARGV as decide_lean.lua takes it; the rule's values start at ARGV[7].
+  decide_lean.lua's loop over window_rule / token_bucket, without its tables, closures and string building.
+  Returns the reply. The arguments are the rule's numbers as decide_lean.lua reads them from ARGV (limit
+  ARGV[8], period ARGV[9], burst ARGV[10], cost ARGV[11], skew ARGV[4], shadow ARGV[15] == '1'), so
+  decide_batch (scripts.ts) reads them once for a run of calls with the same arguments. A fixed window takes no
+  burst, a token bucket no skew.
 ]]
-local function single_fixed_window_reply(key, ARGV, now)
-  local L, P, cost = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[11])
+-- Slot k's fields (k = id mod 3, window_rule's 'w' .. k and so on), so a decision builds none of them.
+local SLOT_W = { [0] = 'w0', 'w1', 'w2' }
+local SLOT_C = { [0] = 'c0.0', 'c1.0', 'c2.0' }
+local SLOT_X = { [0] = 'x0.0.0', 'x1.0.0', 'x2.0.0' }
+local SLOT_T = { [0] = 't0.0', 't1.0', 't2.0' }
+
+-- fmt for a count, nearly always a whole number: %d writes the same text as %.17g for a whole number of at
+-- most 15 digits other than 0 (%.17g tells -0 from 0), at half the cost.
+local function fmt_count(value)
+  if value % 1 == 0 and value > -1e15 and value < 1e15 and value ~= 0 then return string.format('%d', value) end
+  return fmt(value)
+end
+
+-- fmt(id) and fmt(cost) of the last window opened (the same for every fresh key of a batch).
+local opened_id, opened_id_text, opened_cost, opened_cost_text
+
+local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
   local id = math.floor(now / P)
-  local k = tostring(id % 3)
-  local held = redis.call('HMGET', key, 'w' .. k, 'c' .. k .. '.0')
+  local slot = id % 3
+  local w, c = SLOT_W[slot], SLOT_C[slot]
+  -- (No whole id: a clock or period that is no number. The same names as window_rule's.)
+  if w == nil then
+    local k = tostring(slot)
+    w, c = 'w' .. k, 'c' .. k .. '.0'
+  end
+  local held = redis.call('HMGET', key, w, c)
   local count = 0
   local current = tonumber(held[1]) == id
   if current then count = tonumber(held[2]) or 0 end
   local remaining = math.max(0, L - count)
-  local allowed = cost <= remaining
   local reset_at = (id + 1) * P
-  local retry_after = 0
-  if allowed then
-    remaining = remaining - cost
+  if cost <= remaining then
     if not current then
-      if held[1] then redis.call('HDEL', key, 'c' .. k .. '.0', 'x' .. k .. '.0.0', 't' .. k .. '.0') end
-      redis.call('HSET', key, 'w' .. k, fmt(id), 'c' .. k .. '.0', fmt(cost))
-      redis.call('PEXPIRE', key, 2 * P + tonumber(ARGV[4]) + 1000)
+      if held[1] then
+        local x, t = SLOT_X[slot], SLOT_T[slot]
+        if x == nil then
+          local k = tostring(slot)
+          x, t = 'x' .. k .. '.0.0', 't' .. k .. '.0'
+        end
+        redis.call('HDEL', key, c, x, t)
+      end
+      -- (== cannot tell -0 from 0; fmt does)
+      if id ~= opened_id or id == 0 then opened_id, opened_id_text = id, fmt(id) end
+      if cost ~= opened_cost or cost == 0 then opened_cost, opened_cost_text = cost, fmt(cost) end
+      redis.call('HSET', key, w, opened_id_text, c, opened_cost_text)
+      redis.call('PEXPIRE', key, 2 * P + skew + 1000)
     else
-      redis.call('HSET', key, 'c' .. k .. '.0', fmt(count + cost))
+      redis.call('HSET', key, c, fmt_count(count + cost))
     end
-  else
-    retry_after = math.max(1, reset_at - now)
+    return { 1, now, 1, remaining - cost, reset_at, 0, 0 }
   end
-  local verdict = allowed and 1 or 0
-  return { (allowed or ARGV[15] == '1') and 1 or 0, now, verdict, remaining, reset_at, retry_after, 0 }
+  return { shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now), 0 }
 end
 
-local function single_token_bucket_reply(key, ARGV, now)
-  local rule = { key = key, limit = tonumber(ARGV[8]), period = tonumber(ARGV[9]), burst = tonumber(ARGV[10]), cost = tonumber(ARGV[11]) }
-  local tokens, C, rate, store = single_region_bucket(rule, now)
-  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, rule.cost, rule.period, now)
-  if allowed then store() end
-  return { (allowed or ARGV[15] == '1') and 1 or 0, now, allowed and 1 or 0, math.max(0, math.floor(after)), reset_at, retry_after, 0 }
+local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
+  local rate = single_region_rate(L, P)
+  local tokens = single_region_tokens(key, C, rate, now)
+  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, cost, P, now)
+  if allowed then single_region_store(key, tokens, cost, C, rate, now) end
+  return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, math.max(0, math.floor(after)), reset_at, retry_after, 0 }
 end

@@ -125,7 +125,7 @@ export function decideLibrary(name: DecideScript = 'decide'): { source: string; 
     ...renew,
     script.slice(bodyAt),
     'end',
-    DECIDE_BATCH_LUA,
+    name === 'decide' ? DECIDE_BATCH_LUA : LEAN_DECIDE_BATCH_LUA,
     `redis.register_function('${fn}', decide)`,
     `redis.register_function('${batchFn}', decide_batch)`,
     '',
@@ -142,7 +142,20 @@ export function decideLibrary(name: DecideScript = 'decide'): { source: string; 
  * '') are decided at one Redis TIME read once per batch: they are decided in the same instant anyway. A call
  * that raises an error answers that error in its place; the others still decide.
  */
-const DECIDE_BATCH_LUA = `
+const BATCH_ERROR_LUA = `
+local function batch_error(reply)
+  if type(reply) == 'table' and reply.err then return redis.error_reply(reply.err) end
+  return redis.error_reply(tostring(reply))
+end
+
+-- Redis TIME in ms, as the text decide's now_ms reads (ARGV[6]).
+local function batch_clock()
+  local t = redis.call('TIME')
+  return tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end`;
+
+const DECIDE_BATCH_LUA = `${BATCH_ERROR_LUA}
+
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local replies = {}
@@ -160,20 +173,93 @@ local function decide_batch(keys, args)
       for j = 1, na do call_args[j] = args[a + j] end
     end
     if call_args[6] == '' then
-      if batch_now == nil then
-        local t = redis.call('TIME')
-        batch_now = tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-      end
+      if batch_now == nil then batch_now = batch_clock() end
       call_args[6] = batch_now
     end
     k, a = k + nk, a + na
     local ok, reply = pcall(decide, call_keys, call_args)
     if ok then
       replies[i] = reply
-    elseif type(reply) == 'table' and reply.err then
-      replies[i] = redis.error_reply(reply.err)
     else
-      replies[i] = redis.error_reply(tostring(reply))
+      replies[i] = batch_error(reply)
+    end
+  end
+  return replies
+end`;
+
+/**
+ * decide_batch of the lean library (decide_lean.lua). A call whose arguments take decide_lean.lua's one-rule
+ * path (one region, one fixed-window or token-bucket rule) goes straight to that path's function
+ * (single_fixed_window or single_token_bucket in lean.lua) with the numbers decide would read from its ARGV,
+ * read once for a run of calls with the same arguments, and at the clock decide would take: the batch's TIME
+ * read or the call's own pinned clock. Every other call goes through `decide` as in DECIDE_BATCH_LUA. Both
+ * run under pcall, so an error still answers in its call's place only.
+ */
+const LEAN_DECIDE_BATCH_LUA = `${BATCH_ERROR_LUA}
+
+local function decide_batch(keys, args)
+  local count = tonumber(args[1])
+  local replies = {}
+  local batch_now, batch_now_ms
+  -- The current arguments: args[at + j] is ARGV[j] (j <= size); call_args their copy, once decide needs one.
+  local at, size, call_args
+  -- Their one-rule path, if they take it: the function, its numbers, and the pinned clock ('' for none).
+  local single, limit, period, burst, cost, skew, shadow, pinned
+  local k, a = 0, 1
+  for i = 1, count do
+    local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
+    a = a + 2
+    if na >= 0 then
+      at, size, call_args, single = a, na, nil, nil
+      -- decide_lean.lua's test, on the texts (any other spelling of 1 goes through decide, which reads it).
+      if na >= 15 and args[a + 2] == '1' and args[a + 5] == '1' then
+        local code = args[a + 7]
+        if code == 'fw' then
+          single = single_fixed_window
+        elseif code == 'tb' then
+          single = single_token_bucket
+        end
+        if single ~= nil then
+          limit, period, burst, cost = tonumber(args[a + 8]), tonumber(args[a + 9]), tonumber(args[a + 10]), tonumber(args[a + 11])
+          skew, shadow, pinned = tonumber(args[a + 4]), args[a + 15] == '1', args[a + 6]
+          -- now_ms(ARGV[6])
+          if pinned ~= '' then pinned = tonumber(pinned) end
+        end
+      end
+      a = a + na
+    end
+    local ok, reply
+    if single ~= nil and nk >= 2 then
+      local now = pinned
+      if now == '' then
+        if batch_now == nil then
+          batch_now = batch_clock()
+          batch_now_ms = tonumber(batch_now)
+        end
+        now = batch_now_ms
+      end
+      ok, reply = pcall(single, keys[k + 2], limit, period, burst, cost, skew, shadow, now)
+    else
+      local call_keys = {}
+      for j = 1, nk do call_keys[j] = keys[k + j] end
+      if call_args == nil then
+        call_args = {}
+        for j = 1, size do call_args[j] = args[at + j] end
+      end
+      if call_args[6] == '' then
+        if batch_now == nil then
+          batch_now = batch_clock()
+          batch_now_ms = tonumber(batch_now)
+        end
+        call_args[6] = batch_now
+      end
+      ok, reply = pcall(decide, call_keys, call_args)
+    end
+    k = k + nk
+    if ok then
+      replies[i] = reply
+    else
+      replies[i] = batch_error(reply)
     end
   end
   return replies

@@ -194,4 +194,78 @@ describe('batched and lean decisions', () => {
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
     expect((results[3] as PromiseFulfilledResult<unknown[]>).value[3]).toBe(3);
   });
+
+  it("a lean batch mixing one-rule calls with other calls, pinned clocks with Redis's, and failing calls decides what decide.lua decides one by one", async () => {
+    const redis = withScripts(engineRedis);
+    const lean = decideCaller(redis, { script: 'decideLean' });
+    const reference = decideCaller(redis, { script: 'decide' });
+    // Each shape's rules (code, limit, period, burst, then budget, lease ttl, lease id, shadow after the cost).
+    const SHAPES: Record<string, [string, number, number, number, number, number, string, 0 | 1][]> = {
+      fw: [['fw', 5, 1_000, 5, -1, 30_000, '', 0]],
+      fwShadow: [['fw', 2, 60_000, 2, -1, 30_000, '', 1]],
+      tb: [['tb', 5, 2_000, 4, -1, 30_000, '', 0]],
+      tbFw: [
+        ['tb', 5, 2_000, 4, -1, 30_000, '', 0],
+        ['fw', 5, 1_000, 5, -1, 30_000, '', 0],
+      ],
+      sw: [['sw', 7, 4_000, 7, -1, 30_000, '', 0]],
+      cc: [['cc', 3, 60_000, 3, -1, 2_000, 'lease', 0]],
+      // An unknown algorithm (decide raises), a fixed window on a key that holds a string (WRONGTYPE), and
+      // one without its state key (the next call's keys are not its own).
+      bad: [['zz', 5, 1_000, 5, -1, 30_000, '', 0]],
+      wrongType: [['fw', 5, 1_000, 5, -1, 30_000, '', 0]],
+      noKey: [['fw', 5, 1_000, 5, -1, 30_000, '', 0]],
+    };
+    const spec = fc.record({
+      shape: fc.constantFrom(...Object.keys(SHAPES)),
+      key: fc.constantFrom('a', 'b'),
+      cost: fc.constantFrom(1, 1, 2),
+      // undefined: no pinned clock (the batch's Redis TIME).
+      clock: fc.option(fc.constantFrom(0, 0, 400, 1_500, 2_600), { nil: undefined }),
+    });
+    const build = (s: { shape: string; key: string; cost: number }, now: number | ''): (string | number)[] => {
+      const rules = SHAPES[s.shape]!;
+      const keys = s.shape === 'noKey' ? [] : rules.map(([code]) => (s.shape === 'wrongType' ? 'qf:{s1}:str' : `qf:{s1}:${code}:${s.key}`));
+      const call: (string | number)[] = [1 + keys.length, 'qf:{s1}:m', ...keys, 0, 1, '1000000', 1000, rules.length, now];
+      for (const [code, limit, period, burst, budget, ttl, lease, shadow] of rules) {
+        call.push(code, limit, period, burst, s.cost, budget, ttl, lease, shadow);
+      }
+      return call;
+    };
+    const reset = async () => {
+      await admin.flushall();
+      await admin.set('qf:{s1}:str', 'x');
+    };
+    let unpinned = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(spec, { minLength: 2, maxLength: 40 }),
+        fc.integer({ min: 1_800_000_000_000, max: 1_800_000_100_000 }),
+        async (specs, start) => {
+          await reset();
+          const calls = specs.map((s) => build(s, s.clock === undefined ? '' : start + s.clock));
+          const replies = await lean.batch(calls);
+          const state = await dump();
+          // The batch read Redis TIME once for its unpinned calls: decide them one by one at that clock.
+          const batchNow = specs
+            .map((s, i) => (s.clock === undefined && Array.isArray(replies[i]) ? (replies[i] as number[])[1] : undefined))
+            .find((now) => now !== undefined);
+          if (batchNow !== undefined) unpinned++;
+          await reset();
+          for (let i = 0; i < calls.length; i++) {
+            const s = specs[i]!;
+            const expected = await reference(build(s, s.clock === undefined ? (batchNow ?? start) : start + s.clock)).then(
+              (reply) => reply,
+              (error: unknown) => error,
+            );
+            if (expected instanceof Error) expect(replies[i], `call ${i}`).toBeInstanceOf(Error);
+            else expect(replies[i], `call ${i}`).toEqual(expected);
+          }
+          expect(await dump()).toEqual(state);
+        },
+      ),
+      { numRuns: 60 },
+    );
+    expect(unpinned).toBeGreaterThan(10);
+  }, 120_000);
 });
