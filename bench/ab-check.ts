@@ -32,6 +32,19 @@ const servers: Record<string, ServerProcess> = {
   ...(other ? { other: await startServer('service', { redisUrl, config }, join(other, 'bench/http/server.ts')) } : {}),
 };
 const results: Record<string, { rps: number[]; cpu: number[]; trips: number[] }> = {};
+// Every server warms up alike first (not recorded): a fresh server's first seconds cost up to twice its steady CPU.
+for (const server of Object.values(servers)) {
+  const gateway = server === servers.proxy;
+  await runLoad({
+    url: server.url,
+    method: gateway ? 'GET' : 'POST',
+    path: gateway ? '/v1/items' : '/v1/check',
+    connections: 50,
+    durationS: 2,
+    warmupS: 0,
+    apiKeys: 10_000_000,
+  });
+}
 for (let r = 0; r < rounds; r++) {
   for (const mode of modes) {
     const extra = mode === 'hot' ? { apiKey: 'hot-key', apiKeys: 1 } : { apiKeys: 10_000_000 };
