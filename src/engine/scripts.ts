@@ -133,15 +133,7 @@ export function decideLibrary(name: DecideScript = 'decide'): { source: string; 
   return { source, library, fn, batchFn };
 }
 
-/**
- * Several decide calls in one: KEYS are the calls' keys one after the other; ARGV[1] is the number of calls,
- * then per call its key count, its argument count and its arguments, or -1 and no arguments when they are
- * the previous call's (the common case: same rules, cost and clock; only the keys differ). Each call runs
- * through `decide` in
- * order, so the batch answers exactly what the calls would one by one. Calls without a pinned clock (ARGV[6]
- * '') are decided at one Redis TIME read once per batch: they are decided in the same instant anyway. A call
- * that raises an error answers that error in its place; the others still decide.
- */
+/** Shared by both batch functions: a call's error in its place, and the batch's one TIME read (ms, as text). */
 const BATCH_ERROR_LUA = `
 local function batch_error(reply)
   if type(reply) == 'table' and reply.err then return redis.error_reply(reply.err) end
@@ -154,6 +146,15 @@ local function batch_clock()
   return tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end`;
 
+/**
+ * Several decide calls in one: KEYS are the calls' keys one after the other; ARGV[1] is the number of calls,
+ * then per call its key count, its argument count and its arguments, or -1 and no arguments when they are
+ * the previous call's (the common case: same rules, cost and clock; only the keys differ). Each call runs
+ * through `decide` in
+ * order, so the batch answers exactly what the calls would one by one. Calls without a pinned clock (ARGV[6]
+ * '') are decided at one Redis TIME read once per batch: they are decided in the same instant anyway. A call
+ * that raises an error answers that error in its place; the others still decide.
+ */
 const DECIDE_BATCH_LUA = `${BATCH_ERROR_LUA}
 
 local function decide_batch(keys, args)
@@ -200,7 +201,12 @@ const LEAN_DECIDE_BATCH_LUA = `${BATCH_ERROR_LUA}
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local replies = {}
-  local batch_now, batch_now_ms
+  -- The batch's clock: one TIME read, on first need.
+  local batch_now
+  local function clock()
+    if batch_now == nil then batch_now = batch_clock() end
+    return batch_now
+  end
   -- The current arguments: args[at + j] is ARGV[j] (j <= size); call_args their copy, once decide needs one.
   local at, size, call_args
   -- Their one-rule path, if they take it: the function, its numbers, and the pinned clock ('' for none).
@@ -231,13 +237,7 @@ local function decide_batch(keys, args)
     local ok, reply
     if single ~= nil and nk >= 2 then
       local now = pinned
-      if now == '' then
-        if batch_now == nil then
-          batch_now = batch_clock()
-          batch_now_ms = tonumber(batch_now)
-        end
-        now = batch_now_ms
-      end
+      if now == '' then now = tonumber(clock()) end
       ok, reply = pcall(single, keys[k + 2], limit, period, burst, cost, skew, shadow, now)
     else
       local call_keys = {}
@@ -246,13 +246,7 @@ local function decide_batch(keys, args)
         call_args = {}
         for j = 1, size do call_args[j] = args[at + j] end
       end
-      if call_args[6] == '' then
-        if batch_now == nil then
-          batch_now = batch_clock()
-          batch_now_ms = tonumber(batch_now)
-        end
-        call_args[6] = batch_now
-      end
+      if call_args[6] == '' then call_args[6] = clock() end
       ok, reply = pcall(decide, call_keys, call_args)
     end
     k = k + nk

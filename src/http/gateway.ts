@@ -66,15 +66,20 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
       'upstream request failed',
     );
 
+  // X-Forwarded-For as the upstream gets it: the client's own chain only when we trust it, then the client's IP.
+  const forwardedFor = (c: Context<QuotafedEnv>, prior: string | undefined): string => {
+    const ip = clientIp(c, options.identity);
+    return options.identity.trustForwardedFor && prior ? `${prior}, ${ip}` : ip;
+  };
+
   // On Node's own server: straight from Node's request to Node's response (forward.ts).
   const viaNode = async (c: Context<QuotafedEnv>, incoming: IncomingMessage, outgoing: ServerResponse): Promise<Response> => {
     const url = incoming.url ?? '/';
     const query = url.indexOf('?');
     const path = `${basePath}${c.get('canonicalPath') ?? c.req.path}${query === -1 ? '' : url.slice(query)}`;
     const headers = forwardedHeaders(incoming.headers);
-    const ip = clientIp(c, options.identity);
-    const prior = options.identity.trustForwardedFor ? incoming.headers['x-forwarded-for'] : undefined;
-    headers['x-forwarded-for'] = prior ? `${prior}, ${ip}` : ip;
+    const prior = incoming.headers['x-forwarded-for'];
+    headers['x-forwarded-for'] = forwardedFor(c, Array.isArray(prior) ? prior.join(', ') : prior);
     headers['x-forwarded-host'] = incoming.headers.host ?? '';
     headers['x-forwarded-proto'] = (incoming.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
     const decision = c.get('quotafed');
@@ -98,9 +103,7 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
     const headers = new Headers(c.req.raw.headers);
     stripHopByHop(headers);
     headers.delete('host');
-    const ip = clientIp(c, options.identity);
-    const prior = options.identity.trustForwardedFor ? headers.get('x-forwarded-for') : null;
-    headers.set('x-forwarded-for', prior ? `${prior}, ${ip}` : ip);
+    headers.set('x-forwarded-for', forwardedFor(c, headers.get('x-forwarded-for') ?? undefined));
     headers.set('x-forwarded-host', incomingUrl.host);
     headers.set('x-forwarded-proto', incomingUrl.protocol.replace(':', ''));
 
