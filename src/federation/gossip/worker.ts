@@ -9,6 +9,8 @@
 //   - the worker never takes the next job in the same script that finishes one (that would skip the screen);
 //   - a job whose data is not JSON (or that slipped past the screen oversized) is turned into a refusal before
 //     BullMQ parses it, then failed without retries: counted under its reason and logged once, never cycled.
+//     The screen and BullMQ's take are two calls, so a job pushed to the wait list between them is taken
+//     unscreened: it is read once (never parsed), and its data is dropped in Redis before it is failed.
 import { UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -68,9 +70,18 @@ class GossipQueueWorker extends Worker {
     return super.processJob(job, token, () => false);
   }
 
+  private async redis(): Promise<Redis | Cluster> {
+    return (await this.backend.client) as unknown as Redis | Cluster;
+  }
+
+  /** Replaces a refused job's data in Redis by `{}`, as the screen does, so the failed set does not keep it. */
+  async dropData(job: Job): Promise<void> {
+    await (await this.redis()).hset(this.toKey(job.id!), 'data', '{}');
+  }
+
   private async screen(): Promise<void> {
     try {
-      const client = withScript((await this.backend.client) as unknown as Redis | Cluster, 'screenGossip');
+      const client = withScript(await this.redis(), 'screenGossip');
       const call = screenGossipCall({
         waitKey: this.keys.wait!,
         failedKey: this.keys.failed!,
@@ -111,6 +122,7 @@ export function startGossipWorker(
       const refusal = (job.data as Record<string, unknown> | null)?.[REFUSED] as Refusal | undefined;
       if (refusal !== undefined) {
         refused(refusal.reason, `job ${job.id}: ${refusal.detail}`);
+        if (refusal.reason === 'oversized') await worker.dropData(job).catch(() => undefined);
         throw new UnrecoverableError(`rejected: ${refusal.reason}`);
       }
       const bytes = worker.sizes.get(job) ?? Buffer.byteLength(JSON.stringify(job.data ?? null), 'utf8');
