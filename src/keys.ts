@@ -28,13 +28,12 @@ export interface IdentityParts {
   dimensions: readonly string[];
 }
 
-function digest(text: string): Buffer {
-  // One-shot SHA-256 (same bytes as createHash().update(text, 'utf8').digest(), half the CPU on the hot path).
-  return hash('sha256', text, 'buffer');
-}
+// One-shot SHA-256 straight to text: the same bytes as createHash().update(text, 'utf8').digest(), and about a
+// third of the CPU of asking for a Buffer and converting it (node:crypto's Buffer output path allocates).
 
 export function shardOf(principal: string): number {
-  return digest(principal).readUInt32BE(0) % KEY_SHARDS;
+  // The first 32 bits, big-endian (what readUInt32BE(0) of the digest reads).
+  return Number.parseInt(hash('sha256', principal, 'hex').slice(0, 8), 16) % KEY_SHARDS;
 }
 
 export function shardTag(shard: number): string {
@@ -43,8 +42,10 @@ export function shardTag(shard: number): string {
 
 /** 96 bits of SHA-256 over the length-prefixed dimensions: injective in practice, fixed length. */
 export function identityHash(ruleName: string, dimensions: readonly string[]): string {
-  const framed = [ruleName, ...dimensions].map((part) => `${Buffer.byteLength(part, 'utf8')}:${part}`).join('|');
-  return digest(framed).subarray(0, 12).toString('base64url');
+  let framed = `${Buffer.byteLength(ruleName, 'utf8')}:${ruleName}`;
+  for (const part of dimensions) framed += `|${Buffer.byteLength(part, 'utf8')}:${part}`;
+  // 16 base64url characters are exactly the digest's first 12 bytes.
+  return hash('sha256', framed, 'base64url').slice(0, 16);
 }
 
 export function ruleKey(ruleName: string, identity: IdentityParts): string {
