@@ -10,7 +10,12 @@ import { KEY_SHARDS, identityHash, ruleKey, shardOf } from '../../src/keys.ts';
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest();
 const framed = (rule: string, dimensions: readonly string[]) =>
   [rule, ...dimensions].map((part) => `${Buffer.byteLength(part, 'utf8')}:${part}`).join('|');
-const text = fc.oneof(fc.string(), fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }), fc.string({ minLength: 300, maxLength: 9000 }));
+const text = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'grapheme' }),
+  fc.string({ unit: 'binary' }),
+  fc.string({ minLength: 300, maxLength: 9000 }),
+);
 
 describe('key layout', () => {
   it('shardOf is the first 32 bits of SHA-256, mod the shard count', () => {
