@@ -1,4 +1,6 @@
-// CPU profile of one HTTP server under load: `npx tsx bench/profile.ts [check|gateway|rlf-check] [seconds] [hot] [seed] [prewarm]`.
+// CPU profile of one HTTP server under load:
+// `npx tsx bench/profile.ts [check|gateway|rlf-check|middleware|rlf-middleware] [seconds] [hot] [seed] [prewarm]`.
+// middleware / rlf-middleware: Hono with quotafed's middleware or rate-limiter-flexible's, GET /v1/items (bench section 2).
 // `seed`: us-east's four rules in one region (what the bench's http section runs) instead of the one per-key rule;
 // `prewarm`: a fresh-key load first, as the bench runs before its hot-key row (the profile covers the last run only).
 // Starts its own redis-server (and upstream for the gateway), runs the server under `node --cpu-prof` with the
@@ -12,11 +14,11 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { stopChild } from '../src/ops/stop-child.ts';
-import { readProfile, summarise } from './lib/cpu-profile.ts';
+import { inclusiveFrames, readProfile, summarise } from './lib/cpu-profile.ts';
 import { processCpuMicros, runLoad, startServer } from './lib/processes.ts';
 
 const SERVER = fileURLToPath(new URL('./http/server.ts', import.meta.url));
-const target = (process.argv[2] ?? 'check') as 'check' | 'gateway' | 'rlf-check';
+const target = (process.argv[2] ?? 'check') as 'check' | 'gateway' | 'rlf-check' | 'middleware' | 'rlf-middleware';
 const seconds = Number(process.argv[3] ?? 5);
 /** `hot`: one API key for every request (the seed rule then denies most of them) instead of a fresh key each. */
 const flags = new Set(process.argv.slice(4));
@@ -37,7 +39,13 @@ async function main(): Promise<void> {
   };
   // rlf-check: Hono + rate-limiter-flexible on the same route and body, for comparison.
   const [mode, options] =
-    target === 'rlf-check' ? ['rlf-check', { redisUrl: redis.url, limit: 1000 }] : ['service', { redisUrl: redis.url, config }];
+    target === 'rlf-check'
+      ? ['rlf-check', { redisUrl: redis.url, limit: 1000 }]
+      : target === 'middleware'
+        ? ['middleware', { redisUrl: redis.url }]
+        : target === 'rlf-middleware'
+          ? ['rlf', { redisUrl: redis.url }]
+          : ['service', { redisUrl: redis.url, config }];
   const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', SERVER, mode, JSON.stringify(options)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -51,8 +59,8 @@ async function main(): Promise<void> {
   });
   const load = {
     url,
-    method: target === 'gateway' ? 'GET' : 'POST',
-    path: target === 'gateway' ? '/items' : '/v1/check',
+    method: target.endsWith('check') ? 'POST' : 'GET',
+    path: target.endsWith('check') ? '/v1/check' : target === 'gateway' ? '/items' : '/v1/items',
     connections: 32,
     durationS: seconds,
   } as const;
@@ -92,6 +100,14 @@ async function main(): Promise<void> {
   for (const [name, count] of summary.top) process.stdout.write(`  ${pct(count).padStart(6)}  ${name}\n`);
   process.stdout.write('\ninclusive (share of busy):\n');
   for (const [name, count] of summary.inclusive) process.stdout.write(`  ${pct(count).padStart(6)}  ${name}\n`);
+  // Per request: the measured load's requests spread evenly over its duration (warm-up excluded).
+  const windowMs = (seconds - 0.2) * 1000;
+  const requests = (figures.rps * windowMs) / 1000;
+  const { busyMicros, frames } = inclusiveFrames(profile, windowMs);
+  process.stdout.write(`\ninclusive µs per request (busy ${(busyMicros / requests).toFixed(1)} µs/req, profiler on):\n`);
+  for (const [name, micros] of frames.filter(([name]) => !/^\((root|program)\)/.test(name)).slice(0, 40)) {
+    process.stdout.write(`  ${(micros / requests).toFixed(2).padStart(7)}  ${name}\n`);
+  }
 }
 
 await main();

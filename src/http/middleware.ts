@@ -59,6 +59,17 @@ export function releaseWhenDone(body: ReadableStream<Uint8Array>, done: () => vo
   });
 }
 
+/** Sets `headers` on a response's own headers; false when they are immutable (a fetch() response's). */
+function setInPlace(target: Headers, headers: Record<string, string>): boolean {
+  try {
+    applyHeaders(target, headers);
+    return true;
+  } catch (error) {
+    if (error instanceof TypeError) return false;
+    throw error;
+  }
+}
+
 /** The header @hono/node-server's RESPONSE_ALREADY_SENT carries: the handler wrote Node's response itself. */
 const ALREADY_SENT_HEADER = 'x-hono-already-sent';
 
@@ -106,8 +117,13 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
       }
       // Informational and upgrade responses cannot be rebuilt (and carry no rate-limit headers).
       if (res.status < 200 || res.status > 599) return;
+      const limitHeaders = rateLimitHeaders(decision, now());
+      // Without a lease to release at the end of the body, the headers go on the handler's own response: its body
+      // is left alone, so @hono/node-server still writes a string body with its head in one write (rebuilding the
+      // response turned it into a stream: two writes and a web Response per request).
+      if (decision.leases.length === 0 && setInPlace(res.headers, limitHeaders)) return;
       const headers = new Headers(res.headers);
-      applyHeaders(headers, rateLimitHeaders(decision, now()));
+      applyHeaders(headers, limitHeaders);
       let body: ReadableStream<Uint8Array> | null = res.body;
       if (body && decision.leases.length > 0) {
         body = releaseWhenDone(body, () => release(decision.leases));

@@ -1,6 +1,9 @@
 // The exported Hono middleware on a tiny app: a few lines embed the limiter, denied requests never reach the
 // handler, and concurrency leases are returned once the response body has been sent.
+import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRedis } from '../harness/redis.ts';
 import { parseConfig } from '../../src/config/load.ts';
@@ -107,5 +110,57 @@ describe('quotafed() middleware', async () => {
       }
     }
     expect(status).toBe(200);
+  });
+
+  it("on a Node server, puts the headers on the handler's own answer and on an upstream fetch() answer alike", async () => {
+    const upstream: Server = createServer((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/plain', 'X-From': 'upstream' });
+      res.end('from upstream');
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const node = new Hono<QuotafedEnv>();
+    node.use(
+      '*',
+      quotafed({ engine, identify: (c) => ({ apiKey: c.req.header('x-user'), ip: '192.0.2.8', method: c.req.method, path: c.req.path }) }),
+    );
+    node.get('/hello', (c) => c.json({ hello: 'node' }));
+    // fetch()'s Response has immutable headers: the middleware answers a copy with the headers added.
+    node.get('/proxied', () => fetch(`${upstreamUrl}/`));
+    const listening = await new Promise<Server>((resolve) => {
+      const started = serve({ fetch: node.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(started as Server)) as Server;
+    });
+    const base = `http://127.0.0.1:${(listening.address() as AddressInfo).port}`;
+    // Raw node:http, so the bytes on the wire are what is checked (Content-Length included).
+    const get = (path: string) =>
+      new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
+        httpRequest(`${base}${path}`, { headers: { 'X-User': 'carol' } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+        })
+          .on('error', reject)
+          .end();
+      });
+    try {
+      const own = await get('/hello');
+      expect(own.status).toBe(200);
+      expect(own.body).toBe('{"hello":"node"}');
+      expect(own.headers['content-length']).toBe(String(own.body.length));
+      expect(own.headers['content-type']).toMatch(/^application\/json/);
+      expect(own.headers['x-ratelimit-limit']).toBe('3');
+      expect(own.headers['x-ratelimit-remaining']).toBe('2');
+      expect(own.headers.ratelimit).toMatch(/^"per-user";r=2;t=\d+$/);
+
+      const proxied = await get('/proxied');
+      expect(proxied.status).toBe(200);
+      expect(proxied.body).toBe('from upstream');
+      expect(proxied.headers['x-from']).toBe('upstream');
+      expect(proxied.headers['x-ratelimit-remaining']).toBe('1');
+    } finally {
+      await new Promise((resolve) => listening.close(resolve));
+      await new Promise((resolve) => upstream.close(resolve));
+    }
   });
 });
