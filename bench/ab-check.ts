@@ -10,7 +10,7 @@ import { startRedis } from '../src/ops/redis-process.ts';
 import { newClient } from './lib/context.ts';
 import { commandCalls } from './lib/redis-stats.ts';
 import { median } from './lib/stats.ts';
-import { runLoad, startServer, type ServerProcess } from './lib/processes.ts';
+import { runLoad, startServer, warmUp, type ServerProcess } from './lib/processes.ts';
 
 const rounds = Number(process.argv[2] ?? 2);
 const modes = (process.argv[3] ?? 'fresh,hot').split(',');
@@ -32,19 +32,11 @@ const servers: Record<string, ServerProcess> = {
   ...(other ? { other: await startServer('service', { redisUrl, config }, join(other, 'bench/http/server.ts')) } : {}),
 };
 const results: Record<string, { rps: number[]; cpu: number[]; trips: number[] }> = {};
-// Every server warms up alike first (not recorded): a fresh server's first seconds cost up to twice its steady CPU.
-for (const server of Object.values(servers)) {
-  const gateway = server === servers.proxy;
-  await runLoad({
-    url: server.url,
-    method: gateway ? 'GET' : 'POST',
-    path: gateway ? '/v1/items' : '/v1/check',
-    connections: 50,
-    durationS: 2,
-    warmupS: 0,
-    apiKeys: 10_000_000,
-  });
-}
+// Every server warms up alike first (warmUp says why).
+await warmUp(
+  Object.values(servers).map((server) => ({ server, method: server === servers.proxy ? 'GET' : 'POST', extra: { apiKeys: 10_000_000 } })),
+  { durationS: 2, connections: 50 },
+);
 for (let r = 0; r < rounds; r++) {
   for (const mode of modes) {
     const extra = mode === 'hot' ? { apiKey: 'hot-key', apiKeys: 1 } : { apiKeys: 10_000_000 };

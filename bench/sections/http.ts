@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import type { Section } from '../lib/context.ts';
-import { runLoad, startServer, type ServerProcess } from '../lib/processes.ts';
+import { runLoad, startServer, warmUp, type ServerProcess, type WarmUpRun } from '../lib/processes.ts';
 import { progress } from '../lib/progress.ts';
 import { median, round } from '../lib/stats.ts';
 import type { Row } from '../lib/table.ts';
@@ -103,37 +103,25 @@ export const httpSection: Section = async (ctx) => {
       ServerProcess,
     ];
 
-    // Every server warms up alike before the first measured round: a freshly started Node server spends up to
-    // twice its steady CPU per request while its code is being optimised (more code, longer: the quotafed
-    // service paid 280 µs per request in a first round and 100-140 µs after), which a 0.5 s warm-up per run
-    // does not cover. Nothing of this pass is recorded.
+    // Every server warms up alike before the first measured round (warmUp says why).
     const warmS = ctx.options.quick ? 0.5 : 2;
-    const warmups: [ServerProcess, 'GET' | 'POST', Partial<LoadOptions>][] = [
-      [bare, 'GET', {}],
-      [rlf, 'GET', {}],
-      [middleware, 'GET', {}],
-      [bare, 'POST', { apiKeys: FRESH_KEYS }],
-      [rlfCheck, 'POST', { apiKeys: FRESH_KEYS }],
-      [service, 'POST', { apiKeys: FRESH_KEYS }],
-      [clustered, 'POST', { apiKeys: FRESH_KEYS }],
-      [bareProxy, 'GET', { apiKeys: FRESH_KEYS }],
-      [service, 'GET', { apiKeys: FRESH_KEYS }],
-      [abusive, 'GET', { apiKey: 'abuser', apiKeys: 1 }],
-      [abusiveNoCache, 'GET', { apiKey: 'abuser', apiKeys: 1 }],
+    const fresh = { apiKeys: FRESH_KEYS };
+    const abuser = { apiKey: 'abuser', apiKeys: 1 };
+    const warmups: WarmUpRun[] = [
+      { server: bare, method: 'GET' },
+      { server: rlf, method: 'GET' },
+      { server: middleware, method: 'GET' },
+      { server: bare, method: 'POST', extra: fresh },
+      { server: rlfCheck, method: 'POST', extra: fresh },
+      { server: service, method: 'POST', extra: fresh },
+      { server: clustered, method: 'POST', extra: fresh },
+      { server: bareProxy, method: 'GET', extra: fresh },
+      { server: service, method: 'GET', extra: fresh },
+      { server: abusive, method: 'GET', extra: abuser },
+      { server: abusiveNoCache, method: 'GET', extra: abuser },
     ];
     progress(`http: warming every server up alike (${warmups.length} runs of ${warmS} s, not recorded)`);
-    for (const [server, method, extra] of warmups) {
-      await runLoad({
-        url: server.url,
-        method,
-        path: method === 'POST' ? '/v1/check' : '/v1/items',
-        connections,
-        durationS: warmS,
-        warmupS: 0,
-        apiKeys: 10_000,
-        ...extra,
-      });
-    }
+    await warmUp(warmups, { durationS: warmS, connections });
     await ctx.admin.flushall();
 
     for (let r = 0; r < rounds; r++) {

@@ -24,17 +24,24 @@ local function single_region_tokens(key, C, rate, now)
   return tokens
 end
 
--- fmt of the last store's clock and tokens (formatting a double is not cheap): the calls of a batch store at
--- one clock, and every new bucket of a rule stores the same tokens.
-local stored_now, stored_now_text, stored_after, stored_after_text
+-- A fmt that keeps the text of the value it was last given (formatting a double is not cheap): the calls of a
+-- batch store at one clock, and every new bucket or window of a rule stores the same tokens or counts. 0 is
+-- formatted every time: == cannot tell -0 from 0, fmt does.
+local function last_fmt()
+  local last, text
+  return function(value)
+    if value ~= last or value == 0 then last, text = value, fmt(value) end
+    return text
+  end
+end
+
+-- The last store's clock and tokens.
+local fmt_stored_now, fmt_stored_after = last_fmt(), last_fmt()
 
 -- An admission of `cost` from `tokens`.
 local function single_region_store(key, tokens, cost, C, rate, now)
   local after = tokens - cost
-  -- (== 0: fmt tells -0 from 0, == does not)
-  if now ~= stored_now or now == 0 then stored_now, stored_now_text = now, fmt(now) end
-  if after ~= stored_after or after == 0 then stored_after, stored_after_text = after, fmt(after) end
-  redis.call('HSET', key, 'tokens', stored_after_text, 'last_refill', stored_now_text)
+  redis.call('HSET', key, 'tokens', fmt_stored_after(after), 'last_refill', fmt_stored_now(now))
   local full_in = 0
   if rate > 0 then full_in = math.ceil((C - after) / rate) end
   redis.call('PEXPIRE', key, full_in + 1000)

@@ -113,8 +113,8 @@ local function fmt_count(value)
   return fmt(value)
 end
 
--- fmt(id) and fmt(cost) of the last window opened (the same for every fresh key of a batch).
-local opened_id, opened_id_text, opened_cost, opened_cost_text
+-- The id and cost of the last window opened (the same for every fresh key of a batch).
+local fmt_opened_id, fmt_opened_cost = last_fmt(), last_fmt()
 
 local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
   local id = math.floor(now / P)
@@ -141,10 +141,7 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
         end
         redis.call('HDEL', key, c, x, t)
       end
-      -- (== cannot tell -0 from 0; fmt does)
-      if id ~= opened_id or id == 0 then opened_id, opened_id_text = id, fmt(id) end
-      if cost ~= opened_cost or cost == 0 then opened_cost, opened_cost_text = cost, fmt(cost) end
-      redis.call('HSET', key, w, opened_id_text, c, opened_cost_text)
+      redis.call('HSET', key, w, fmt_opened_id(id), c, fmt_opened_cost(cost))
       redis.call('PEXPIRE', key, 2 * P + skew + 1000)
     else
       redis.call('HSET', key, c, fmt_count(count + cost))

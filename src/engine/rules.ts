@@ -4,6 +4,7 @@ import { TrieRouter } from 'hono/router/trie-router';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
 import { matchDescriptor } from './descriptors.ts';
+import { createIdentityCache, type Identity, type IdentityCache } from './identity-cache.ts';
 import type { RequestContext } from './types.ts';
 
 export interface MatchedRule {
@@ -18,27 +19,8 @@ export interface MatchedRule {
   shard: number;
 }
 
-/** Most identities whose state key is remembered per config: a caller can send unbounded distinct keys. */
-export const IDENTITY_CACHE_MAX = 50_000;
-/**
- * The doorkeeper (TinyLFU's): one bit per bucket of identities, so an identity enters the cache the second time it
- * is seen, not the first. Cleared after DOORKEEPER_MARKS first sightings, so at most 1/4 of its bits are set and
- * at most about that share of one-off callers gets in. Without it, a stream of new callers put every identity into
- * the cache, where it outlived a young-generation scavenge and was promoted: 6 MB/s of old-generation growth at
- * 27,000 new callers/s, mark-compacts of 5-9 ms every few seconds, and an in-process p99 of 4.5-5.4 ms (2.0-2.2 ms
- * with it; docs/performance.md, fifth pass).
- */
-const DOORKEEPER_LOG2_BITS = 17;
-const DOORKEEPER_BITS = 1 << DOORKEEPER_LOG2_BITS;
-const DOORKEEPER_MARKS = DOORKEEPER_BITS / 4;
 /** Identities longer than this are hashed every time: a cache of 8 KB API keys would cost more than it saves. */
 const IDENTITY_CACHE_MAX_CHARS = 256;
-
-interface Identity {
-  key: string;
-  principal: string;
-  shard: number;
-}
 
 interface CompiledRule {
   rule: Rule;
@@ -50,16 +32,8 @@ interface CompiledRules {
   /** Undefined when no rule names endpoints: nothing to route. */
   router: TrieRouter<{ index: number; pattern: string }> | undefined;
   rules: readonly CompiledRule[];
-  /**
-   * Bounded by starting afresh when full: a miss costs one get and one set, with no recency bookkeeping. (An LRU
-   * cost more on a miss than hashing the identity again once hashing took 0.75 µs; a Map that dropped its first
-   * entry on every insert once full slowed down as deleted entries piled up at its head.) A caller that keeps
-   * coming is back in the cache at its next requests.
-   */
-  identities: Map<string, Identity>;
-  /** The doorkeeper's bits and how many were set since it was last cleared. */
-  seen: Uint8Array;
-  marks: number;
+  /** Callers' state keys, so a returning caller's key is not hashed again. */
+  identities: IdentityCache;
 }
 
 const compiled = new WeakMap<readonly Rule[], CompiledRules>();
@@ -82,9 +56,7 @@ function compile(rules: readonly Rule[]): CompiledRules {
   result = {
     router: routes > 0 ? router : undefined,
     rules: byRule,
-    identities: new Map<string, Identity>(),
-    seen: new Uint8Array(DOORKEEPER_BITS / 8),
-    marks: 0,
+    identities: createIdentityCache(),
   };
   compiled.set(rules, result);
   return result;
@@ -106,6 +78,8 @@ export function outcomeBase(rule: Rule) {
     failMode: rule.failMode,
   };
 }
+
+export { IDENTITY_CACHE_MAX } from './identity-cache.ts';
 
 /** Entries in the identity cache of these rules (for tests of its bound). */
 export function identityCacheSize(config: Pick<Config, 'rules'>): number {
@@ -144,29 +118,8 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
   const principal = principalAt !== -1 ? dimensions[principalAt]! : `${rule.name}|${dimensions.join('|')}`;
   const { key, shard } = stateKeyOf(rule.name, { principal, dimensions });
   const identity = { key, principal, shard };
-  if (cacheable && admitted(compiledRules, key)) {
-    if (compiledRules.identities.size >= IDENTITY_CACHE_MAX) compiledRules.identities.clear();
-    compiledRules.identities.set(cacheKey, identity);
-  }
+  if (cacheable) compiledRules.identities.offer(cacheKey, identity);
   return identity;
-}
-
-/** Whether the doorkeeper has seen this state key before (and marks it if not). */
-function admitted(compiledRules: CompiledRules, key: string): boolean {
-  // The key ends in its identity hash (base64url of SHA-256): its last four characters (24 random bits) spread
-  // over the doorkeeper's bits by a multiplicative hash.
-  const end = key.length;
-  const tail = (key.charCodeAt(end - 4) << 21) ^ (key.charCodeAt(end - 3) << 14) ^ (key.charCodeAt(end - 2) << 7) ^ key.charCodeAt(end - 1);
-  const bit = Math.imul(tail, 0x9e3779b1) >>> (32 - DOORKEEPER_LOG2_BITS);
-  const mask = 1 << (bit & 7);
-  const seen = compiledRules.seen;
-  if ((seen[bit >> 3]! & mask) !== 0) return true;
-  seen[bit >> 3]! |= mask;
-  if (++compiledRules.marks >= DOORKEEPER_MARKS) {
-    seen.fill(0);
-    compiledRules.marks = 0;
-  }
-  return false;
 }
 
 export function matchRules(config: Pick<Config, 'rules'>, request: RequestContext): MatchedRule[] {
