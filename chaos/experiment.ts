@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { scriptBudget } from '../src/federation/topology.ts';
+import { scriptBudget } from '../src/protocol/index.ts';
 import { createAnnotator } from './annotate.ts';
 import { describeFault, runFaults } from './faults.ts';
 import type { Lab } from './lab/federation.ts';

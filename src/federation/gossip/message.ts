@@ -4,7 +4,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { KEY_SHARDS, STATE_KEY_PATTERN, shardOfKey } from '../../keys.ts';
-import type { Topology } from '../topology.ts';
+import type { Topology } from '../../protocol/index.ts';
 import { SLOTS_PER_KEY, slotLength, timeCellsOffset } from './cells.ts';
 
 /** 2: slots carry the t cells (last admission time per region). */
