@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
-import { portion } from '../protocol/index.ts';
+import { KEPT_WINDOWS, portion } from '../protocol/index.ts';
 import { localFallbackKeys } from '../metrics.ts';
 import { outcomeBase } from './rules.ts';
 import type { Lease, RuleOutcome } from './types.ts';
@@ -94,8 +94,8 @@ export interface LocalFallbackOptions {
 /** Algorithms whose local admissions are written back to Redis (settle_fallback.lua): the window counters. */
 export const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
 
-/** Windows Redis still holds (KEPT_WINDOWS = 3: the current one and the two before). */
-const SETTLE_WINDOWS = 2;
+/** Windows before the current one that Redis still holds (it keeps KEPT_WINDOWS slots per key), so can be settled. */
+const SETTLE_WINDOWS = KEPT_WINDOWS - 1;
 
 export function createLocalFallback(options: LocalFallbackOptions): LocalFallback {
   const { federation } = options;
