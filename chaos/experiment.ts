@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { scriptBudget } from '../src/federation/topology.ts';
+import { resolveLeakageBudget } from '../src/protocol/index.ts';
 import { createAnnotator } from './annotate.ts';
 import { describeFault, runFaults } from './faults.ts';
 import type { Lab } from './lab/federation.ts';
@@ -294,12 +294,11 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
 
     const quotafed = summarize(load.quotafed, policy);
     const peerResult = peer ? summarize(load.peer, policy, ['window']) : null;
-    const budgets = {
-      window: scriptBudget({ limit: policy.windowLimit, leakageBudget: undefined }, spec.leakageBudget, REGIONS.length),
-      // A percentage budget is of the rule's `limit`, as the engine resolves it.
-      bucket: scriptBudget({ limit: policy.bucketLimit, leakageBudget: undefined }, spec.leakageBudget, REGIONS.length),
+    // B per rule, null for "unbounded"; a percentage budget is of the rule's `limit`, as the engine resolves it.
+    const budget = {
+      window: resolveLeakageBudget(policy.windowLimit, spec.leakageBudget, REGIONS.length),
+      bucket: resolveLeakageBudget(policy.bucketLimit, spec.leakageBudget, REGIONS.length),
     };
-    const budget = { window: budgets.window < 0 ? null : budgets.window, bucket: budgets.bucket < 0 ? null : budgets.bucket };
     const judged = !spec.failOpen;
     const within = (rule: 'window' | 'bucket') => budget[rule] === null || (quotafed.leakage[rule]?.max ?? 0) <= budget[rule]!;
     const withinBudget = !judged || (within('window') && within('bucket'));

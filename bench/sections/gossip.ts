@@ -11,7 +11,7 @@ import { createPeerLink, type PeerLink } from '../../src/federation/gossip/peer-
 import { createPublisher } from '../../src/federation/gossip/publisher.ts';
 import { federationMetrics } from '../../src/federation/metrics.ts';
 import { createPeerBook } from '../../src/federation/peers.ts';
-import { topologyOf } from '../../src/federation/topology.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
 import { KEY_SHARDS, peerPendingKey } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startRedis } from '../../src/ops/redis-process.ts';

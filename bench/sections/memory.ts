@@ -2,7 +2,7 @@
 // with the federation state of three regions; plus the token-bucket layouts we could move to (proposal).
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import type { Redis } from 'ioredis';
-import { topologyOf } from '../../src/federation/topology.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
 import { withScripts } from '../../src/engine/scripts.ts';

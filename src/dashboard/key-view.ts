@@ -4,8 +4,7 @@ import type { Config } from '../config/schema.ts';
 import type { Policy } from '../policy.ts';
 import type { RegionRedis } from '../engine/redis-client.ts';
 import { federationKeyView, type KeyView as AdminKeyView } from '../federation/admin-view.ts';
-import { resolveBudget, windowBase } from '../federation/protocol.ts';
-import { ruleFederationParams, topologyOf } from '../federation/topology.ts';
+import { resolveLeakageBudget, ruleFederationParams, topologyOf, windowBase } from '../protocol/index.ts';
 import type { KeyView } from './types.ts';
 
 /** A key to watch, named the way a request names it. */
@@ -42,7 +41,7 @@ export function dashboardKeyView(config: Config, watch: WatchedKey, view: AdminK
     rule: rule.name,
     algorithm: rule.algorithm,
     limit: rule.limit,
-    budget: resolveBudget(rule.limit, rule.leakageBudget ?? config.federation.leakageBudget, topology.regions.length),
+    budget: resolveLeakageBudget(rule.limit, rule.leakageBudget ?? config.federation.leakageBudget, topology.regions.length),
     windowId,
     own: window?.own ?? 0,
     global: window?.globalView ?? 0,

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../engine/redis-client.ts';
 import type { PeerStatus } from '../federation/peers.ts';
-import type { Topology } from '../federation/topology.ts';
+import type { Topology } from '../protocol/index.ts';
 import { KEY_SHARDS, peerPendingKey } from '../keys.ts';
 import type { LinkView } from './types.ts';
 

@@ -5,7 +5,7 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../engine/redis-client.ts';
 import type { Policy } from '../policy.ts';
-import { topologyOf } from '../federation/topology.ts';
+import { topologyOf } from '../protocol/index.ts';
 import type { Annotations, AnnotationStore } from './annotations.ts';
 import { createKeyViewReader, type WatchedKey } from './key-view.ts';
 import { createLinkProbe, type FederationStatusLike } from './links.ts';

@@ -2,7 +2,7 @@
 // rules are never decided here: resilient.ts rejects them). It enforces this instance's share of each limit
 // (limit / breaker.instancesPerRegion), so N gateways together stay near the regional limit without Redis.
 // In a federation the regional limit of a federated rule is the region's share of limit + budget
-// (protocol.ts portion, the same floor(X·u/S) the Lua scripts use), so a region cut off from its own Redis
+// (src/protocol portion, the same floor(X·u/S) the Lua scripts use), so a region cut off from its own Redis
 // cannot spend the other regions' shares.
 //
 // Window counts are kept per window and are NOT reset when the breaker closes: a flapping breaker hands out
@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
-import { portion } from '../federation/protocol.ts';
+import { KEPT_WINDOWS, portion } from '../protocol/index.ts';
 import { localFallbackKeys } from '../metrics.ts';
 import { outcomeBase } from './rules.ts';
 import type { Lease, RuleOutcome } from './types.ts';
@@ -85,7 +85,7 @@ export interface LocalFallbackOptions {
   instancesPerRegion: number;
   capacity?: number;
   /**
-   * While federated: this region's share units (protocol.ts shareUnits) and each rule's script budget; a
+   * While federated: this region's share units (src/protocol shareUnits) and each rule's script budget; a
    * federated rule's regional limit is then portion(amount, units) + portion(budget, units). Alone: the limit.
    */
   federation?: { units: number; budget: (rule: Rule) => number; federated: (rule: Rule) => boolean };
@@ -94,8 +94,8 @@ export interface LocalFallbackOptions {
 /** Algorithms whose local admissions are written back to Redis (settle_fallback.lua): the window counters. */
 export const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
 
-/** Windows Redis still holds (KEPT_WINDOWS = 3: the current one and the two before). */
-const SETTLE_WINDOWS = 2;
+/** Windows before the current one that Redis still holds (it keeps KEPT_WINDOWS slots per key), so can be settled. */
+const SETTLE_WINDOWS = KEPT_WINDOWS - 1;
 
 export function createLocalFallback(options: LocalFallbackOptions): LocalFallback {
   const { federation } = options;

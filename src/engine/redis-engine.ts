@@ -3,7 +3,7 @@
 // answers callers known to be exhausted without a Redis hop.
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
-import { topologyOf, type Topology } from '../federation/topology.ts';
+import { topologyOf, type Topology } from '../protocol/index.ts';
 import { KEY_SHARDS, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';

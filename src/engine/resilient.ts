@@ -5,7 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
 import { DeadlineExceededError, withDeadline } from '../deadline.ts';
-import { scriptBudget, topologyOf } from '../federation/topology.ts';
+import { scriptBudget, topologyOf } from '../protocol/index.ts';
 import type { Logger } from '../log.ts';
 import {
   decisionsTotal,

@@ -7,8 +7,7 @@
 import type { Algorithm, Config, Rule } from '../config/schema.ts';
 import { fastSetKey, peerPendingKey, shardMarkerKey, shardOfKey, watchSetKey } from '../keys.ts';
 import type { GossipEntry } from '../federation/gossip/message.ts';
-import { REBALANCE, type RebalancePolicy } from '../federation/protocol.ts';
-import { scriptBudget, type Topology } from '../federation/topology.ts';
+import { REBALANCE, scriptBudget, type RebalancePolicy, type Topology } from '../protocol/index.ts';
 import type { QuotafedCommands, ScriptedRedis, ScriptName } from './scripts.ts';
 
 /** The algorithm codes every script takes (ARGV), one per algorithm of the config schema. */

@@ -10,8 +10,7 @@ import type { QuotafedEnv } from '../http/env.ts';
 import { peerPendingKey, shardMarkerKey, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
-import { windowAllowance, windowForfeited, type WindowSlot } from './protocol.ts';
-import { ruleFederationParams, topologyOf } from './topology.ts';
+import { ruleFederationParams, topologyOf, windowAllowance, windowForfeited, type WindowSlot } from '../protocol/index.ts';
 
 /** Who is asking, as in a /v1/check body. */
 export interface Caller {

@@ -20,7 +20,7 @@ import { federationMetrics } from './metrics.ts';
 import { createPeerBook, type PeerStatus } from './peers.ts';
 import { recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
 import { markAllPending } from './resync.ts';
-import { topologyOf, type Topology } from './topology.ts';
+import { topologyOf, type Topology } from '../protocol/index.ts';
 
 export type { PeerStatus } from './peers.ts';
 export type { RecoveryResult } from './recovery.ts';

@@ -19,7 +19,7 @@ import { orAfter } from '../deadline.ts';
 import { KEY_PREFIX, KEY_SHARDS, META_KEY, PUBLISHER_LOCK_KEY, RECOVERY_LOCK_KEY, shardMarkerKey } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
 import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
-import type { Topology } from './topology.ts';
+import type { Topology } from '../protocol/index.ts';
 
 /** Meta field written once the region's state is known good (its presence means "no loss since"). */
 export const STARTED_FIELD = 'started';

@@ -16,7 +16,7 @@ import {
   runScript,
 } from '../../src/engine/script-calls.ts';
 import { withScripts } from '../../src/engine/scripts.ts';
-import { topologyOf } from '../../src/federation/topology.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
 import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
 

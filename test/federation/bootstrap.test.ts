@@ -14,7 +14,7 @@ import { loadConfigFile } from '../../src/config/load.ts';
 import { KEY_SHARDS, META_KEY, shardMarkerKey } from '../../src/keys.ts';
 import { restartOnlyChanges } from '../../src/policy.ts';
 import { recoverOnStart } from '../../src/federation/recovery.ts';
-import { topologyOf } from '../../src/federation/topology.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
 import { silentLogger } from '../../src/log.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
 import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';

@@ -10,7 +10,7 @@ import { applyGossipCall, runApplyGossip } from '../../src/engine/script-calls.t
 import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } from '../../src/federation/gossip/cells.ts';
 import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/publisher.ts';
-import { topologyOf } from '../../src/federation/topology.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
 import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 

@@ -32,10 +32,10 @@ import {
   type EpochSlot,
   type FederationParams,
   type RebalancePolicy,
+  type Topology,
   type WindowSlot,
   type WindowState,
-} from '../../src/federation/protocol.ts';
-import type { Topology } from '../../src/federation/topology.ts';
+} from '../../src/protocol/index.ts';
 import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 

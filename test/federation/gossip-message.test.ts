@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeState, flattenSlot, slotLength, unflattenSlot } from '../../src/federation/gossip/cells.ts';
 import { canonical, sign, verify, MESSAGE_VERSION, type GossipMessage } from '../../src/federation/gossip/message.ts';
-import { topologyOf } from '../../src/federation/topology.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { ruleKey } from '../../src/keys.ts';
 

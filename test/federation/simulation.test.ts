@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { LeakageBudget } from '../../src/config/schema.ts';
-import { SHARE_UNITS, resolveBudget } from '../../src/federation/protocol.ts';
+import { SHARE_UNITS, resolveLeakageBudget } from '../../src/protocol/index.ts';
 import {
   simulate,
   type Fault,
@@ -127,7 +127,7 @@ function scenarioArb(algorithms: SimAlgorithm[], budget: fc.Arbitrary<LeakageBud
 }
 
 function budgetOf(scenario: Scenario): number {
-  return resolveBudget(scenario.rule.limit, scenario.rule.leakageBudget, scenario.regions.length) ?? Infinity;
+  return resolveLeakageBudget(scenario.rule.limit, scenario.rule.leakageBudget, scenario.regions.length) ?? Infinity;
 }
 
 /** Σ admitted per key and window id (each decision counted in its deciding region's window). */

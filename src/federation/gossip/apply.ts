@@ -9,7 +9,7 @@ import { META_KEY, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
-import type { Topology } from '../topology.ts';
+import type { Topology } from '../../protocol/index.ts';
 import { verify, type GossipEntry, type RejectReason } from './message.ts';
 import { alreadyApplied, recordApplied } from './replay.ts';
 

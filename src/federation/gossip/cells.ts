@@ -2,9 +2,7 @@
 // the order apply_gossip.lua reads its ARGV (id, n values c[o], n·n values x[o][d], n·n values a[o][d], n values
 // t[o]). Token-bucket fields (tokens, last_refill, sig) are regional and never gossiped; token-bucket slots carry
 // y[o][d] (tokens moved with the share) in the a cells.
-
-/** Slots kept per key (current, previous, one early window): see docs/architecture.md. */
-export const SLOTS_PER_KEY = 3;
+import { KEPT_WINDOWS } from '../../protocol/index.ts';
 
 export interface SlotCells {
   id: number;
@@ -38,8 +36,10 @@ export function timeCellsOffset(n: number): number {
   return 1 + n + 2 * n * n;
 }
 
-const CELL = /^([cxat])([0-2])\.(\d+)(?:\.(\d+))?$/;
-const SLOT_ID = /^w([0-2])$/;
+// Field names of slot k (0 ≤ k < KEPT_WINDOWS, a single digit): w<k>, c<k>.<o>, x<k>.<o>.<d>, a<k>.<o>.<d>, t<k>.<o>.
+const SLOT_DIGIT = `[0-${KEPT_WINDOWS - 1}]`;
+const CELL = new RegExp(`^([cxat])(${SLOT_DIGIT})\\.(\\d+)(?:\\.(\\d+))?$`);
+const SLOT_ID = new RegExp(`^w(${SLOT_DIGIT})$`);
 
 function emptySlot(id: number, n: number): SlotCells {
   return { id, c: new Array(n).fill(0), x: new Array(n * n).fill(0), a: new Array(n * n).fill(0), t: new Array(n).fill(0) };
@@ -50,7 +50,7 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
   const pairs: [string, string][] = Array.isArray(raw)
     ? Array.from({ length: Math.floor(raw.length / 2) }, (_, i) => [String(raw[2 * i]), String(raw[2 * i + 1])])
     : Object.entries(raw as Record<string, string>);
-  const slots: (SlotCells | undefined)[] = new Array(SLOTS_PER_KEY).fill(undefined);
+  const slots: (SlotCells | undefined)[] = new Array(KEPT_WINDOWS).fill(undefined);
   const cells: [string, number, number, number | undefined, number][] = [];
   const regional: Record<string, string> = {};
   let changedAt = 0;

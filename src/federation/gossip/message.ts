@@ -4,8 +4,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import { KEY_SHARDS, STATE_KEY_PATTERN, shardOfKey } from '../../keys.ts';
-import type { Topology } from '../topology.ts';
-import { SLOTS_PER_KEY, slotLength, timeCellsOffset } from './cells.ts';
+import { KEPT_WINDOWS, type Topology } from '../../protocol/index.ts';
+import { slotLength, timeCellsOffset } from './cells.ts';
 
 /** 2: slots carry the t cells (last admission time per region). */
 export const MESSAGE_VERSION = 2;
@@ -52,7 +52,7 @@ export interface GossipMessage {
 const Entry = z.strictObject({
   k: z.string().max(200).regex(STATE_KEY_PATTERN),
   t: z.number(),
-  s: z.array(z.array(z.number()).max(1 + 4 * 64 * 64)).max(SLOTS_PER_KEY),
+  s: z.array(z.array(z.number()).max(1 + 4 * 64 * 64)).max(KEPT_WINDOWS),
 });
 
 const Message = z.strictObject({

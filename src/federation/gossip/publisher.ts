@@ -12,7 +12,7 @@ import type { ScriptedRedis } from '../../engine/scripts.ts';
 import { KEY_SHARDS, STATE_KEY_PATTERN, fastSetKey, peerPendingKey, ruleNameOf, shardOfKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
-import type { Topology } from '../topology.ts';
+import type { Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot } from './cells.ts';
 import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
 import type { PeerLink } from './peer-link.ts';

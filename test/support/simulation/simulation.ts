@@ -22,7 +22,7 @@ import {
   type EpochSlot,
   type WindowSlot,
   type WindowState,
-} from '../../../src/federation/protocol.ts';
+} from '../../../src/protocol/index.ts';
 import { EventQueue, type Event } from './events.ts';
 import { Links, isLinkFault, regionIndex } from './links.ts';
 import { prng } from './random.ts';

@@ -9,7 +9,7 @@ import {
   type EpochSlot,
   type FederationParams,
   type WindowState,
-} from '../../../src/federation/protocol.ts';
+} from '../../../src/protocol/index.ts';
 import type { KeyState, RegionSim, Slots } from './types.ts';
 
 /** The region's clock at true time `now`. */

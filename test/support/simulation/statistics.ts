@@ -12,7 +12,7 @@ import {
   windowIdAt,
   type BucketState,
   type WindowState,
-} from '../../../src/federation/protocol.ts';
+} from '../../../src/protocol/index.ts';
 import { localTime, newBucketSlots, newWindow, ownCount, slotsOf } from './state.ts';
 import type { KeyState, RegionSim, Scenario, SimDecision, SimStats, Slots, WindowTally } from './types.ts';
 

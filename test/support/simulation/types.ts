@@ -1,13 +1,6 @@
 // The simulation's scenario, result and internal state types.
 import type { LeakageBudget } from '../../../src/config/schema.ts';
-import type {
-  BucketState,
-  EpochSlot,
-  FederationParams,
-  RebalancePolicy,
-  WindowSlot,
-  WindowState,
-} from '../../../src/federation/protocol.ts';
+import type { BucketState, EpochSlot, FederationParams, RebalancePolicy, WindowSlot, WindowState } from '../../../src/protocol/index.ts';
 
 export type SimAlgorithm = 'fixedWindow' | 'slidingWindow' | 'tokenBucket';
 

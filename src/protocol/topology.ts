@@ -1,18 +1,19 @@
 // The federation as every region must see it: regions sorted by name get indexes 0..n-1, weights are
-// normalised and turned into integer share units (protocol.ts shareUnits), and a fingerprint lets regions
+// normalised and turned into integer share units (params.ts shareUnits), and a fingerprint lets regions
 // refuse gossip from a differently configured federation.
+// Lua mirror: none; the scripts take the share units as a list argument (lua/includes/federation.lua
+// parse_units) and the region index as `self`.
 import { createHash } from 'node:crypto';
-import type { Config, LeakageBudget, Rule } from '../config/schema.ts';
-import { federationParams, resolveBudget as protocolBudget, shareUnits, type FederationParams } from './protocol.ts';
+import type { Config, Rule } from '../config/schema.ts';
+import { federationParams, shareUnits, type FederationParams } from './params.ts';
 
+/** The federation as this region indexes it: what every script call and protocol parameter set is built from. */
 export interface Topology {
   /** Region names sorted; a region's index is its position here. */
   regions: readonly string[];
   selfIndex: number;
   /** Normalised weights by region index (sum 1). */
   weights: readonly number[];
-  /** The weights as text (informational; the Lua scripts take share units). */
-  weightsCsv: string;
   /** Share units u_r by region index (Σ ≤ SHARE_UNITS): every X·ω is floor(X·u/S). */
   units: readonly number[];
   /** The share units as the Lua scripts take them. */
@@ -24,6 +25,7 @@ export interface Topology {
   fingerprint: string;
 }
 
+/** This region's view of the federation from its config (its own region and weight, and its peers'). */
 export function topologyOf(config: Pick<Config, 'region' | 'federation'>): Topology {
   const entries = [
     { name: config.region, weight: config.federation.weight },
@@ -42,21 +44,12 @@ export function topologyOf(config: Pick<Config, 'region' | 'federation'>): Topol
     regions,
     selfIndex,
     weights,
-    weightsCsv: weights.map((weight) => weight.toPrecision(12)).join(','),
     units,
     unitsCsv: units.join(','),
     peerIndexes: regions.map((_, index) => index).filter((index) => index !== selfIndex),
     maxClockSkewMs: config.federation.maxClockSkewMs,
     fingerprint,
   };
-}
-
-/**
- * The leakage budget as the Lua scripts take it (protocol.ts resolveBudget: clamped to 1e9, 0 for a single
- * region), or -1 for "unbounded" (plain gossip).
- */
-export function scriptBudget(rule: Pick<Rule, 'limit' | 'leakageBudget'>, fallback: LeakageBudget, regions: number): number {
-  return protocolBudget(rule.limit, rule.leakageBudget ?? fallback, regions) ?? -1;
 }
 
 /** The protocol parameters of one rule as this region runs it (admin views and the dashboard read state with them). */

@@ -21,7 +21,7 @@ import {
   rebalanceWindow,
   portion,
   refill,
-  resolveBudget,
+  resolveLeakageBudget,
   shareAt,
   shareUnits,
   windowAllowance,
@@ -33,7 +33,7 @@ import {
   type FederationParams,
   type WindowSlot,
   type WindowState,
-} from '../../src/federation/protocol.ts';
+} from '../../src/protocol/index.ts';
 
 const N = 3;
 const cell = fc.integer({ min: 0, max: 40 });
@@ -75,11 +75,11 @@ describe('static arithmetic', () => {
   });
 
   it('resolves budgets: counts, percentages, unbounded, and exactness for a single region', () => {
-    expect(resolveBudget(1000, '5%', 3)).toBe(50);
-    expect(resolveBudget(1000, 7, 3)).toBe(7);
-    expect(resolveBudget(1000, 'unbounded', 3)).toBeNull();
-    expect(resolveBudget(1000, 'unbounded', 1)).toBe(0);
-    expect(resolveBudget(1000, 50, 1)).toBe(0);
+    expect(resolveLeakageBudget(1000, '5%', 3)).toBe(50);
+    expect(resolveLeakageBudget(1000, 7, 3)).toBe(7);
+    expect(resolveLeakageBudget(1000, 'unbounded', 3)).toBeNull();
+    expect(resolveLeakageBudget(1000, 'unbounded', 1)).toBe(0);
+    expect(resolveLeakageBudget(1000, 50, 1)).toBe(0);
     const single = federationParams({
       regions: 1,
       self: 0,

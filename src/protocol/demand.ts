@@ -1,0 +1,55 @@
+// Demand: what makes a region active, quiet, hungry or a free donor in one window (or epoch) slot, the signals
+// every transfer decision of windows and token buckets reads under the REBALANCE policy.
+// Lua mirror: lua/includes/rebalance.lua (active, quiet_span, quiet, free_donor, hungry, wanting).
+import type { FederationParams, RebalancePolicy } from './params.ts';
+import type { Slot } from './slots.ts';
+
+/** Active: admitted something within idleMs of `now` (clocks differ by at most the skew; a heuristic). */
+export function active(slot: Slot, d: number, now: number, policy: RebalancePolicy): boolean {
+  return slot.t[d]! > 0 && now - slot.t[d]! <= policy.idleMs;
+}
+
+/**
+ * Quiet: no admission in window (epoch) `slot.id` for the quiet span (idleMs/5, at most P/20) and for ten of its
+ * own average gaps in it, so a region with steady low traffic is not mistaken for a free donor by one long gap.
+ * (A peer stays "active", and so can be hungry, for the whole idleMs; a starved region's false denials refresh
+ * its t, so a region waiting for a grant never looks quiet.)
+ */
+export const QUIET_GAPS = 10;
+export function quiet(params: FederationParams, slot: Slot, d: number, now: number): boolean {
+  if (slot.t[d]! <= 0) return true;
+  const gaps = slot.c[d]! > 0 ? (QUIET_GAPS * (slot.t[d]! - slot.id * params.periodMs)) / slot.c[d]! : 0;
+  return now - slot.t[d]! > Math.max(quietSpan(params), gaps);
+}
+
+/**
+ * A free donor gives (nearly) all it holds. It admitted in this window (epoch) and has gone quiet since: its
+ * traffic stopped or moved, so what it keeps for its own use is stranded. Traffic that began in this window
+ * needs only the quiet span of silence (the average gap since the window's start says nothing about a burst that
+ * started late in it); traffic carried over from the previous window also ten of its gaps (quiet()). Or it
+ * admitted nothing in this window yet and was quiet in the previous one (a region with steady traffic admits
+ * nothing yet at a window's start: the previous window tells it apart from an idle one there).
+ */
+export function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: number, now: number): boolean {
+  if (slot.t[r]! <= 0) return quiet(params, previous, r, now);
+  if (previous.c[r]! > 0) return quiet(params, slot, r, now);
+  return now - slot.t[r]! > quietSpan(params);
+}
+
+/** The least silence that makes a region quiet: idleMs/5, at most a twentieth of the period. */
+function quietSpan(params: FederationParams): number {
+  return Math.min(params.rebalance.idleMs / 5, params.periodMs / 20);
+}
+
+/** Hungry: active and not quiet, and used more than hungerFraction of its allowance. */
+export function hungry(params: FederationParams, slot: Slot, d: number, allowance: number, now: number): boolean {
+  const used = slot.c[d]!;
+  return (
+    used > 0 && used > params.rebalance.hungerFraction * allowance && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now)
+  );
+}
+
+/** A free donor's targets: hungry peers and peers admitting right now (not quiet). */
+export function wanting(params: FederationParams, slot: Slot, d: number, allowance: number, now: number, free: boolean): boolean {
+  return hungry(params, slot, d, allowance, now) || (free && !quiet(params, slot, d, now));
+}

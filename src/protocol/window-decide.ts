@@ -1,0 +1,124 @@
+// The window algorithms (fixedWindow, slidingWindow) on the request path: a region's base share and
+// allowance of a window, the recovery fence's forfeit, and the decision with the state it leaves.
+// Lua mirror: lua/includes/window_decide.lua (window_base, window_allowance, window_forfeited, acknowledge,
+// decide_window, commit_window).
+import { portion, windowIdAt, type Fence, type FederationParams } from './params.ts';
+import { KEPT_WINDOWS, cloneWindowSlot, emptyWindowSlot, netTransfer, slotIndex, sum, type WindowSlot } from './slots.ts';
+
+export interface WindowState {
+  /** KEPT_WINDOWS slots; slot k holds a window id ≡ k (mod 3) or -1. */
+  slots: WindowSlot[];
+}
+
+/** A window key this region has no state for: KEPT_WINDOWS empty slots of `n` regions. */
+export function newWindowState(n: number): WindowState {
+  return { slots: Array.from({ length: KEPT_WINDOWS }, () => emptyWindowSlot(n)) };
+}
+
+/** The cells of window `id`, zeros when the slot holds another window. Never mutate the result. */
+export function windowCells(state: WindowState, id: number): WindowSlot {
+  const slot = state.slots[slotIndex(id)]!;
+  return slot.id === id ? slot : emptyWindowSlot(slot.c.length, id);
+}
+
+/**
+ * base_d(w) = floor((L+B)·ω_d) plus d's part of the remainder R = (L+B) − Σ_o floor((L+B)·ω_o): every region
+ * gets floor(R/N), and R mod N regions one more, rotating with the window id. Every region computes the same
+ * split from the config, and Σ_d base_d = L + B exactly (floor per region would lose up to N−1 requests: 9 of
+ * 10 for /checkout). Unbounded mode has no local limit (Infinity).
+ */
+export function windowBase(params: FederationParams, d: number, id = 0): number {
+  if (params.budget === null) return Infinity;
+  const total = params.limit + params.budget;
+  let floors = 0;
+  for (let o = 0; o < params.regions; o++) floors += portion(total, params.units[o]!);
+  const remainder = total - floors;
+  const n = params.regions;
+  const turn = (((d - id) % n) + n) % n;
+  return portion(total, params.units[d]!) + Math.floor(remainder / n) + (turn < remainder % n ? 1 : 0);
+}
+
+/** l_d = base_d + Σ_o x[o][d] − Σ_o x[d][o], from whoever's view `slot` is (the slot's id picks the base). */
+export function windowAllowance(params: FederationParams, slot: WindowSlot, d: number): number {
+  return windowBase(params, d, slot.id) + netTransfer(slot, d);
+}
+
+/** A region's share of window w is forfeited when w started at or before its recovery fence. */
+export function windowForfeited(params: FederationParams, fence: Fence, id: number): boolean {
+  return fence > 0 && id <= windowIdAt(fence, params.periodMs);
+}
+
+/** What decideWindow answers for one request. */
+export interface WindowDecision {
+  allowed: boolean;
+  /** Requests this region could still admit in the window (local allowance and global view). */
+  remaining: number;
+  /**
+   * A false denial (docs/federation.md §4): denied by this region's allowance although its own view of the
+   * window has global room for the request (cost ≤ L − G, and for the sliding window ≤ ⌊L − weighted − G⌋),
+   * outside a forfeited window. Always false when allowed.
+   */
+  falseDenial: boolean;
+  /**
+   * The new state; the very same object when truly denied (a denial changes nothing). A false denial refreshes
+   * this region's t in the window (demand), nothing else.
+   */
+  state: WindowState;
+}
+
+/**
+ * Decide one request of `cost` at `now` for a window rule (`sliding`: the sliding-window counter): admit while
+ * this region's allowance and the global view both have room.
+ */
+export function decideWindow(
+  params: FederationParams,
+  state: WindowState,
+  fence: Fence,
+  now: number,
+  cost: number,
+  sliding: boolean,
+): WindowDecision {
+  const r = params.self;
+  const id = windowIdAt(now, params.periodMs);
+  const cells = windowCells(state, id);
+  const global = sum(cells.c);
+  const local = params.budget === null ? Infinity : windowAllowance(params, cells, r) - cells.c[r]!;
+  let room = params.limit - global;
+  if (sliding) {
+    // Smoothing: the previous window's global count weighted by how much of it the sliding window still covers.
+    const previous = sum(windowCells(state, id - 1).c);
+    const elapsed = now - id * params.periodMs;
+    const weighted = (previous * (params.periodMs - elapsed)) / params.periodMs;
+    room = Math.min(room, Math.floor(params.limit - weighted - global));
+  }
+  const remaining = Math.max(0, Math.min(local, room));
+  if (windowForfeited(params, fence, id)) return { allowed: false, remaining: 0, falseDenial: false, state };
+  if (cost > remaining) {
+    if (cost > room) return { allowed: false, remaining, falseDenial: false, state };
+    // A false denial is demand: it refreshes this region's admission time (never its count), so its peers keep
+    // seeing it hungry while it waits for a grant (§2, "demand").
+    const touched = withSlot(state, id);
+    const cells = touched.slots[slotIndex(id)]!;
+    cells.t[r] = Math.max(cells.t[r]!, now);
+    return { allowed: false, remaining, falseDenial: true, state: touched };
+  }
+  const next = withSlot(state, id);
+  const slot = next.slots[slotIndex(id)]!;
+  slot.c[r] = slot.c[r]! + cost;
+  slot.t[r] = Math.max(slot.t[r]!, now);
+  acknowledge(slot, r);
+  return { allowed: true, remaining: remaining - cost, falseDenial: false, state: next };
+}
+
+/** A copy of `state` in which slot `id` exists (reset if it held an older window). */
+export function withSlot(state: WindowState, id: number): WindowState {
+  const slots = state.slots.map(cloneWindowSlot);
+  const index = slotIndex(id);
+  if (slots[index]!.id !== id) slots[index] = emptyWindowSlot(slots[index]!.c.length, id);
+  return { slots };
+}
+
+/** a[r][d] := max(a[r][d], c[d]): r acknowledges everything it has seen (a cell never decreases). */
+export function acknowledge(slot: WindowSlot, r: number): void {
+  for (let d = 0; d < slot.c.length; d++) slot.a[r]![d] = Math.max(slot.a[r]![d]!, slot.c[d]!);
+}
