@@ -140,7 +140,7 @@ function topKeys(keys: readonly string[], count: number): string[] {
 
 /**
  * Waits for the next window boundary when the current window has less than `needMs` left, so a run on
- * minute-long windows sees one window (the issue's cases: a fresh key inside one window).
+ * minute-long windows sees one window (the accuracy cases: a fresh key inside one window).
  */
 async function alignToWindow(periodMs: number, needMs: number, progress: (line: string) => void): Promise<void> {
   const left = periodMs - (Date.now() % periodMs);

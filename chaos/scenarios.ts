@@ -18,7 +18,7 @@ export interface CatalogueOptions {
 const TRAFFIC: TrafficSpec = { ratePerSec: 160, shape: { kind: 'even' }, windowShare: 0.5 };
 
 /**
- * The healthy-accuracy cases of issue 11 on minute-long windows and buckets (as the seed's 1,000/min rule), so a
+ * The healthy-accuracy cases on minute-long windows and buckets (as the seed's 1,000/min rule), so a
  * whole case sits in one window or epoch: 300 per minute, capacity 300, budget 5% (15).
  */
 export const MINUTE_POLICY: Policy = {
@@ -29,7 +29,7 @@ export const MINUTE_POLICY: Policy = {
   bucketBurst: 300,
 };
 
-/** Issue 15's probe rule: 100 per 30 s (fail closed in the lab), budget 5%: at most 105 per window for a key. */
+/** The Redis-trouble probe rule: 100 per 30 s (fail closed in the lab), budget 5%: at most 105 per window for a key. */
 export const PROBE_POLICY: Policy = {
   windowLimit: 100,
   windowPeriodMs: 30_000,
@@ -132,7 +132,7 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       description: "us-east's service process (HTTP and gossip workers) is SIGKILLed and started again",
       faults: [{ kind: 'serviceDown', region: 'us-east', at: s(3_000), until: s(4_000) }],
     },
-    // Issue 11: accuracy of a healthy federation on a fresh key, against an exact global limiter.
+    // Accuracy of a healthy federation on a fresh key, against an exact global limiter.
     {
       ...base,
       name: 'burst-1s',
@@ -159,8 +159,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       ...base,
       name: 'sequential',
       description:
-        "one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (issue 11's " +
-        '400/400/400 of 1,000), 300/min rules',
+        'one key, one request at a time: 120 per rule to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south (the ' +
+        'sequential case of 400/400/400 of 1,000, scaled), 300/min rules',
       durationMs: 10_000,
       policy: MINUTE_POLICY,
       alignToWindow: true,
@@ -203,7 +203,7 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       maxWaitMs: 250,
       traffic: { ...TRAFFIC, pattern: burst(250, 1_500) },
     },
-    // Issue 15: the bound through Redis trouble, with the product's Redis timeouts and breaker (local fallback on).
+    // The bound through Redis trouble, with the product's Redis timeouts and breaker (local fallback on).
     {
       ...base,
       name: 'redis-stall',

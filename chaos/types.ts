@@ -94,7 +94,7 @@ export interface ScenarioSpec {
   productRedisDefaults?: boolean;
   /** Decisions without Redis are what the run measures: it is not declared INVALID for them. */
   degradedExpected?: boolean;
-  /** This run's policy instead of the runner's (e.g. minute-long windows, the probe rule). */
+  /** This run's policy instead of the runner's (e.g. minute-long windows, the Redis-trouble probe rule). */
   policy?: Policy;
   /** rules[].maxWaitMs on both rules: false denials wait this long for a grant (0 or absent: never). */
   maxWaitMs?: number;

@@ -5,6 +5,17 @@
 // the request (a raw path or an API key as a label would let a client grow the registry without bound).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/**
+ * The registry every quotafed metric is on (`quotafed_decisions_total`, `quotafed_http_429_total`, ...). Serve it
+ * from your own `/metrics`, or merge it with your app's registry.
+ *
+ * @example
+ * ```ts
+ * import { registry } from 'quotafed';
+ *
+ * app.get('/metrics', async (c) => c.text(await registry.metrics(), 200, { 'content-type': registry.contentType }));
+ * ```
+ */
 export const registry = new Registry();
 
 let defaultsRegistered = false;
@@ -12,6 +23,14 @@ let defaultsRegistered = false;
  * The process metrics (CPU, memory, event loop lag, GC, as `quotafed_process_*` / `quotafed_nodejs_*`). The regional
  * service registers them when it starts; importing quotafed as a library (createLimiter, the middleware) does not,
  * so an app that embeds it keeps its own process metrics. Idempotent.
+ *
+ * @example
+ * ```ts
+ * import { registerDefaultMetrics, registry } from 'quotafed';
+ *
+ * registerDefaultMetrics(); // only if your app does not collect process metrics itself
+ * const page = await registry.metrics();
+ * ```
  */
 export function registerDefaultMetrics(): void {
   if (defaultsRegistered) return;

@@ -25,6 +25,18 @@ import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
 export type ShutdownHook = () => Promise<void> | void;
 
+/**
+ * Options of {@link startRegionService}: logger, admin routes, what to run (federation, dashboard), policy reload.
+ *
+ * @example
+ * ```ts
+ * const service = await startRegionService(config, {
+ *   configPath: 'regions/us-east.yaml', // enables policy reload (admin route, SIGHUP)
+ *   watchConfig: true,
+ *   dashboard: false,
+ * });
+ * ```
+ */
 export interface RegionServiceOptions {
   logger?: Logger;
   /** Routes for the admin app (policy reload, federation status…), mounted under /admin. */
@@ -45,6 +57,17 @@ export interface RegionServiceOptions {
   newFederation?: boolean;
 }
 
+/**
+ * A running region: its listeners' URLs, its engine and federation, policy reload, and an orderly `close`.
+ *
+ * @example
+ * ```ts
+ * const service = await startRegionService(loadConfigFile('regions/us-east.yaml'));
+ * console.log(`deciding at ${service.url}/v1/check`);
+ * service.onShutdown(() => flushMyQueues());
+ * process.once('SIGTERM', () => void service.close());
+ * ```
+ */
 export interface RegionService {
   /** The config the service started with (ports, Redis, peers: what only a restart changes). */
   readonly config: Config;
@@ -99,6 +122,16 @@ function closeServer(server: Server, timeoutMs: number): Promise<void> {
   });
 }
 
+/**
+ * The region's engine and its Redis client, as createRegionEngine returns them.
+ *
+ * @example
+ * ```ts
+ * const region: RegionEngine = await createRegionEngine(config);
+ * app.use('/api/*', quotafed({ engine: region.engine }));
+ * process.once('SIGTERM', () => void region.close());
+ * ```
+ */
 export interface RegionEngine {
   redis: RegionRedis;
   engine: ResilientEngine;
@@ -112,8 +145,22 @@ function innerEngine(options: Pick<RegionServiceOptions, 'createEngine'>, config
 }
 
 /**
- * The region's decision engine without HTTP: Redis client, Redis engine and the resilient wrapper. For apps
- * that embed the middleware: `app.use(quotafed({ engine: (await createRegionEngine(config)).engine }))`.
+ * The region's decision engine without HTTP: Redis client, Redis engine and the resilient wrapper (breaker, fail
+ * modes, local fallback). For apps that embed the middleware; starts degraded, and says so, when Redis is not
+ * reachable yet.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { loadConfigFile } from 'quotafed/engine';
+ * import { quotafed, type QuotafedEnv } from 'quotafed/hono';
+ * import { createRegionEngine } from 'quotafed/service';
+ *
+ * const { engine, close } = await createRegionEngine(loadConfigFile('regions/us-east.yaml'));
+ * const app = new Hono<QuotafedEnv>();
+ * app.use('/api/*', quotafed({ engine }));
+ * process.once('SIGTERM', () => void close());
+ * ```
  */
 export async function createRegionEngine(
   config: Config,
@@ -153,6 +200,20 @@ export async function createRegionEngine(
   };
 }
 
+/**
+ * One region's whole service: the Redis engine behind the resilient wrapper, the public app (gateway,
+ * `/v1/check`, `/v1/auth`), the admin app, the Envoy gRPC service when configured, the federation with its peers
+ * and the dashboard. What `quotafed serve` runs.
+ *
+ * @example
+ * ```ts
+ * import { loadConfigFile } from 'quotafed/engine';
+ * import { startRegionService } from 'quotafed/service';
+ *
+ * const service = await startRegionService(loadConfigFile('regions/us-east.yaml'), { configPath: 'regions/us-east.yaml' });
+ * process.once('SIGTERM', () => void service.close());
+ * ```
+ */
 export async function startRegionService(config: Config, options: RegionServiceOptions = {}): Promise<RegionService> {
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
   registerDefaultMetrics();

@@ -4,7 +4,11 @@
 //   2. `npm install ./quotafed-*.tgz ioredis` into an empty temporary project (node_modules come from that
 //      install, not from this checkout, and hold no tsx or TypeScript);
 //   3. the README's library snippet runs there against a real redis-server on a free port, and a TypeScript
-//      file importing 'quotafed' type-checks against the shipped declarations;
+//      file importing 'quotafed' and the README's 'quotafed/hono' snippet type-check against the shipped
+//      declarations;
+//   3c. each entry loads only what its audience needs: 'quotafed' and 'quotafed/engine' load no @grpc/grpc-js,
+//      bullmq or @hono/node-server; 'quotafed/hono' no gRPC or BullMQ; 'quotafed/service' imports (and does load
+//      all three, which shows the probe sees them);
 //   4. `npx quotafed check-config` accepts the shipped region file, and `npx quotafed serve` starts from the
 //      installed bin and answers /readyz.
 // Plain JavaScript so it needs nothing but node, npm, tar and redis-server. Exit code 0 only when all pass.
@@ -82,6 +86,9 @@ async function main() {
   for (const needed of [
     'dist/index.js',
     'dist/index.d.ts',
+    'dist/entries/engine.js',
+    'dist/entries/hono.js',
+    'dist/entries/service.js',
     'dist/cli/main.js',
     'lua/decide.lua',
     'bin/quotafed.js',
@@ -159,6 +166,12 @@ tokenBucket(10, 'a fortnight');
 export { allowed };
 `,
   );
+  // The README's middleware snippet, verbatim: the subpath entries' declarations resolve too.
+  const honoSnippet = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)]
+    .map((match) => match[1])
+    .find((code) => code.includes("'quotafed/hono'"));
+  if (!honoSnippet) fail("README.md has no ```ts block importing 'quotafed/hono'");
+  writeFileSync(join(app, 'hono-snippet.ts'), `${honoSnippet}export { app };\n`);
   writeFileSync(
     join(app, 'tsconfig.json'),
     JSON.stringify({
@@ -172,11 +185,68 @@ export { allowed };
         typeRoots: [join(ROOT, 'node_modules/@types')],
         types: ['node'],
       },
-      files: ['types.ts'],
+      files: ['types.ts', 'hono-snippet.ts'],
     }),
   );
   run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: app });
-  say("types: a TypeScript file importing 'quotafed' type-checks against the shipped declarations");
+  say("types: a TypeScript file importing 'quotafed' and the README's 'quotafed/hono' snippet type-check against the shipped declarations");
+
+  // 3c. What each entry loads, seen from a child node: a loader hook appends every module URL it resolves (ESM
+  // imports, including the CommonJS packages they reach) to a file, and the child adds the CommonJS cache's paths
+  // (packages that require() each other); the parent reads the union once the child has exited.
+  writeFileSync(
+    join(app, 'loaded-hooks.mjs'),
+    `import { appendFileSync } from 'node:fs';
+export async function resolve(specifier, context, next) {
+  const result = await next(specifier, context);
+  appendFileSync(process.env.PACK_CHECK_LOADED, result.url + '\\n');
+  return result;
+}
+`,
+  );
+  writeFileSync(
+    join(app, 'loaded-probe.mjs'),
+    `import { appendFileSync } from 'node:fs';
+import { createRequire, register } from 'node:module';
+register('./loaded-hooks.mjs', import.meta.url);
+const entry = process.argv[2];
+const exports = Object.keys(await import(entry));
+const cached = Object.keys(createRequire(import.meta.url).cache);
+appendFileSync(process.env.PACK_CHECK_LOADED, cached.map((path) => 'file://' + path + '\\n').join(''));
+console.log(JSON.stringify(exports));
+process.exit(0);
+`,
+  );
+  const HEAVY = {
+    '@grpc/grpc-js': /\/node_modules\/@grpc\/grpc-js\//,
+    bullmq: /\/node_modules\/bullmq\//,
+    '@hono/node-server': /\/node_modules\/@hono\/node-server\//,
+  };
+  const probe = (entry) => {
+    const file = join(work, `loaded-${entry.replace(/\W+/g, '-')}.txt`);
+    writeFileSync(file, '');
+    const exports = JSON.parse(
+      run(process.execPath, ['loaded-probe.mjs', entry], { cwd: app, timeout: 30_000, env: { ...process.env, PACK_CHECK_LOADED: file } }),
+    );
+    const urls = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    const heavy = Object.keys(HEAVY).filter((name) => urls.some((url) => HEAVY[name].test(url)));
+    const packages = new Set(urls.map((url) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1]).filter(Boolean));
+    return { exports, heavy, packages: [...packages].sort() };
+  };
+  const expected = {
+    quotafed: { exports: ['createLimiter', 'tokenBucket', 'registry'], heavy: [] },
+    'quotafed/engine': { exports: ['createRedisEngine', 'createResilientEngine', 'loadConfigFile'], heavy: [] },
+    'quotafed/hono': { exports: ['quotafed'], heavy: ['@hono/node-server'] },
+    'quotafed/service': { exports: ['createRegionEngine', 'startRegionService'], heavy: Object.keys(HEAVY) },
+  };
+  for (const [entry, want] of Object.entries(expected)) {
+    const got = probe(entry);
+    const missing = want.exports.filter((name) => !got.exports.includes(name));
+    if (missing.length > 0) fail(`'${entry}' does not export ${missing.join(', ')} (it exports ${got.exports.join(', ')})`);
+    if (got.heavy.join() !== want.heavy.join())
+      fail(`importing '${entry}' loads [${got.heavy.join(', ')}] of ${Object.keys(HEAVY).join(', ')}; expected [${want.heavy.join(', ')}]`);
+    say(`import '${entry}': ${got.exports.length} exports; loads ${got.packages.join(', ')}`);
+  }
 
   // 4. The CLI from the installed bin: check-config on the shipped region file, then serve until /readyz.
   const checked = run('npx', ['--no-install', 'quotafed', 'check-config', '--config', 'node_modules/quotafed/regions/us-east.yaml'], {

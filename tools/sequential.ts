@@ -1,4 +1,4 @@
-// Issue 11's sequential case, tried as a user would: the local federation `npm start` runs (a redis-server per
+// The sequential case (one key, region after region), tried as a user would: the local federation `npm start` runs (a redis-server per
 // region on free ports, the demo upstream, three `quotafed serve` processes with regions/*.yaml), then one fresh
 // API key sends N requests through each region's gateway in turn, one at a time, with a pause between regions.
 //

@@ -131,7 +131,7 @@ export const httpSection: Section = async (ctx) => {
       await load('rlf', 'Hono + rate-limiter-flexible middleware', rlf, 'GET');
       await load('middleware', 'Hono + quotafed middleware (Redis engine)', middleware, 'GET');
 
-      // The comparison: the same route and body, a fresh API key per request, then one hot key.
+      // The /v1/check comparison: the same route and body, a fresh API key per request, then one hot key.
       const fresh = { apiKeys: FRESH_KEYS };
       const hot = { apiKey: 'hot-key', apiKeys: 1 };
       await load('bare-post', 'bare Hono (parses JSON, answers JSON)', bare, 'POST', fresh);

@@ -1,4 +1,4 @@
-// 7. The issue's targets as ratios from this run, PASS or MISS. A target whose figures are missing (its
+// 7. The performance targets as ratios from this run, PASS or MISS. A target whose figures are missing (its
 // section was skipped or failed) is listed as "not measured".
 import { round } from '../lib/stats.ts';
 import type { Row, Table } from '../lib/table.ts';
@@ -17,7 +17,7 @@ const rps = (f: Record<string, number>, id: string) => Math.round(f[`http.${id}.
 const cpu = (f: Record<string, number>, id: string, keys: number) =>
   (f[`engine.${id}.k${keys}.clientUs`] ?? NaN) + (f[`engine.${id}.k${keys}.redisUs`] ?? NaN);
 
-/** Issue 12's five targets (the number before each says which), each a ratio or figure from this run. */
+/** The five performance targets (the number before each says which), each a ratio or figure from this run. */
 const TARGETS: Target[] = [
   {
     target: '1. /v1/check >= 1.0x Hono + rate-limiter-flexible, same route and body, fresh API key per request',
@@ -118,7 +118,7 @@ const TARGETS: Target[] = [
     show: (v, f) => `${fmt(v, 0)} B (used_memory ${fmt(f['memory.tokenBucket.region1.bytesPerKey'] ?? NaN, 0)} B per key)`,
   },
   {
-    target: '(issue 5) gossip grows with active keys, not requests (10x requests on the same 1,000 keys: bytes within 10%)',
+    target: 'gossip grows with active keys, not requests (10x requests on the same 1,000 keys: bytes within 10%)',
     value: (f) => (f['gossip.k1000.r10.bytesToPeers'] ?? NaN) / (f['gossip.k1000.r1.bytesToPeers'] ?? NaN),
     pass: (v) => Math.abs(v - 1) <= 0.1,
     show: (v) => `${fmt(v)}x bytes for 10x requests`,
@@ -132,7 +132,7 @@ export function targetsTable(figures: Record<string, number>): Table {
     return { target: t.target, measured: t.show(value, figures), result: t.pass(value) ? 'PASS' : 'MISS' };
   });
   const notes = [
-    "Issue 12's five targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- " +
+    'The five performance targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- ' +
       '--only commands,engine,http,memory` (the sections these targets come from). Where a target is missed, docs/performance.md says ' +
       'where the time goes, with profiles (`npx tsx bench/profile.ts check 5`), and what the next step is.',
   ];

@@ -20,7 +20,7 @@ export interface RegionConfigInput {
   failOpen: boolean;
   /**
    * The product's Redis client and breaker settings (command timeout, local fallback) with fail-closed rules:
-   * what an operator runs, under the probes of issue 15.
+   * what an operator runs, under the Redis-trouble probes.
    */
   productRedisDefaults?: boolean;
   /** rules[].maxWaitMs on both rules (0: answer false denials at once). */

@@ -22,6 +22,19 @@ export const ENV_OVERRIDES = {
   // Plus QUOTAFED_PEER_<NAME>_REDIS_URL per peer (see peerEnvName).
 } as const;
 
+/**
+ * A config that does not validate: `message` names every bad field, `fields` lists their paths.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   loadConfigFile('regions/us-east.yaml');
+ * } catch (error) {
+ *   if (error instanceof ConfigError) console.error(error.message, error.fields); // e.g. ['rules[0].limit']
+ *   else throw error;
+ * }
+ * ```
+ */
 export class ConfigError extends Error {
   constructor(
     message: string,
@@ -39,6 +52,15 @@ function formatPath(path: ReadonlyArray<PropertyKey>): string {
 /**
  * Validate an already-parsed object; throws ConfigError naming every bad field. envoyproxy/ratelimit documents
  * under `envoy` become rules first (`envoy.files` relative to `baseDir`).
+ *
+ * @example
+ * ```ts
+ * const config = parseConfig({
+ *   region: 'us-east',
+ *   redis: { url: 'redis://127.0.0.1:6379' },
+ *   rules: [{ name: 'per-key', by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: '1m' }],
+ * });
+ * ```
  */
 export function parseConfig(input: unknown, source = 'config', baseDir = process.cwd()): Config {
   let expanded = input;
@@ -100,6 +122,16 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
   return copy;
 }
 
+/**
+ * Read and validate a region's YAML file (`path`, or `QUOTAFED_CONFIG` when undefined), with the `QUOTAFED_*`
+ * environment overrides applied; throws ConfigError naming every bad field.
+ *
+ * @example
+ * ```ts
+ * const config = loadConfigFile('regions/us-east.yaml');
+ * const fromEnv = loadConfigFile(undefined); // the file QUOTAFED_CONFIG names
+ * ```
+ */
 export function loadConfigFile(path: string | undefined, env: NodeJS.ProcessEnv = process.env): Config {
   const file = path ?? env.QUOTAFED_CONFIG;
   if (!file) throw new ConfigError('no config given: pass --config <file> or set QUOTAFED_CONFIG', ['--config']);

@@ -53,6 +53,15 @@ export const EnvoyMatch = z.strictObject({
 });
 export type EnvoyMatch = z.infer<typeof EnvoyMatch>;
 
+/**
+ * One rule: which requests it applies to (`match`), what it counts them by (`by`), the algorithm and its limit.
+ * A config's `rules` are these; they appear in keys, metrics and headers by `name`.
+ *
+ * @example
+ * ```ts
+ * const rule = Rule.parse({ name: 'search', match: { endpoints: ['/search'] }, by: ['apiKey'], algorithm: 'slidingWindow', limit: 100, period: '1m' });
+ * ```
+ */
 export const Rule = z.strictObject({
   /** Unique per config; appears in keys, metrics and headers. */
   name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'rule names use letters, digits, "_", "-" and "." (1-64 chars)' }),
@@ -100,6 +109,14 @@ export const Rule = z.strictObject({
   /** Decide and count, but never reject (safe rollout). */
   shadow: z.boolean().default(false),
 });
+/**
+ * A validated rule, as `config.rules` holds it (defaults filled in).
+ *
+ * @example
+ * ```ts
+ * const names = config.rules.map((rule: Rule) => `${rule.name}: ${rule.limit} per ${rule.period} ms`);
+ * ```
+ */
 export type Rule = z.infer<typeof Rule>;
 
 /** TLS for rediss:// URLs. Files are PEM. */
@@ -265,6 +282,16 @@ export const PathSettings = z.strictObject({
   trailingSlash: z.enum(['ignore', 'strict']).default('ignore'),
 });
 
+/**
+ * The zod schema of a region's config (exported as `ConfigSchema`): region, Redis, rules, federation, ports. Use
+ * parseConfig or loadConfigFile for the error messages that name each bad field.
+ *
+ * @example
+ * ```ts
+ * const result = ConfigSchema.safeParse(input);
+ * if (!result.success) console.error(result.error.issues);
+ * ```
+ */
 export const Config = z
   .strictObject({
     region: z.string().regex(/^[a-z0-9-]{1,32}$/, { error: 'region names use lowercase letters, digits and "-"' }),
@@ -362,6 +389,15 @@ export const Config = z
       names.add(peer.name);
     });
   });
+/**
+ * A validated region config, with every default filled in: what the engines and the service take.
+ *
+ * @example
+ * ```ts
+ * const config: Config = loadConfigFile('regions/us-east.yaml');
+ * console.log(config.region, config.rules.length);
+ * ```
+ */
 export type Config = z.infer<typeof Config>;
 
 /**
@@ -385,4 +421,13 @@ function patternProblem(pattern: string, paths: z.infer<typeof PathSettings>): s
   }
   return undefined;
 }
+/**
+ * What you may write for a config (before defaults): the type of the object parseConfig accepts.
+ *
+ * @example
+ * ```ts
+ * const input: ConfigInput = { region: 'local', rules: [{ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 100, period: '1m' }] };
+ * const config = parseConfig(input);
+ * ```
+ */
 export type ConfigInput = z.input<typeof Config>;

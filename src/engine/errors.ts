@@ -1,6 +1,19 @@
 // Errors at the engine boundary. The resilient wrapper turns StoreUnavailableError into a fail-mode decision.
 
-/** Redis did not answer in time or answered with an error: the store cannot decide this request. */
+/**
+ * Redis did not answer in time or answered with an error: the store cannot decide this request. The Redis engine
+ * throws it; the resilient engine turns it into the rule's fail mode.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await redisEngine.decide(request);
+ * } catch (error) {
+ *   if (error instanceof StoreUnavailableError) console.warn('Redis down:', error.message);
+ *   else throw error;
+ * }
+ * ```
+ */
 export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
   constructor(message: string, options?: { cause?: unknown }) {

@@ -57,6 +57,17 @@ export function clusterSeeds(seeds: readonly string[], tls?: RedisTls): { nodes:
 /** Commands never auto-pipelined: the engine's decide FCALLs, which its micro-batcher already batches. */
 const DIRECT_COMMANDS = ['fcall'];
 
+/**
+ * The region's Redis client from `config.redis` (a URL or Cluster seeds, TLS, ACL user), tuned to fail fast on the
+ * request path: no offline queue, a command timeout, ioredis's own reconnect loop.
+ *
+ * @example
+ * ```ts
+ * const config = parseConfig({ region: 'us-east', redis: { url: 'redis://127.0.0.1:6379' }, rules: [] });
+ * const redis = createRegionRedis(config);
+ * const engine = createRedisEngine({ config, redis });
+ * ```
+ */
 export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Partial<RedisOptions> = {}): RegionRedis {
   const { redis } = config;
   const common: RedisOptions = {

@@ -110,6 +110,20 @@ function storeError(error: unknown): StoreUnavailableError {
   return new StoreUnavailableError(`Redis could not decide: ${errorMessage(error)}`, { cause: error });
 }
 
+/**
+ * The decision engine on the region's Redis: matches a request to the config's rules and decides all of them in
+ * one atomic script call (decisions that arrive together share a call). Throws StoreUnavailableError when Redis
+ * cannot decide; wrap it in createResilientEngine for the breaker, the fail modes and the local fallback.
+ *
+ * @example
+ * ```ts
+ * import { createRedisEngine, createRegionRedis, loadConfigFile } from 'quotafed/engine';
+ *
+ * const config = loadConfigFile('regions/us-east.yaml');
+ * const engine = createRedisEngine({ config, redis: createRegionRedis(config) });
+ * const decision = await engine.decide({ apiKey: 'api-key-42', ip: '203.0.113.9', method: 'GET', path: '/search' });
+ * ```
+ */
 export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEngine {
   const { config } = options;
   const redis: ScriptedRedis = withScripts(options.redis);

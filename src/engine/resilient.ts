@@ -31,6 +31,17 @@ export interface ObservedDecision extends Decision {
   endpoint: string;
 }
 
+/**
+ * A decision engine that always answers: a deadline on each decision, a circuit breaker on the store, the rule's
+ * fail mode (or the local fallback) while Redis cannot decide, and policy reloads (`swap`).
+ *
+ * @example
+ * ```ts
+ * const { engine } = await createRegionEngine(config); // a ResilientEngine
+ * console.log(engine.breaker.state);
+ * await engine.swap({ config: next, inner: createRedisEngine({ config: next, redis }) });
+ * ```
+ */
 export interface ResilientEngine extends DecisionEngine {
   decide(request: RequestContext): Promise<ObservedDecision>;
   readonly breaker: Breaker;
@@ -93,6 +104,25 @@ function errorKind(error: unknown): 'timeout' | 'unavailable' {
   return /timed? ?out|deadline/i.test(text) ? 'timeout' : 'unavailable';
 }
 
+/**
+ * Wraps an inner engine (the Redis engine) so every request gets an answer: the deadline, the breaker probed with
+ * `probe`, fail open / fail closed per rule and the in-memory local fallback while the breaker is open.
+ *
+ * @example
+ * ```ts
+ * import { pino } from 'pino';
+ * import { createRedisEngine, createRegionRedis, createResilientEngine, loadConfigFile } from 'quotafed/engine';
+ *
+ * const config = loadConfigFile('regions/us-east.yaml');
+ * const redis = createRegionRedis(config);
+ * const engine = createResilientEngine({
+ *   config,
+ *   inner: createRedisEngine({ config, redis }),
+ *   probe: () => redis.ping(),
+ *   logger: pino(),
+ * });
+ * ```
+ */
 export function createResilientEngine(options: ResilientEngineOptions): ResilientEngine {
   let { config, inner } = options;
   const { logger } = options;

@@ -122,6 +122,15 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
   return identity;
 }
 
+/**
+ * The rules of `config` that apply to `request`, each with the Redis state key of this caller under it.
+ *
+ * @example
+ * ```ts
+ * const matched = matchRules(config, { apiKey: 'api-key-42', ip: '203.0.113.9', method: 'GET', path: '/search' });
+ * console.log(matched.map((m) => m.rule.name)); // e.g. ['per-key', 'search']
+ * ```
+ */
 export function matchRules(config: Pick<Config, 'rules'>, request: RequestContext): MatchedRule[] {
   if (request.descriptor) return matchDescriptor(config, request.descriptor);
   const compiledRules = compile(config.rules);

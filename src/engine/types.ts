@@ -2,7 +2,15 @@
 // lab all speak these.
 import type { Algorithm, FailMode } from '../config/schema.ts';
 
-/** Who is asking and for what. Built by the HTTP layer from the request (or from a /v1/check body). */
+/**
+ * Who is asking and for what. Built by the HTTP layer from the request (or from a /v1/check body).
+ *
+ * @example
+ * ```ts
+ * const request: RequestContext = { apiKey: 'api-key-42', ip: '203.0.113.9', method: 'GET', path: '/search', cost: 1 };
+ * const decision = await engine.decide(request);
+ * ```
+ */
 export interface RequestContext {
   apiKey?: string | undefined;
   ip: string;
@@ -29,6 +37,17 @@ export type DecisionSource =
   | 'fail-closed' // Redis unavailable, rule fails closed: rejected
   | 'local-fallback'; // breaker open, this instance's share of the limit enforced in memory
 
+/**
+ * One rule's verdict on one request: its limit, what is left, when it resets, and who decided (`source`).
+ *
+ * @example
+ * ```ts
+ * const decision = await engine.decide(request);
+ * for (const outcome of decision.outcomes) {
+ *   console.log(outcome.rule, outcome.allowed, `${outcome.remaining}/${outcome.limit}`, outcome.source);
+ * }
+ * ```
+ */
 export interface RuleOutcome {
   rule: string;
   algorithm: Algorithm;
@@ -50,6 +69,15 @@ export interface RuleOutcome {
   falseDenial?: boolean;
 }
 
+/**
+ * The engine's answer for one request: allowed when every non-shadow rule allowed it; `binding` drives the headers.
+ *
+ * @example
+ * ```ts
+ * const decision = await engine.decide({ apiKey: 'api-key-42', ip: '', method: 'GET', path: '/search' });
+ * if (!decision.allowed) return c.json({ error: 'rate limited', retryAfterMs: decision.binding?.retryAfterMs }, 429);
+ * ```
+ */
 export interface Decision {
   /** True when every non-shadow rule allowed the request. */
   allowed: boolean;
@@ -60,6 +88,19 @@ export interface Decision {
   leases: Lease[];
 }
 
+/**
+ * A concurrency slot held by a request until it is released (or its lease TTL runs out).
+ *
+ * @example
+ * ```ts
+ * const decision = await engine.decide(request);
+ * try {
+ *   await handle(request);
+ * } finally {
+ *   await engine.release(decision.leases);
+ * }
+ * ```
+ */
 export interface Lease {
   key: string;
   id: string;
@@ -67,6 +108,20 @@ export interface Lease {
   slots: number;
 }
 
+/**
+ * What decides requests: the Redis engine, the resilient wrapper around it, or your own (tests, other stores).
+ * The middleware and the regional service take any.
+ *
+ * @example
+ * ```ts
+ * const allowAll: DecisionEngine = {
+ *   decide: async () => ({ allowed: true, outcomes: [], binding: undefined, leases: [] }),
+ *   release: async () => {},
+ *   close: async () => {},
+ * };
+ * app.use('/api/*', quotafed({ engine: allowAll }));
+ * ```
+ */
 export interface DecisionEngine {
   decide(request: RequestContext): Promise<Decision>;
   release(leases: readonly Lease[]): Promise<void>;

@@ -8,7 +8,18 @@ import { jsonError } from './json-error.ts';
 
 export const ADMIN_PREFIX = '/admin';
 
-/** Adds routes to the admin app (paths relative to /admin). */
+/**
+ * Adds routes to the admin app (paths relative to /admin), which the admin token guards. Pass them to
+ * startRegionService as `adminRoutes`.
+ *
+ * @example
+ * ```ts
+ * const version: AdminRoutes = (admin) => {
+ *   admin.get('/version', (c) => c.json({ version: '1.2.3' }));
+ * };
+ * await startRegionService(config, { adminRoutes: [version] }); // GET /admin/version
+ * ```
+ */
 export type AdminRoutes = (admin: Hono<QuotafedEnv>) => void;
 
 function digest(text: string): Buffer {

@@ -10,6 +10,20 @@ export type QuotafedVariables = {
   canonicalPath: string;
 };
 
+/**
+ * The Hono environment of quotafed's apps and middleware: Node bindings, and the decision the middleware stores
+ * (`c.get('quotafed')`). Type your app with it to read the decision in handlers.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { quotafed, type QuotafedEnv } from 'quotafed/hono';
+ *
+ * const app = new Hono<QuotafedEnv>();
+ * app.use('/api/*', quotafed({ engine }));
+ * app.get('/api/me', (c) => c.json({ remaining: c.get('quotafed').binding?.remaining }));
+ * ```
+ */
 export type QuotafedEnv = {
   Bindings: HttpBindings;
   Variables: QuotafedVariables;

@@ -1,6 +1,6 @@
-// The limiter as a Hono middleware, for apps that embed it:
+// The limiter as a Hono middleware, for apps that embed it (`quotafed/hono`):
 //
-//   const engine = await createQuotafedEngine(config);          // or any DecisionEngine
+//   const { engine } = await createRegionEngine(loadConfigFile('regions/us-east.yaml'));   // or any DecisionEngine
 //   app.use('/api/*', quotafed({ engine }));
 //
 // Denied requests get the 429 contract and never reach the handler; allowed ones get the X-RateLimit-* and
@@ -17,7 +17,27 @@ import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './iden
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
 
+/**
+ * Options of the {@link quotafed} middleware: the engine that decides, and how a request becomes a
+ * {@link RequestContext} (by default the API key headers, the client IP and the canonical path).
+ *
+ * @example
+ * ```ts
+ * // Behind a trusted proxy, anonymous callers refused:
+ * app.use('/api/*', quotafed({ engine, identity: { trustForwardedFor: true, anonymous: 'reject' } }));
+ *
+ * // Or the identity from your own auth; returning a Response answers without deciding:
+ * app.use('/tenants/*', quotafed({
+ *   engine,
+ *   identify: (c) => {
+ *     const tenant = c.req.header('x-tenant');
+ *     return tenant ? { apiKey: tenant, ip: '', method: c.req.method, path: c.req.path } : c.json({ error: 'no tenant' }, 401);
+ *   },
+ * }));
+ * ```
+ */
 export interface QuotafedOptions {
+  /** Decides each request: `createRegionEngine(config).engine`, `createRedisEngine(...)` or your own. */
   engine: DecisionEngine;
   /** Build the request context yourself (return a Response to answer without deciding, e.g. a 401). */
   identify?: (c: Context) => RequestContext | Response | Promise<RequestContext | Response>;
@@ -25,10 +45,20 @@ export interface QuotafedOptions {
   identity?: Partial<IdentitySettings>;
   /** How the default identify canonicalises the path rules match (src/http/path.ts); lower case, no trailing slash. */
   paths?: PathSettings;
+  /** The clock for the reset headers (epoch ms); `Date.now` when omitted. */
   now?: () => number;
 }
 
-/** A body that calls `done` exactly once: when fully read, on error, or when the client cancels. */
+/**
+ * A body that calls `done` exactly once: when fully read, on error, or when the client cancels. The middleware
+ * wraps a response body with it to release concurrency leases when the body has been sent.
+ *
+ * @example
+ * ```ts
+ * const body = releaseWhenDone(response.body!, () => void engine.release(decision.leases));
+ * return new Response(body, response);
+ * ```
+ */
 export function releaseWhenDone(body: ReadableStream<Uint8Array>, done: () => void): ReadableStream<Uint8Array> {
   let released = false;
   const finish = () => {
@@ -73,6 +103,25 @@ function setInPlace(target: Headers, headers: Record<string, string>): boolean {
 /** The header @hono/node-server's RESPONSE_ALREADY_SENT carries: the handler wrote Node's response itself. */
 const ALREADY_SENT_HEADER = 'x-hono-already-sent';
 
+/**
+ * The limiter as Hono middleware. Each request is identified, decided by `options.engine` and either answered
+ * with the 429 contract (the handler never runs) or passed on; the handler's response gets the `X-RateLimit-*`
+ * and `RateLimit` headers, and later handlers read the decision with `c.get('quotafed')`. Concurrency leases
+ * are released when the response body has been sent or the client went away.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { loadConfigFile } from 'quotafed/engine';
+ * import { quotafed, type QuotafedEnv } from 'quotafed/hono';
+ * import { createRegionEngine } from 'quotafed/service';
+ *
+ * const { engine } = await createRegionEngine(loadConfigFile('regions/us-east.yaml'));
+ * const app = new Hono<QuotafedEnv>();
+ * app.use('/api/*', quotafed({ engine }));
+ * app.get('/api/search', (c) => c.json({ remaining: c.get('quotafed').binding?.remaining }));
+ * ```
+ */
 export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEnv> {
   const settings: IdentitySettings = { ...DEFAULT_IDENTITY, ...options.identity };
   const now = options.now ?? Date.now;

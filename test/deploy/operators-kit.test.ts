@@ -1,4 +1,4 @@
-// Issue 14, operators' kit: the Grafana dashboard and the Prometheus alert rules only query metrics quotafed
+// The operators' kit: the Grafana dashboard and the Prometheus alert rules only query metrics quotafed
 // exports (names read from the live registry, not copied), and the rules file passes `promtool check rules` and
 // its unit tests (`promtool test rules`) when promtool is installed (Debian's prometheus package; .ci/run).
 import { spawnSync } from 'node:child_process';

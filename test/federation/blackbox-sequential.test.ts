@@ -1,4 +1,4 @@
-// Black box, issue 11's sequential case as a user tries it: the local federation exactly as `npm start` runs it
+// Black box, the sequential case (one key, region after region) as a user tries it: the local federation exactly as `npm start` runs it
 // (src/ops/local-federation.ts: a redis-server per region, the demo upstream, three `quotafed serve` processes
 // with regions/*.yaml, links healthy, sync 100 ms, budget 5%) on free ports. One fresh API key sends 400
 // requests through us-east's gateway one at a time, pauses 1.5 s, 400 through eu-west, pauses, 400 through
@@ -37,7 +37,7 @@ afterAll(async () => {
   await federation?.stop();
 }, 60_000);
 
-describe('black box: the sequential case on the per-key token bucket (issue 11)', () => {
+describe('black box: the sequential case on the per-key token bucket', () => {
   it('admits ≥ 950 of 1,000 within one minute and never more than 1,050 (+ refill)', { timeout: 90_000 }, async () => {
     const apiKey = `seq-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });

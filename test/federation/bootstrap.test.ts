@@ -1,5 +1,5 @@
-// A region's very first start while its peers are not reachable (issue 11, "a fresh federation and one region on
-// its own"), with the real CLI (`quotafed serve` child processes) and real redis-server processes:
+// A region's very first start while its peers are not reachable (a fresh federation and one region on its
+// own), with the real CLI (`quotafed serve` child processes) and real redis-server processes:
 // - by default it cannot rule out a data loss, so it fences the current windows, and says why in one warn line;
 // - `serve --new-federation` (or `federation.bootstrap: new`, here through QUOTAFED_FEDERATION_BOOTSTRAP) starts
 //   without a fence, but only on a Redis that holds no quotafed state and only while no peer has heard of it;

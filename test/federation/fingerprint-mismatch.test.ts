@@ -1,4 +1,4 @@
-// Issue 15, "mismatched weights between regions": both regions must say so at start-up — /readyz not ready with
+// Mismatched weights between regions: both regions must say so at start-up — /readyz not ready with
 // the reason — and log it once per peer, not once per rejected gossip job.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';

@@ -1,4 +1,4 @@
-// Issue 15, gossip hardening: a job whose data is not JSON is failed, counted and logged once (not cycled between
+// Gossip hardening: a job whose data is not JSON is failed, counted and logged once (not cycled between
 // waiting and active); a 30 MB job is refused before it is read (HSTRLEN), and decisions on the same region do
 // not stall while it is refused.
 import { Queue } from 'bullmq';
@@ -101,7 +101,7 @@ describe('hostile gossip jobs', () => {
       JSON.stringify({ probe: 'gossip-30mb', decisions: latencies.length, p50: latencies[Math.floor(latencies.length / 2)], max }),
     );
     expect(latencies.length).toBeGreaterThan(50);
-    // Before: 0.7-0.9 s stalls (the job read whole and parsed on the worker's event loop).
+    // Refused before it is read: a job read whole and parsed on the worker's event loop would stall it for most of a second.
     expect(max).toBeLessThan(250);
     expect(await b.redis.hget(JOB(id), 'failedReason')).toBe('rejected: oversized');
     expect(await b.redis.hstrlen(JOB(id), 'data')).toBeLessThan(10); // dropped in Redis too

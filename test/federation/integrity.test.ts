@@ -1,4 +1,4 @@
-// Gossip integrity (issue 7 item 2): forged, unsigned, truncated, unknown-sender, misdirected, foreign-topology,
+// Gossip integrity: forged, unsigned, truncated, unknown-sender, misdirected, foreign-topology,
 // replayed, out-of-range and oversized jobs land in region b's real gossip queue; every one is rejected,
 // counted by reason, and no counter changes.
 import { Queue, type Job } from 'bullmq';

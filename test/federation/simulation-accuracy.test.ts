@@ -1,5 +1,5 @@
-// Accuracy against one exact global limiter on the same traffic (issue 3, item 6), availability under a
-// partition and convergence after the heal (item 5). Deterministic seeds; the figures are virtual-time.
+// Accuracy against one exact global limiter on the same traffic, availability under a partition and
+// convergence after the heal. Deterministic seeds; the figures are virtual-time.
 import { describe, expect, it } from 'vitest';
 import { simulate, type Scenario, type SimResult, type TrafficShape } from '../support/simulation/index.ts';
 import {
@@ -116,9 +116,9 @@ function withinBound(algorithm: (typeof ALGORITHMS)[number], result: SimResult):
   else for (const window of result.stats.windows) expect(window.admitted).toBeLessThanOrEqual(LIMIT + BUDGET);
 }
 
-// Issue 11: a fresh key, 3 regions, sync 100 ms, 50 ms one way (+0–10 ms jitter), the fast lane on; every
-// algorithm that federates, from the key's first request (the first window/epoch included).
-describe('issue 11: bursts on a fresh key against one exact global limiter', () => {
+// Accuracy when healthy: a fresh key, 3 regions, sync 100 ms, 50 ms one way (+0–10 ms jitter), the fast lane on;
+// every algorithm that federates, from the key's first request (the first window/epoch included).
+describe('healthy federation: bursts on a fresh key against one exact global limiter', () => {
   for (const algorithm of ALGORITHMS) {
     for (const test of BURSTS) {
       it(`${algorithm}, ${test.name}: ≥ ${(100 * test.target(algorithm)).toFixed(1)}% of the exact limiter, within the bound`, () => {
@@ -132,7 +132,7 @@ describe('issue 11: bursts on a fresh key against one exact global limiter', () 
   }
 });
 
-describe('issue 11: long-running shapes, every window/epoch from the first ≥ 97% (every federating algorithm)', () => {
+describe('healthy federation: long-running shapes, every window/epoch from the first ≥ 97% (every federating algorithm)', () => {
   for (const algorithm of ALGORITHMS) {
     for (const test of STEADY) {
       it(`${algorithm}, ${test.name} at ${test.ratePerSec}/s`, () => {

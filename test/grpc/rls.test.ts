@@ -1,4 +1,4 @@
-// Issue 14: Envoy's RateLimitService v3 over gRPC, driven by a real grpc-js client built from the same .proto
+// Envoy's RateLimitService v3 over gRPC, driven by a real grpc-js client built from the same .proto
 // against a region service on a real redis-server. Allow, deny at the limit, several descriptors where one
 // denies, hits_addend, envoyproxy/ratelimit config import (precedence, shadow_mode), unknown domain (OK, or
 // OVER_LIMIT when configured), malformed requests (INVALID_ARGUMENT, the server keeps serving), Redis stopped

@@ -1,4 +1,4 @@
-// Issue 7 item 1, verified from outside: the admin token guards admin routes, chaos annotations and (with
+// The admin surface, verified from outside: the admin token guards admin routes, chaos annotations and (with
 // protectCheck) the decision endpoints; the comparison never throws on unequal lengths and accepts only the exact
 // token; with admin.port the public listener has no admin routes, and no spelling of an admin path ever reaches
 // the gateway's upstream (which would also hand it the operator's token).

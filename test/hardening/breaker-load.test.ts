@@ -1,6 +1,6 @@
-// Issue 15, "no fault at all": random-key load at saturation on a healthy Redis must not open the breaker, and
+// No fault at all: random-key load at saturation on a healthy Redis must not open the breaker, and
 // a failMode closed rule must never admit beyond its limit in a window (single region: budget 0). The engine
-// runs with the DEFAULT redis/breaker settings (only the URL is set), because the defaults are what failed.
+// runs with the DEFAULT redis/breaker settings (only the URL is set): the defaults are what must hold.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';

@@ -1,4 +1,4 @@
-// Issue 7 item 4, memory: every cache a client can grow has a cap. Each one is driven with more distinct keys
+// Memory: every cache a client can grow has a cap. Each one is driven with more distinct keys
 // than its cap; the size stays at the cap (and the heap with it), and what an outage filled is emptied after it.
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';

@@ -1,4 +1,4 @@
-// Issue 7 item 4: hostile HTTP against a real region service (real redis-server, gateway mode in front of a tiny
+// Hostile HTTP against a real region service (real redis-server, gateway mode in front of a tiny
 // upstream, and POST /v1/check). Whatever the headers, API keys, paths, methods and bodies, the answer is a
 // client error (4xx) or a decision (200/429), never a 5xx, and the process keeps serving. Requests that Node's
 // clients refuse to send are written to a raw socket.

@@ -1,4 +1,4 @@
-// Issue 15, odd HTTP clients: a chunked /v1/check body cut off is the client's fault (400 or a quiet close,
+// Odd HTTP clients: a chunked /v1/check body cut off is the client's fault (400 or a quiet close,
 // logged at debug, never an error-level "unhandled error"); slow-header clients and idle keep-alive connections
 // are closed by the configured server timeouts; TRACE, TRACK and CONNECT all get 405 (docs/security.md).
 import { connect } from 'node:net';

@@ -1,4 +1,4 @@
-// Issue 15, "a peer's Redis killed and restarted empty": two regions, a failMode closed federated rule with
+// A peer's Redis killed and restarted empty: two regions, a failMode closed federated rule with
 // budget 0 (so at most `limit` per window across the federation). Region b spends its share, then its Redis is
 // SIGKILLed and restarted empty while both regions keep asking. Nothing but a Redis decision may admit: b's
 // breaker outage rejects, b's restarted (empty) Redis is fenced by recovery, and the window stays <= limit.

@@ -1,4 +1,4 @@
-// Issue 7 item 5: the region's Redis runs with AOF (appendfsync always) and is SIGKILLed and restarted under a
+// The region's Redis runs with AOF (appendfsync always) and is SIGKILLed and restarted under a
 // running federated service. The state survives: the start-up marker and the shard markers are still there, so
 // recovery sees no data loss and fences nothing, and both a regional and a federated limit continue exactly
 // where they were.

@@ -1,4 +1,4 @@
-// Issue 15, "region's Redis stopped (SIGSTOP)": while the region's own Redis is frozen and the breaker flaps
+// The region's Redis stopped (SIGSTOP): while the region's own Redis is frozen and the breaker flaps
 // open and closed, a failMode closed rule is only ever admitted by Redis (never more than its limit in the
 // window), and a failMode open rule's local fallback hands out one share per window, not one per breaker trip,
 // and what it admitted is written to Redis once Redis answers again.

@@ -1,4 +1,4 @@
-// Issue 7 item 5: SIGKILL a region's service process (`quotafed serve`) under load and start it again. Every
+// SIGKILL a region's service process (`quotafed serve`) under load and start it again. Every
 // decision is one atomic script in Redis, so nothing the client was told is lost: the counter in Redis is at
 // least the admissions the client received, and exceeds them by at most the requests in flight at the kill.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

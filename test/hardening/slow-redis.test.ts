@@ -1,4 +1,4 @@
-// Issue 7 item 5: the region's own Redis link gets slow (a Toxiproxy latency toxic well above
+// The region's own Redis link gets slow (a Toxiproxy latency toxic well above
 // redis.commandTimeoutMs). No decision waits on it much longer than the command timeout; fail-open rules admit
 // and count the degraded admissions, fail-closed rules answer 429; the breaker opens; removing the toxic closes
 // it again and Redis decides once more.

@@ -1,4 +1,4 @@
-// Issue 7 item 5, the CI-sized soak: the same run as `npm run soak` (bench/soak.ts) for 25 s. One service
+// The CI-sized soak: the same run as `npm run soak` (bench/soak.ts) for 25 s. One service
 // process under load from another process, Redis paused and killed in between; the heap's live set stays flat
 // and every concurrency slot is back within the lease TTL after the load stops.
 import { describe, expect, it } from 'vitest';

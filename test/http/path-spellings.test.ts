@@ -1,4 +1,4 @@
-// Issue 15, "path spellings skip endpoint rules": /checkout is limited (10 per minute, failMode closed), and every
+// No path spelling skips an endpoint rule: /checkout is limited (10 per minute, failMode closed), and every
 // other spelling of it either counts against the same rule and reaches the upstream as /checkout, or is refused
 // with 400 and never forwarded. The same function decides for the gateway, /v1/check and the Hono middleware.
 import { Hono } from 'hono';

@@ -1,4 +1,4 @@
-// Issue 14: nginx auth_request in front of the demo upstream, one quotafed region and a real redis-server, with
+// nginx auth_request in front of the demo upstream, one quotafed region and a real redis-server, with
 // the documented configuration (deploy/nginx/quotafed.conf.template, shown verbatim in docs/nginx.md). Through
 // nginx: 1,000 requests per API key then the 1,001st gets 429 with the exact body and headers, and /checkout 10
 // per minute. Skipped, saying so, when the nginx binary is absent (CI installs it in .ci/run).

@@ -12,8 +12,8 @@ import { createLogger, type Logger } from '../../src/log.ts';
 type Raw = Record<string, unknown>;
 
 /**
- * regions/us-east.yaml as a single region on the given Redis: federation peers removed (they are another
- * issue's subject), a free port, a 2 s command timeout, no upstream unless given. `patch` edits the raw YAML object before validation.
+ * regions/us-east.yaml as a single region on the given Redis: federation peers removed (the federation tests
+ * have their own), a free port, a 2 s command timeout, no upstream unless given. `patch` edits the raw YAML object before validation.
  */
 export function seedConfig(redisUrl: string, patch: (raw: Raw) => void = () => undefined): Config {
   const raw = parseYaml(readFileSync(new URL('../../regions/us-east.yaml', import.meta.url), 'utf8')) as Raw;

@@ -1,4 +1,4 @@
-// Traffic shapes of issue 11 for the virtual-time simulation: the healthy setup (3 regions, sync 100 ms, 50 ms
+// Traffic shapes of the healthy-accuracy cases for the virtual-time simulation: the healthy setup (3 regions, sync 100 ms, 50 ms
 // one way + 0–10 ms jitter, the fast lane on) and the bursts, the sequential case and the long-running shapes,
 // each measured against one exact global limiter over the same trace.
 import { simulate, type Scenario, type SimAlgorithm, type SimResult, type TrafficShape, type TrafficStream } from './simulation/index.ts';
@@ -44,7 +44,7 @@ function sequential(start: number): TrafficStream[] {
   return [burst('us', 400, start, 1_400), burst('eu', 400, start + 2_900, 1_400), burst('ap', 400, start + 5_800, 1_400)];
 }
 
-/** The one-shot shapes of the issue 11 table (all on a never-seen key, in the key's first window/epoch). */
+/** The one-shot shapes of the healthy-accuracy table (all on a never-seen key, in the key's first window/epoch). */
 export const BURSTS: BurstCase[] = [
   { name: 'burst over 1 s', traffic: [burst('eu', 1_100, START, 1_000)], durationMs: 20_000, target: () => 0.98 },
   { name: 'burst over 250 ms', traffic: [burst('eu', 1_100, START, 250)], durationMs: 20_000, target: () => 0.9 },
