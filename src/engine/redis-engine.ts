@@ -9,7 +9,7 @@ import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
-import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
+import { advertisedLimit, matchRules } from './rules.ts';
 import { falseDenialsTotal } from '../metrics.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
@@ -27,7 +27,7 @@ import {
   type DecideReply,
 } from './script-calls.ts';
 import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
-import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
+import type { Decision, DecisionEngine, Lease, MatchedRule, RequestContext, RuleOutcome } from './types.ts';
 
 export interface RedisEngineOptions {
   config: Config;

@@ -23,13 +23,8 @@ import { StoreUnavailableError, errorMessage } from './errors.ts';
 import { createLocalFallback, type LocalFallback, type Unsettled } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
 import { createParkingLot, parkBudgetMs, parkSignature } from './park.ts';
-import { matchRules, outcomeBase, type MatchedRule } from './rules.ts';
-import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
-
-/** A decision plus the route pattern it was counted under (the metrics label for 429s). */
-export interface ObservedDecision extends Decision {
-  endpoint: string;
-}
+import { matchRules, outcomeBase } from './rules.ts';
+import type { Decision, DecisionEngine, Lease, MatchedRule, ObservedDecision, RequestContext, RuleOutcome } from './types.ts';
 
 export interface ResilientEngine extends DecisionEngine {
   decide(request: RequestContext): Promise<ObservedDecision>;
