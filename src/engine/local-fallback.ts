@@ -1,5 +1,5 @@
 // In-memory limiter used while the breaker is open, for `failMode: open` rules that opt into it (fail-closed
-// rules are never decided here: resilient.ts rejects them). It enforces this instance's share of each limit
+// rules are never decided here: fail-modes.ts rejects them). It enforces this instance's share of each limit
 // (limit / breaker.instancesPerRegion), so N gateways together stay near the regional limit without Redis.
 // In a federation the regional limit of a federated rule is the region's share of limit + budget
 // (protocol.ts portion, the same floor(X·u/S) the Lua scripts use), so a region cut off from its own Redis
@@ -7,7 +7,8 @@
 //
 // Window counts are kept per window and are NOT reset when the breaker closes: a flapping breaker hands out
 // one share per window, not one per trip. What a window admitted locally is written to Redis against the same
-// window once Redis answers again (`unsettled` / `settled`, see resilient.ts), so Redis and the peers count it.
+// window once Redis answers again (`unsettled` / `settled`, see fallback-settlement.ts), so Redis and the
+// peers count it.
 //
 // Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
