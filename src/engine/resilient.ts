@@ -1,12 +1,12 @@
 // Wraps the Redis decision engine with the outage policy and composes its parts: a bounded wait per decision
 // (redis-decision.ts), a circuit breaker (store-breaker.ts), each rule's fail mode or the in-memory local
 // fallback instead of Redis (fail-modes.ts, region-fallback.ts, fallback-settlement.ts), the opt-in wait of a
-// false denial (park.ts) and the decision metrics (decision-metrics.ts), so every front end (gateway,
+// false denial (wait-for-grant.ts) and the decision metrics (decision-metrics.ts), so every front end (gateway,
 // /v1/check, the embedded middleware) decides and is observed the same way.
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
-import { limiterOverheadSeconds, parkedTotal } from '../metrics.ts';
+import { limiterOverheadSeconds } from '../metrics.ts';
 import type { Breaker } from './breaker.ts';
 import { recordDecision } from './decision-metrics.ts';
 import { endpointOf } from './endpoint.ts';
@@ -14,12 +14,12 @@ import { degradedDecision } from './fail-modes.ts';
 import { createFallbackSettlement } from './fallback-settlement.ts';
 import type { EngineInUse } from './inner-engine.ts';
 import { releaseLeases, type LeaseReleaseContext } from './lease-release.ts';
-import { createParkingLot, parkBudgetMs, parkSignature } from './park.ts';
 import { decideByRedis, defaultDecisionDeadlineMs, type RedisDecisionContext } from './redis-decision.ts';
 import { createRegionFallback } from './region-fallback.ts';
 import { matchRules } from './rules.ts';
 import { createStoreBreaker } from './store-breaker.ts';
 import type { Decision, DecisionEngine, Lease, MatchedRule, ObservedDecision, RequestContext } from './types.ts';
+import { createGrantWaits, waitBudgetMs, waitForGrant } from './wait-for-grant.ts';
 
 export interface ResilientEngine extends DecisionEngine {
   decide(request: RequestContext): Promise<ObservedDecision>;
@@ -82,22 +82,11 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
 
   let rulesByName = new Map(current.config.rules.map((rule) => [rule.name, rule]));
   /**
-   * maxWaitMs (park.ts): a false denial is decided again, a little later each time (one request at a time per
-   * caller and rules), until admitted, denied for good (a true denial, a Redis failure, the breaker opens) or the
-   * rule's wait is over; then it is answered.
+   * maxWaitMs (wait-for-grant.ts): a false denial is decided again, a little later each time (one request at a
+   * time per caller and rules), until admitted, denied for good (a true denial, a Redis failure, the breaker
+   * opens) or the rule's wait is over; then it is answered.
    */
-  const parking = createParkingLot({ stop: () => breaker.state === 'open' });
-  const park = async (first: Decision, budgetMs: number, matched: readonly MatchedRule[], request: RequestContext) => {
-    const decision = await parking.park(
-      parkSignature(first, request),
-      first,
-      budgetMs,
-      () => decideByRedis(redis, matched, request),
-      (next) => parkBudgetMs(next, rulesByName) > 0,
-    );
-    parkedTotal.inc({ outcome: decision.allowed ? 'admitted' : 'denied' });
-    return decision;
-  };
+  const grantWaits = createGrantWaits({ stop: () => breaker.state === 'open' });
 
   return {
     breaker,
@@ -122,8 +111,17 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
         decision = degraded(matched, request);
       } else {
         decision = await decideByRedis(redis, matched, request);
-        const budget = parkBudgetMs(decision, rulesByName);
-        if (budget > 0) decision = await park(decision, budget, matched, request);
+        const budget = waitBudgetMs(decision, rulesByName);
+        if (budget > 0) {
+          decision = await waitForGrant(
+            grantWaits,
+            decision,
+            budget,
+            request,
+            () => decideByRedis(redis, matched, request),
+            () => rulesByName,
+          );
+        }
       }
       recordDecision(decision, endpoint);
       limiterOverheadSeconds.observe((performance.now() - started) / 1000);
