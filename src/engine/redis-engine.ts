@@ -13,7 +13,8 @@ import { advertisedLimit, matchRules } from './rules.ts';
 import { falseDenialsTotal } from '../metrics.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
-import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
+import { createDecideBatcher } from './decide-batcher.ts';
+import type { RedisEngineTuning } from './redis-engine-tuning.ts';
 import {
   decideCall,
   decideRuleArgs,
@@ -34,18 +35,6 @@ export interface RedisEngineOptions {
   redis: RegionRedis;
   /** Answer exhausted callers from memory until their retry time (default on; bounded). */
   overLimitCache?: boolean | { maxEntries: number };
-  /** Decide through a Redis Functions library (default) or EVALSHA of decide.lua (same answers; a comparison knob). */
-  redisFunctions?: boolean;
-  /**
-   * Decisions that arrive while a decide call is in flight go together in the next call, decided in order
-   * (default on; decide-batcher.ts). `false` sends every decision as its own call (a comparison knob).
-   */
-  batch?: boolean | DecideBatcherOptions;
-  /**
-   * A config that does not federate (one region) decides through decide_lean.lua, which has no federation
-   * cells or rebalancing (default on; same answers and state). `false` uses decide.lua (a comparison knob).
-   */
-  leanScript?: boolean;
   /** Pin the clock (tests only); Redis TIME otherwise. */
   nowMs?: () => number;
 }
@@ -110,7 +99,13 @@ function storeError(error: unknown): StoreUnavailableError {
   return new StoreUnavailableError(`Redis could not decide: ${errorMessage(error)}`, { cause: error });
 }
 
+/** The decision engine against the region's Redis, with the default (fast) paths. */
 export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEngine {
+  return createTunedRedisEngine(options);
+}
+
+/** createRedisEngine with the comparison knobs of redis-engine-tuning.ts (benchmarks and tests only). */
+export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngineTuning): RedisDecisionEngine {
   const { config } = options;
   const redis: ScriptedRedis = withScripts(options.redis);
   const topology = topologyOf(config);
