@@ -10,11 +10,6 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** The request itself is unacceptable (e.g. an oversized API key): a 4xx, never a store problem. */
-export class BadRequestError extends Error {
-  override readonly name = 'BadRequestError';
-}
-
 /** The message of anything thrown (ioredis rejects with Errors, but a script or a caller may throw anything). */
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

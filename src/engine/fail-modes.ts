@@ -8,7 +8,7 @@ import { outcomeBase } from './rules.ts';
 import type { Decision, Lease, MatchedRule, RuleOutcome } from './types.ts';
 
 /** A `failMode: open` rule decided by the local fallback while the breaker is open (never a closed rule). */
-export function usesFallback(rule: Rule, settings: Config['breaker']): boolean {
+function usesFallback(rule: Rule, settings: Config['breaker']): boolean {
   return rule.failMode === 'open' && (rule.localFallback ?? settings.localFallback);
 }
 

@@ -5,5 +5,5 @@ export { createRedisEngine, bindingOutcome, type RedisEngineOptions } from './re
 export { ALGORITHM_CODES } from './script-calls.ts';
 export { createRegionRedis, waitReady, type RegionRedis } from './redis-client.ts';
 export { matchRules } from './rules.ts';
-export { StoreUnavailableError, BadRequestError } from './errors.ts';
+export { StoreUnavailableError } from './errors.ts';
 export type { Decision, DecisionEngine, DecisionSource, Lease, MatchedRule, RequestContext, RuleOutcome } from './types.ts';

@@ -64,7 +64,7 @@ export interface LocalFallback {
   readonly size: number;
 }
 
-export const LOCAL_LEASE_PREFIX = 'local:';
+const LOCAL_LEASE_PREFIX = 'local:';
 export const DEFAULT_LOCAL_CAPACITY = 100_000;
 
 type Entry =
@@ -93,7 +93,7 @@ export interface LocalFallbackOptions {
 }
 
 /** Algorithms whose local admissions are written back to Redis (settle_fallback.lua): the window counters. */
-export const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
+const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
 
 /** Windows Redis still holds (KEPT_WINDOWS = 3: the current one and the two before). */
 const SETTLE_WINDOWS = 2;

@@ -67,8 +67,6 @@ export function outcomeBase(rule: Rule) {
   };
 }
 
-export { IDENTITY_CACHE_MAX } from './identity-cache.ts';
-
 /** Entries in the identity cache of these rules (for tests of its bound). */
 export function identityCacheSize(config: Pick<Config, 'rules'>): number {
   return compile(config.rules).identities.size;

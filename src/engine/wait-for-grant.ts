@@ -27,12 +27,12 @@ export function waitBudgetMs(decision: Decision, rulesByName: ReadonlyMap<string
 }
 
 /** The pause before re-decision number `attempt` (0-based), never past `left` ms. */
-export function pollPauseMs(attempt: number, left: number): number {
+function pollPauseMs(attempt: number, left: number): number {
   return Math.max(0, Math.min(POLL_FIRST_MS * 2 ** attempt, POLL_MAX_MS, left));
 }
 
 /** Which waiting requests queue behind one another: the same denying rules for the same caller and path. */
-export function waitSignature(decision: Decision, request: { apiKey?: string | undefined; ip: string; path: string }): string {
+function waitSignature(decision: Decision, request: { apiKey?: string | undefined; ip: string; path: string }): string {
   const rules = decision.outcomes.filter((o) => !o.allowed && !o.shadow).map((o) => o.rule);
   return `${rules.join(',')}|${request.apiKey ?? ''}|${request.ip}|${request.path}`;
 }
