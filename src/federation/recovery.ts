@@ -1,4 +1,4 @@
-// Recovery after data loss (issue 3 item 8). A region whose Redis lost its data must not hand out what it had
+// Recovery after data loss. A region whose Redis lost its data must not hand out what it had
 // already admitted a second time. At start-up, a missing start-up marker in qf:meta means either a brand-new
 // region or a Redis that lost its data; the peers tell the two apart (each records, in its own qf:meta, when it
 // last heard from us). If any peer has heard of us, or a peer cannot be asked, the data is taken as lost: every
