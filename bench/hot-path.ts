@@ -2,7 +2,8 @@
 // resilient wrapper (the way the service decides), with and without the micro-batcher and the lean script,
 // through Redis Functions and through EVALSHA, 100,000 keys, 64 callers. CPU time per decision holds up on a
 // busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size).
-import { createRedisEngine } from '../src/engine/redis-engine.ts';
+import { createTunedRedisEngine } from '../src/engine/redis-engine.ts';
+import type { RedisEngineTuning } from '../src/engine/redis-engine-tuning.ts';
 import { createRegionRedis, waitReady } from '../src/engine/redis-client.ts';
 import { createResilientEngine } from '../src/engine/resilient.ts';
 import { silentLogger } from '../src/log.ts';
@@ -25,7 +26,7 @@ const VARIANTS = {
   'batch + lean (default)': {},
   'default, EVALSHA': { redisFunctions: false },
   'resilient + default': {},
-} as const;
+} as const satisfies Record<string, RedisEngineTuning>;
 const callCount = async () =>
   Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
 for (let r = 0; r < rounds; r++) {
@@ -33,7 +34,7 @@ for (let r = 0; r < rounds; r++) {
     await admin.flushall();
     const redis = createRegionRedis(config);
     await waitReady(redis);
-    const inner = createRedisEngine({ config, redis, ...knobs });
+    const inner = createTunedRedisEngine({ config, redis, ...knobs });
     const engine = !variant.startsWith('resilient')
       ? inner
       : createResilientEngine({ config, inner, probe: () => redis.ping(), logger: silentLogger() });

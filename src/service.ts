@@ -16,7 +16,7 @@ import { guardServer, serverTimeouts } from './http/server-guards.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
-import { federationAdminRoutes } from './federation/admin-view.ts';
+import { federationAdminRoutes } from './http/federation-admin.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
 import { registerDefaultMetrics, registry } from './metrics.ts';

@@ -5,8 +5,7 @@
 // all apply. The counter is per distinct descriptor values.
 import type { Config, EnvoyEntryMatch, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
-import type { MatchedRule } from './rules.ts';
-import type { DescriptorRequest } from './types.ts';
+import type { DescriptorRequest, MatchedRule } from './types.ts';
 
 interface EnvoyRule {
   rule: Rule;

@@ -1,4 +1,6 @@
-// Errors at the engine boundary. The resilient wrapper turns StoreUnavailableError into a fail-mode decision.
+// Errors at the engine boundary and how the resilient wrapper tells them apart: a store failure (Redis down or
+// past the deadline) is decided by the fail modes; anything else is thrown to the caller.
+import { DeadlineExceededError } from '../deadline.ts';
 
 /**
  * Redis did not answer in time or answered with an error: the store cannot decide this request. The Redis engine
@@ -21,12 +23,19 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** The request itself is unacceptable (e.g. an oversized API key): a 4xx, never a store problem. */
-export class BadRequestError extends Error {
-  override readonly name = 'BadRequestError';
-}
-
 /** The message of anything thrown (ioredis rejects with Errors, but a script or a caller may throw anything). */
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** True when the store could not decide (unavailable or past the deadline): the fail modes decide instead. */
+export function isStoreFailure(error: unknown): boolean {
+  return error instanceof StoreUnavailableError || error instanceof DeadlineExceededError;
+}
+
+/** The `kind` label of a failed Redis command: `timeout` when the error (or its cause) reads as one. */
+export function errorKind(error: unknown): 'timeout' | 'unavailable' {
+  const text =
+    error instanceof Error ? `${error.name} ${error.message} ${String((error as { cause?: unknown }).cause ?? '')}` : String(error);
+  return /timed? ?out|deadline/i.test(text) ? 'timeout' : 'unavailable';
 }

@@ -10,7 +10,7 @@
 // at most about that share of one-off callers gets in. Without it, a stream of new callers put every identity into
 // the cache, where it outlived a young-generation scavenge and was promoted: 6 MB/s of old-generation growth at
 // 27,000 new callers/s, mark-compacts of 5-9 ms every few seconds, and an in-process p99 of 4.5-5.4 ms (2.0-2.2 ms
-// with it; docs/performance.md, fifth pass).
+// with it; docs/performance.md, "A doorkeeper in front of the identity cache").
 
 /** Most identities remembered per config: a caller can send unbounded distinct keys. */
 export const IDENTITY_CACHE_MAX = 50_000;

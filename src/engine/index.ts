@@ -4,6 +4,6 @@
 export { createRedisEngine, bindingOutcome, type RedisEngineOptions } from './redis-engine.ts';
 export { ALGORITHM_CODES } from './script-calls.ts';
 export { createRegionRedis, waitReady, type RegionRedis } from './redis-client.ts';
-export { matchRules, type MatchedRule } from './rules.ts';
-export { StoreUnavailableError, BadRequestError } from './errors.ts';
-export type { Decision, DecisionEngine, DecisionSource, Lease, RequestContext, RuleOutcome } from './types.ts';
+export { matchRules } from './rules.ts';
+export { StoreUnavailableError } from './errors.ts';
+export type { Decision, DecisionEngine, DecisionSource, Lease, MatchedRule, RequestContext, RuleOutcome } from './types.ts';

@@ -1,5 +1,5 @@
 // In-memory limiter used while the breaker is open, for `failMode: open` rules that opt into it (fail-closed
-// rules are never decided here: resilient.ts rejects them). It enforces this instance's share of each limit
+// rules are never decided here: fail-modes.ts rejects them). It enforces this instance's share of each limit
 // (limit / breaker.instancesPerRegion), so N gateways together stay near the regional limit without Redis.
 // In a federation the regional limit of a federated rule is the region's share of limit + budget
 // (src/protocol portion, the same floor(X·u/S) the Lua scripts use), so a region cut off from its own Redis
@@ -7,7 +7,8 @@
 //
 // Window counts are kept per window and are NOT reset when the breaker closes: a flapping breaker hands out
 // one share per window, not one per trip. What a window admitted locally is written to Redis against the same
-// window once Redis answers again (`unsettled` / `settled`, see resilient.ts), so Redis and the peers count it.
+// window once Redis answers again (`unsettled` / `settled`, see fallback-settlement.ts), so Redis and the
+// peers count it.
 //
 // Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
@@ -63,7 +64,7 @@ export interface LocalFallback {
   readonly size: number;
 }
 
-export const LOCAL_LEASE_PREFIX = 'local:';
+const LOCAL_LEASE_PREFIX = 'local:';
 export const DEFAULT_LOCAL_CAPACITY = 100_000;
 
 type Entry =
@@ -92,7 +93,7 @@ export interface LocalFallbackOptions {
 }
 
 /** Algorithms whose local admissions are written back to Redis (settle_fallback.lua): the window counters. */
-export const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
+const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
 
 /** Windows before the current one that Redis still holds (it keeps KEPT_WINDOWS slots per key), so can be settled. */
 const SETTLE_WINDOWS = KEPT_WINDOWS - 1;

@@ -5,7 +5,7 @@
 // federation, allowance moved here by peers arrives within about one sync interval, so federated denials are
 // held at most that long.
 import { LRUCache } from 'lru-cache';
-import type { MatchedRule } from './rules.ts';
+import type { MatchedRule } from './types.ts';
 import type { RuleOutcome } from './types.ts';
 
 interface Entry {

@@ -9,11 +9,12 @@ import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from './redis-client.ts';
-import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
+import { advertisedLimit, matchRules } from './rules.ts';
 import { falseDenialsTotal } from '../metrics.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
-import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
+import { createDecideBatcher } from './decide-batcher.ts';
+import type { RedisEngineTuning } from './redis-engine-tuning.ts';
 import {
   decideCall,
   decideRuleArgs,
@@ -27,25 +28,13 @@ import {
   type DecideReply,
 } from './script-calls.ts';
 import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
-import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
+import type { Decision, DecisionEngine, Lease, MatchedRule, RequestContext, RuleOutcome } from './types.ts';
 
 export interface RedisEngineOptions {
   config: Config;
   redis: RegionRedis;
   /** Answer exhausted callers from memory until their retry time (default on; bounded). */
   overLimitCache?: boolean | { maxEntries: number };
-  /** Decide through a Redis Functions library (default) or EVALSHA of decide.lua (same answers; a comparison knob). */
-  redisFunctions?: boolean;
-  /**
-   * Decisions that arrive while a decide call is in flight go together in the next call, decided in order
-   * (default on; decide-batcher.ts). `false` sends every decision as its own call (a comparison knob).
-   */
-  batch?: boolean | DecideBatcherOptions;
-  /**
-   * A config that does not federate (one region) decides through decide_lean.lua, which has no federation
-   * cells or rebalancing (default on; same answers and state). `false` uses decide.lua (a comparison knob).
-   */
-  leanScript?: boolean;
   /** Pin the clock (tests only); Redis TIME otherwise. */
   nowMs?: () => number;
 }
@@ -125,6 +114,11 @@ function storeError(error: unknown): StoreUnavailableError {
  * ```
  */
 export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEngine {
+  return createTunedRedisEngine(options);
+}
+
+/** createRedisEngine with the comparison knobs of redis-engine-tuning.ts (benchmarks and tests only). */
+export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngineTuning): RedisDecisionEngine {
   const { config } = options;
   const redis: ScriptedRedis = withScripts(options.redis);
   const topology = topologyOf(config);

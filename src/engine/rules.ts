@@ -5,19 +5,7 @@ import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
 import { matchDescriptor } from './descriptors.ts';
 import { createIdentityCache, type Identity, type IdentityCache } from './identity-cache.ts';
-import type { RequestContext } from './types.ts';
-
-export interface MatchedRule {
-  rule: Rule;
-  /** The Redis state key of this rule for this caller. */
-  key: string;
-  /** The API key, IP or other value that decides the cluster slot. */
-  principal: string;
-  /** The route pattern that matched (metrics label), when the rule names endpoints. */
-  endpoint: string | undefined;
-  /** The shard (cluster slot) of `key`: shardOf(principal). */
-  shard: number;
-}
+import type { MatchedRule, RequestContext } from './types.ts';
 
 /** Identities longer than this are hashed every time: a cache of 8 KB API keys would cost more than it saves. */
 const IDENTITY_CACHE_MAX_CHARS = 256;
@@ -78,8 +66,6 @@ export function outcomeBase(rule: Rule) {
     failMode: rule.failMode,
   };
 }
-
-export { IDENTITY_CACHE_MAX } from './identity-cache.ts';
 
 /** Entries in the identity cache of these rules (for tests of its bound). */
 export function identityCacheSize(config: Pick<Config, 'rules'>): number {

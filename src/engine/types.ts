@@ -1,6 +1,6 @@
 // Types at the boundary of the decision engine. The HTTP layer, the middleware, the benchmarks and the chaos
 // lab all speak these.
-import type { Algorithm, FailMode } from '../config/schema.ts';
+import type { Algorithm, FailMode, Rule } from '../config/schema.ts';
 
 /**
  * Who is asking and for what. Built by the HTTP layer from the request (or from a /v1/check body).
@@ -86,6 +86,24 @@ export interface Decision {
   binding: RuleOutcome | undefined;
   /** Concurrency leases taken by this request; release them when the request completes. */
   leases: Lease[];
+}
+
+/** A decision plus the route pattern it was counted under (the metrics label for 429s). */
+export interface ObservedDecision extends Decision {
+  endpoint: string;
+}
+
+/** A rule that applies to a request, with the state key and shard it decides against. */
+export interface MatchedRule {
+  rule: Rule;
+  /** The Redis state key of this rule for this caller. */
+  key: string;
+  /** The API key, IP or other value that decides the cluster slot. */
+  principal: string;
+  /** The route pattern that matched (metrics label), when the rule names endpoints. */
+  endpoint: string | undefined;
+  /** The shard (cluster slot) of `key`: shardOf(principal). */
+  shard: number;
 }
 
 /**

@@ -1,12 +1,8 @@
-// The per-key federation view for operators: what this region holds for one rule and one caller, decoded.
-// GET /admin/federation/keys?rule=…&apiKey=…&ip=…&endpoint=…&method=…  and  GET /admin/federation/peers.
-import type { Hono } from 'hono';
+// The federation views for operators: what this region holds for one rule and one caller, decoded, and the
+// peers as this region sees them. Served by the admin routes (src/http/federation-admin.ts) and the dashboard.
 import type { Cluster, Redis } from 'ioredis';
-import { z } from 'zod';
 import type { Config, Rule } from '../config/schema.ts';
 import { matchRules } from '../engine/rules.ts';
-import type { AdminRoutes } from '../http/admin.ts';
-import type { QuotafedEnv } from '../http/env.ts';
 import { peerPendingKey, shardMarkerKey, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
@@ -168,41 +164,15 @@ export async function federationKeyView(config: Config, redis: Redis | Cluster, 
   };
 }
 
-const KeyQuery = z.strictObject({
-  rule: z.string().min(1).max(64),
-  apiKey: z.string().max(65_536).optional(),
-  ip: z.string().max(64).optional(),
-  endpoint: z.string().startsWith('/').max(2_048).optional(),
-  method: z
-    .string()
-    .regex(/^[A-Za-z]{1,16}$/)
-    .optional(),
-});
-
-export interface FederationAdminDeps {
-  config: Config;
-  /** The region's Redis (read-only use). */
-  redis: Redis | Cluster;
-  /** Per-peer status; usually `federation.status`. */
-  status: () => PeerStatus[];
+/** The federation as this region sees it: its region, the topology and every peer's status. */
+export interface PeersView {
+  region: string;
+  regions: readonly string[];
+  fingerprint: string;
+  peers: PeerStatus[];
 }
 
-/** Registers GET /federation/keys and GET /federation/peers on the admin app (mounted under /admin). */
-export function federationAdminRoutes(deps: FederationAdminDeps): AdminRoutes {
-  return (admin: Hono<QuotafedEnv>) => {
-    admin.get('/federation/keys', async (c) => {
-      const parsed = KeyQuery.safeParse(c.req.query());
-      if (!parsed.success) return c.json({ error: z.prettifyError(parsed.error) }, 400);
-      try {
-        return c.json(await federationKeyView(deps.config, deps.redis, parsed.data.rule, parsed.data));
-      } catch (error) {
-        if (error instanceof AdminViewError) return c.json({ error: error.message }, error.status);
-        throw error;
-      }
-    });
-    admin.get('/federation/peers', (c) => {
-      const topology = topologyOf(deps.config);
-      return c.json({ region: deps.config.region, regions: topology.regions, fingerprint: topology.fingerprint, peers: deps.status() });
-    });
-  };
+export function federationPeersView(config: Config, peers: PeerStatus[]): PeersView {
+  const topology = topologyOf(config);
+  return { region: config.region, regions: topology.regions, fingerprint: topology.fingerprint, peers };
 }

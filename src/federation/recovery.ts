@@ -1,4 +1,4 @@
-// Recovery after data loss (issue 3 item 8). A region whose Redis lost its data must not hand out what it had
+// Recovery after data loss. A region whose Redis lost its data must not hand out what it had
 // already admitted a second time. At start-up, a missing start-up marker in qf:meta means either a brand-new
 // region or a Redis that lost its data; the peers tell the two apart (each records, in its own qf:meta, when it
 // last heard from us). If any peer has heard of us, or a peer cannot be asked, the data is taken as lost: every
@@ -72,7 +72,7 @@ export async function stateIntact(redis: Redis | Cluster): Promise<boolean> {
  * partial loss proves nothing); otherwise markers that decide/apply recreated since the loss are kept (their
  * fences are already later than the loss).
  */
-export async function fenceAllShards(redis: Redis | Cluster, overwrite: boolean): Promise<number> {
+async function fenceAllShards(redis: Redis | Cluster, overwrite: boolean): Promise<number> {
   const now = await redisNow(redis);
   await Promise.all(
     Array.from({ length: KEY_SHARDS }, (_, shard) =>
@@ -111,7 +111,7 @@ export interface RecoveryDeps {
  * records), or null when there is none. Gossip queued by peers (`{qf}` BullMQ keys) is not this region's state.
  * A Redis Cluster is scanned on every primary.
  */
-export async function findQuotafedState(redis: Redis | Cluster): Promise<string | null> {
+async function findQuotafedState(redis: Redis | Cluster): Promise<string | null> {
   const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
   for (const node of nodes) {
     let cursor = '0';
@@ -154,7 +154,7 @@ async function releaseTurn(redis: Redis | Cluster, owner: string): Promise<void>
 }
 
 /** Until when each federated rule admits nothing after a fence (window end; token bucket: its fenceEnd). */
-export function fencedUntil(config: Config, fence: number): Record<string, string> {
+function fencedUntil(config: Config, fence: number): Record<string, string> {
   const until: Record<string, string> = {};
   for (const rule of config.rules) {
     if (!FEDERATED_ALGORITHMS.has(rule.algorithm)) continue;

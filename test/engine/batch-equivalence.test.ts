@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { createDecideBatcher } from '../../src/engine/decide-batcher.ts';
-import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { createRedisEngine, createTunedRedisEngine } from '../../src/engine/redis-engine.ts';
 import { decideCaller, withScripts } from '../../src/engine/scripts.ts';
 import type { Decision, RequestContext } from '../../src/engine/types.ts';
 import { client, useRedis } from '../harness/redis.ts';
@@ -69,7 +69,7 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
   await admin.flushall();
   const config = parseConfig({ region: 'us-east', rules: input.rules });
   let now = input.start;
-  const engine = createRedisEngine({
+  const engine = createTunedRedisEngine({
     config,
     redis: engineRedis,
     overLimitCache: false,

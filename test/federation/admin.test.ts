@@ -1,6 +1,6 @@
 // The admin routes of the federation on the real admin app: the per-key view and the per-peer status.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { federationAdminRoutes } from '../../src/federation/admin-view.ts';
+import { federationAdminRoutes } from '../../src/http/federation-admin.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
 import { awayFromWindowEdge } from '../service/fixtures.ts';
 import { eventually } from '../support/wait.ts';

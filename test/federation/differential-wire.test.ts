@@ -9,7 +9,7 @@ import { withScripts } from '../../src/engine/scripts.ts';
 import { applyGossipCall, runApplyGossip } from '../../src/engine/script-calls.ts';
 import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } from '../../src/federation/gossip/cells.ts';
 import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
-import { sweepWatched } from '../../src/federation/gossip/publisher.ts';
+import { sweepWatched } from '../../src/federation/gossip/watch-sweep.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';

@@ -2,18 +2,19 @@
 // federation has room (a false denial) is decided again for up to the rule's maxWaitMs, while the denial's fast
 // lane carries the key's state to the peers and their grant comes back. Nothing else ever waits.
 import type { Rule } from '../config/schema.ts';
-import type { Decision } from './types.ts';
+import { parkedTotal } from '../metrics.ts';
+import type { Decision, RequestContext } from './types.ts';
 
-/** First re-decision after this many ms, then twice as long each time, at most PARK_POLL_MAX_MS apart. */
-const PARK_POLL_FIRST_MS = 5;
-const PARK_POLL_MAX_MS = 20;
+/** First re-decision after this many ms, then twice as long each time, at most POLL_MAX_MS apart. */
+const POLL_FIRST_MS = 5;
+const POLL_MAX_MS = 20;
 
 /**
  * How long this denied decision may wait (ms), or 0: only when every enforcing rule that denied it was a false
  * denial and allows waiting (the shortest maxWaitMs of them). A true denial (the federation is at the limit, a
  * fenced window, a non-federated rule) is answered at once.
  */
-export function parkBudgetMs(decision: Decision, rulesByName: ReadonlyMap<string, Rule>): number {
+export function waitBudgetMs(decision: Decision, rulesByName: ReadonlyMap<string, Rule>): number {
   if (decision.allowed) return 0;
   let budget = Number.POSITIVE_INFINITY;
   for (const outcome of decision.outcomes) {
@@ -26,25 +27,25 @@ export function parkBudgetMs(decision: Decision, rulesByName: ReadonlyMap<string
 }
 
 /** The pause before re-decision number `attempt` (0-based), never past `left` ms. */
-export function parkPauseMs(attempt: number, left: number): number {
-  return Math.max(0, Math.min(PARK_POLL_FIRST_MS * 2 ** attempt, PARK_POLL_MAX_MS, left));
+function pollPauseMs(attempt: number, left: number): number {
+  return Math.max(0, Math.min(POLL_FIRST_MS * 2 ** attempt, POLL_MAX_MS, left));
 }
 
-/** Which parked requests queue behind one another: the same denying rules for the same caller and path. */
-export function parkSignature(decision: Decision, request: { apiKey?: string | undefined; ip: string; path: string }): string {
+/** Which waiting requests queue behind one another: the same denying rules for the same caller and path. */
+function waitSignature(decision: Decision, request: { apiKey?: string | undefined; ip: string; path: string }): string {
   const rules = decision.outcomes.filter((o) => !o.allowed && !o.shadow).map((o) => o.rule);
   return `${rules.join(',')}|${request.apiKey ?? ''}|${request.ip}|${request.path}`;
 }
 
-export interface ParkingLot {
+export interface GrantWaits {
   /**
    * Waits (at most `budgetMs`) until `redecide` admits, or returns a denial that may no longer wait (`mayWait`
-   * false) or the last false denial. Per signature one parked request polls (5, 10, 20, 20… ms apart) while the
+   * false) or the last false denial. Per signature one waiting request polls (5, 10, 20, 20… ms apart) while the
    * others sleep; when the poller leaves (admitted: a grant came; or its time is up) every sleeper re-decides at
-   * once (those calls share the engine's batches), and one of those still denied polls next. So a burst of parked
+   * once (those calls share the engine's batches), and one of those still denied polls next. So a burst of waiting
    * requests on one key costs one decision per pause, and a grant admits the waiters together.
    */
-  park(
+  wait(
     signature: string,
     first: Decision,
     budgetMs: number,
@@ -53,68 +54,91 @@ export interface ParkingLot {
   ): Promise<Decision>;
 }
 
-interface Spot {
-  /** Parked requests of this signature (polling, sleeping or deciding). */
+interface Waiters {
+  /** Waiting requests of this signature (polling, sleeping or deciding). */
   active: number;
   polling: boolean;
   sleepers: Set<() => void>;
 }
 
-export function createParkingLot(options: { stop?: () => boolean } = {}): ParkingLot {
-  const spots = new Map<string, Spot>();
+export function createGrantWaits(options: { stop?: () => boolean } = {}): GrantWaits {
+  const bySignature = new Map<string, Waiters>();
   const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-  /** Resolves true when the spot's poller leaves, false when `ms` pass first. */
-  const nap = (spot: Spot, ms: number) =>
+  /** Resolves true when the signature's poller leaves, false when `ms` pass first. */
+  const nap = (waiters: Waiters, ms: number) =>
     new Promise<boolean>((resolve) => {
       const wake = () => {
         clearTimeout(timer);
         resolve(true);
       };
       const timer = setTimeout(() => {
-        spot.sleepers.delete(wake);
+        waiters.sleepers.delete(wake);
         resolve(false);
       }, ms);
-      spot.sleepers.add(wake);
+      waiters.sleepers.add(wake);
     });
   return {
-    async park(signature, first, budgetMs, redecide, mayWait) {
+    async wait(signature, first, budgetMs, redecide, mayWait) {
       const until = performance.now() + budgetMs;
-      let spot = spots.get(signature);
-      if (!spot) {
-        spot = { active: 0, polling: false, sleepers: new Set() };
-        spots.set(signature, spot);
+      let waiters = bySignature.get(signature);
+      if (!waiters) {
+        waiters = { active: 0, polling: false, sleepers: new Set() };
+        bySignature.set(signature, waiters);
       }
-      spot.active++;
+      waiters.active++;
       let decision = first;
       try {
         for (;;) {
           const left = until - performance.now();
           if (left <= 0 || options.stop?.()) return decision;
-          if (!spot.polling) {
-            spot.polling = true;
+          if (!waiters.polling) {
+            waiters.polling = true;
             try {
               for (let attempt = 0; ; attempt++) {
                 const remaining = until - performance.now();
                 if (remaining <= 0 || options.stop?.()) return decision;
-                await sleep(parkPauseMs(attempt, remaining));
+                await sleep(pollPauseMs(attempt, remaining));
                 decision = await redecide();
                 if (decision.allowed || !mayWait(decision)) return decision;
               }
             } finally {
-              spot.polling = false;
-              const sleepers = [...spot.sleepers];
-              spot.sleepers.clear();
+              waiters.polling = false;
+              const sleepers = [...waiters.sleepers];
+              waiters.sleepers.clear();
               for (const wake of sleepers) wake();
             }
           }
-          if (!(await nap(spot, left))) return decision;
+          if (!(await nap(waiters, left))) return decision;
           decision = await redecide();
           if (decision.allowed || !mayWait(decision)) return decision;
         }
       } finally {
-        spot.active--;
-        if (spot.active === 0) spots.delete(signature);
+        waiters.active--;
+        if (waiters.active === 0) bySignature.delete(signature);
       }
     },
   };
+}
+
+/**
+ * Waits out a false denial with `waits` (at most `budgetMs`), re-deciding with `redecide`, and counts how the
+ * wait ended. The decision may wait on while it stays a false denial of rules that allow waiting.
+ */
+export async function waitForGrant(
+  waits: GrantWaits,
+  first: Decision,
+  budgetMs: number,
+  request: RequestContext,
+  redecide: () => Promise<Decision>,
+  rulesByName: () => ReadonlyMap<string, Rule>,
+): Promise<Decision> {
+  const decision = await waits.wait(
+    waitSignature(first, request),
+    first,
+    budgetMs,
+    redecide,
+    (next) => waitBudgetMs(next, rulesByName()) > 0,
+  );
+  parkedTotal.inc({ outcome: decision.allowed ? 'admitted' : 'denied' });
+  return decision;
 }

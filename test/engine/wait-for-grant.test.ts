@@ -1,8 +1,9 @@
-// The parking lot behind rules[].maxWaitMs (src/engine/park.ts): parked requests of one signature take turns,
-// so while no grant has come only one of them re-decides per pause, and a grant lets them all decide at once.
+// The wait for a peer's grant behind rules[].maxWaitMs (src/engine/wait-for-grant.ts): waiting requests of one
+// signature take turns, so while no grant has come only one of them re-decides per pause, and a grant lets them
+// all decide at once.
 // The re-decision here is a scripted allowance (the Redis side is tested in test/federation/max-wait.test.ts).
 import { describe, expect, it } from 'vitest';
-import { createParkingLot, parkBudgetMs } from '../../src/engine/park.ts';
+import { createGrantWaits, waitBudgetMs } from '../../src/engine/wait-for-grant.ts';
 import type { Rule } from '../../src/config/schema.ts';
 import type { Decision, RuleOutcome } from '../../src/engine/types.ts';
 
@@ -26,9 +27,9 @@ const decision = (allowed: boolean, falseDenial = false): Decision => {
 };
 const mayWait = (d: Decision) => d.outcomes.some((o) => o.falseDenial === true);
 
-describe('parking lot', () => {
+describe('waiting for a grant', () => {
   it('one poller while nothing changes; a grant admits the waiters together, up to what it allows', async () => {
-    const lot = createParkingLot();
+    const lot = createGrantWaits();
     let calls = 0;
     let granted = 0; // requests the "grant" has room for
     const redecide = async () => {
@@ -39,14 +40,14 @@ describe('parking lot', () => {
       }
       return decision(false, true);
     };
-    const parked = Array.from({ length: 20 }, () => lot.park('sig', decision(false, true), 1_000, redecide, mayWait));
+    const waiting = Array.from({ length: 20 }, () => lot.wait('sig', decision(false, true), 1_000, redecide, mayWait));
     await new Promise((resolve) => setTimeout(resolve, 200));
     // 200 ms of polling at 5, 10, 20, 20… ms: about a dozen decisions in all, not 20 per pause.
     expect(calls).toBeGreaterThan(3);
     expect(calls).toBeLessThan(20);
     const before = calls;
     granted = 15;
-    const results = await Promise.all(parked);
+    const results = await Promise.all(waiting);
     expect(results.filter((d) => d.allowed)).toHaveLength(15);
     // The five left over waited out their time, one polling at a time.
     expect(results.filter((d) => !d.allowed).every((d) => d.outcomes[0]!.falseDenial)).toBe(true);
@@ -54,28 +55,28 @@ describe('parking lot', () => {
   });
 
   it('a true denial ends the wait at once, for the poller and the sleepers', async () => {
-    const lot = createParkingLot();
+    const lot = createGrantWaits();
     let truly = false;
     const redecide = async () => (truly ? decision(false) : decision(false, true));
-    const parked = Array.from({ length: 5 }, () => lot.park('sig', decision(false, true), 5_000, redecide, mayWait));
+    const waiting = Array.from({ length: 5 }, () => lot.wait('sig', decision(false, true), 5_000, redecide, mayWait));
     await new Promise((resolve) => setTimeout(resolve, 50));
     const started = performance.now();
     truly = true;
-    const results = await Promise.all(parked);
+    const results = await Promise.all(waiting);
     expect(results.every((d) => !d.allowed && d.outcomes[0]!.falseDenial !== true)).toBe(true);
     // Well before the 5 s wait would have run out.
     expect(performance.now() - started).toBeLessThan(2_500);
   });
 
-  it('parks only false denials of rules with maxWaitMs, for the shortest of them', () => {
+  it('waits only on false denials of rules with maxWaitMs, for the shortest of them', () => {
     const rules = new Map<string, Rule>([
       ['r', { maxWaitMs: 300 } as Rule],
       ['s', { maxWaitMs: 0 } as Rule],
     ]);
-    expect(parkBudgetMs(decision(false, true), rules)).toBe(300);
-    expect(parkBudgetMs(decision(false, false), rules)).toBe(0);
-    expect(parkBudgetMs(decision(true), rules)).toBe(0);
+    expect(waitBudgetMs(decision(false, true), rules)).toBe(300);
+    expect(waitBudgetMs(decision(false, false), rules)).toBe(0);
+    expect(waitBudgetMs(decision(true), rules)).toBe(0);
     const two: Decision = { ...decision(false, true), outcomes: [outcome(false, true), { ...outcome(false, true), rule: 's' }] };
-    expect(parkBudgetMs(two, rules)).toBe(0);
+    expect(waitBudgetMs(two, rules)).toBe(0);
   });
 });

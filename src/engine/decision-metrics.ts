@@ -1,0 +1,18 @@
+// The decision metrics, recorded once per decision by the resilient engine, so every front end (gateway,
+// /v1/check, the embedded middleware) is observed the same way.
+import { decisionsTotal, degradedAdmissionsTotal, nearLimitTotal } from '../metrics.ts';
+import type { Decision } from './types.ts';
+
+/** Counts each outcome by rule, endpoint, verdict and source; near-limit admissions; degraded admissions. */
+export function recordDecision(decision: Decision, endpoint: string): void {
+  for (const outcome of decision.outcomes) {
+    const verdict = outcome.allowed ? 'allowed' : outcome.shadow ? 'shadow_limited' : 'limited';
+    decisionsTotal.inc({ rule: outcome.rule, endpoint, outcome: verdict, source: outcome.source });
+    if (outcome.allowed && outcome.limit > 0 && outcome.limit - outcome.remaining >= 0.8 * outcome.limit)
+      nearLimitTotal.inc({ rule: outcome.rule });
+  }
+  if (decision.allowed) {
+    const degradedSource = decision.outcomes.find((o) => o.source === 'fail-open' || o.source === 'local-fallback')?.source;
+    if (degradedSource) degradedAdmissionsTotal.inc({ mode: degradedSource });
+  }
+}

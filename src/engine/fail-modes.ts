@@ -1,0 +1,51 @@
+// What is decided when Redis did not decide. A `failMode: closed` rule is rejected, always: only Redis can prove
+// a request is within quota. A `failMode: open` rule is admitted, or, while the breaker is open and the rule uses
+// the local fallback, decided in memory against this instance's share.
+import type { Config, Rule } from '../config/schema.ts';
+import type { LocalFallback } from './local-fallback.ts';
+import { bindingOutcome } from './redis-engine.ts';
+import { outcomeBase } from './rules.ts';
+import type { Decision, Lease, MatchedRule, RuleOutcome } from './types.ts';
+
+/** A `failMode: open` rule decided by the local fallback while the breaker is open (never a closed rule). */
+function usesFallback(rule: Rule, settings: Config['breaker']): boolean {
+  return rule.failMode === 'open' && (rule.localFallback ?? settings.localFallback);
+}
+
+export interface DegradedInput {
+  matched: readonly MatchedRule[];
+  cost: number;
+  /** Epoch ms of the decision. */
+  at: number;
+  /** The breaker is open: rules that use the local fallback are decided by it. */
+  breakerOpen: boolean;
+  settings: Config['breaker'];
+  local: LocalFallback;
+}
+
+/** The decision of the fail modes (and, breaker open, the local fallback) for rules Redis did not decide. */
+export function degradedDecision({ matched, cost, at, breakerOpen, settings, local }: DegradedInput): Decision {
+  const waitMs = Math.max(1_000, settings.probeIntervalMs * settings.successThreshold);
+  const fallbackInputs = breakerOpen ? matched.filter((entry) => usesFallback(entry.rule, settings)) : [];
+  const fixed: (RuleOutcome | undefined)[] = matched.map(({ rule }) => {
+    if (fallbackInputs.length > 0 && usesFallback(rule, settings)) return undefined;
+    const base = outcomeBase(rule);
+    return rule.failMode === 'open'
+      ? { ...base, allowed: true, remaining: base.limit, resetAtMs: at + rule.period, retryAfterMs: 0, source: 'fail-open' as const }
+      : { ...base, allowed: false, remaining: 0, resetAtMs: at + waitMs, retryAfterMs: waitMs, source: 'fail-closed' as const };
+  });
+  let leases: Lease[] = [];
+  let outcomes: RuleOutcome[];
+  if (fallbackInputs.length === 0) {
+    outcomes = fixed as RuleOutcome[];
+  } else {
+    // A request a closed rule rejects anyway consumes nothing locally.
+    const rejected = fixed.some((o) => o !== undefined && !o.allowed && !o.shadow);
+    const result = local.decide(fallbackInputs, cost, at, !rejected);
+    leases = rejected ? [] : result.leases;
+    let next = 0;
+    outcomes = fixed.map((o) => o ?? result.outcomes[next++]!);
+  }
+  const allowed = outcomes.every((o) => o.allowed || o.shadow);
+  return { allowed, outcomes, binding: bindingOutcome(outcomes), leases: allowed ? leases : [] };
+}

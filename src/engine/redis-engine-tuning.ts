@@ -1,0 +1,19 @@
+// Knobs of the Redis engine that only benchmarks and equivalence tests turn: each switches one optimisation
+// off to compare it with the plain path. The defaults are the fast paths, with the same answers and state, so
+// the public options (RedisEngineOptions) leave them out; createTunedRedisEngine takes them.
+import type { DecideBatcherOptions } from './decide-batcher.ts';
+
+export interface RedisEngineTuning {
+  /** Decide through a Redis Functions library (default) or EVALSHA of decide.lua (same answers). */
+  redisFunctions?: boolean;
+  /**
+   * Decisions that arrive while a decide call is in flight go together in the next call, decided in order
+   * (default on; decide-batcher.ts). `false` sends every decision as its own call.
+   */
+  batch?: boolean | DecideBatcherOptions;
+  /**
+   * A config that does not federate (one region) decides through decide_lean.lua, which has no federation
+   * cells or rebalancing (default on; same answers and state). `false` uses decide.lua.
+   */
+  leanScript?: boolean;
+}

@@ -1,0 +1,22 @@
+// The local fallback of this instance, sized to its region: alone, its share of each limit; in a federation,
+// its share of the region's demarcation part of limit + budget (protocol.ts portion), never another region's.
+import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
+import { scriptBudget, topologyOf } from '../protocol/index.ts';
+import { createLocalFallback, type LocalFallback } from './local-fallback.ts';
+
+/** The local fallback for this config's region; `capacity` bounds the keys it holds. */
+export function createRegionFallback(config: Config, capacity: number | undefined): LocalFallback {
+  const topology = topologyOf(config);
+  const federated = topology.regions.length > 1;
+  return createLocalFallback({
+    instancesPerRegion: config.breaker.instancesPerRegion,
+    capacity,
+    federation: federated
+      ? {
+          units: topology.units[topology.selfIndex] ?? 0,
+          budget: (rule) => scriptBudget(rule, config.federation.leakageBudget, topology.regions.length),
+          federated: (rule) => FEDERATED_ALGORITHMS.has(rule.algorithm),
+        }
+      : undefined,
+  });
+}

@@ -1,0 +1,82 @@
+// The fast lane: the keys queued in the fast-lane sets (decide.lua: a first admission in a window/epoch;
+// apply_gossip.lua: a grant) go to every peer now, not at the next sync round; then each is forgotten in that
+// peer's pending set where the version sent is still the newest.
+import type { Logger } from 'pino';
+import type { Config } from '../../config/schema.ts';
+import { ackPendingCall, runAckPending } from '../../engine/script-calls.ts';
+import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { KEY_SHARDS, fastSetKey, shardOfKey } from '../../keys.ts';
+import type { FederationMetrics } from '../metrics.ts';
+import type { Topology } from '../../protocol/index.ts';
+import { decodeState, flattenSlot } from './cells.ts';
+import type { GossipEntry } from './message.ts';
+import type { PeerLink } from './peer-link.ts';
+import { fitToSize, type Sender } from './sender.ts';
+
+/** How often the fast lane runs (and so the least time between two fast sends of one key). */
+export const FAST_LANE_MS = 20;
+
+/** Keys taken from one shard's fast-lane set per fast round. */
+const FAST_KEYS_PER_SHARD = 64;
+
+export interface FastLaneDeps {
+  config: Config;
+  topology: Topology;
+  redis: ScriptedRedis;
+  links: readonly PeerLink[];
+  metrics: FederationMetrics;
+  logger: Logger;
+  sender: Sender;
+}
+
+/** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
+export function createFastLane({ config, topology, redis, links, metrics, logger, sender }: FastLaneDeps): () => Promise<number> {
+  const region = config.region;
+  const n = topology.regions.length;
+  return async () => {
+    try {
+      // One command per shard (their keys live in different cluster slots), issued together.
+      const perShard = await Promise.all(
+        Array.from({ length: KEY_SHARDS }, (_, shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)),
+      );
+      const popped = perShard.flat();
+      if (popped.length === 0) return 0;
+      const states = await Promise.all(popped.map((key) => redis.hgetall(key)));
+      const entries: GossipEntry[] = [];
+      const versions: [string, number][] = [];
+      states.forEach((fields, i) => {
+        const state = decodeState(fields, n);
+        if (state.slots.length === 0) return;
+        entries.push({ k: popped[i]!, t: state.changedAt, s: state.slots.map(flattenSlot) });
+        versions.push([popped[i]!, state.version]);
+      });
+      if (entries.length === 0) return 0;
+      await Promise.all(
+        links.map(async (link) => {
+          if (
+            !(await sender.send(
+              link,
+              fitToSize(entries, (chunk) => sender.build(link, 'gossip', chunk)),
+            ))
+          )
+            return;
+          metrics.fastLane.inc({ region, peer: link.name }, entries.length);
+          // Sent: forget each key in this peer's pending set if that version is still the newest.
+          const byShard = new Map<number, { key: string; version: string }[]>();
+          for (const [key, version] of versions) {
+            const shard = shardOfKey(key);
+            const ack = byShard.get(shard) ?? [];
+            ack.push({ key, version: String(version) });
+            byShard.set(shard, ack);
+          }
+          await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))));
+        }),
+      );
+      return entries.length;
+    } catch (error) {
+      // Local Redis trouble: the keys are still pending and go out with the next sync round.
+      logger.debug({ event: 'federation.fast_lane_failed', error: (error as Error).message }, 'fast lane round failed');
+      return 0;
+    }
+  };
+}

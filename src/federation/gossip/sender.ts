@@ -1,0 +1,83 @@
+// What the sync round and the fast lane share to send gossip: signed messages numbered from one sequence, split
+// to the receiver's byte bound, added to a peer's queue under a timeout, and counted per peer.
+import { withDeadline } from '../../deadline.ts';
+import type { Config } from '../../config/schema.ts';
+import type { FederationMetrics } from '../metrics.ts';
+import type { PeerBook } from '../peers.ts';
+import type { Topology } from '../../protocol/index.ts';
+import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
+import type { PeerLink } from './peer-link.ts';
+
+/** A job with its JSON size, measured once (the size check and the bytes metric both need it). */
+export interface Outgoing {
+  message: GossipMessage;
+  bytes: number;
+}
+
+/** The job of `message`, measured. */
+export function measured(message: GossipMessage): Outgoing {
+  return { message, bytes: JSON.stringify(message).length };
+}
+
+/** Splits a batch until each job's JSON fits the receiver's byte bound. */
+export function fitToSize(entries: GossipEntry[], build: (chunk: GossipEntry[]) => GossipMessage): Outgoing[] {
+  const job = measured(build(entries));
+  if (entries.length <= 1 || job.bytes <= LIMITS.maxBytes * 0.9) return [job];
+  const half = Math.ceil(entries.length / 2);
+  return [...fitToSize(entries.slice(0, half), build), ...fitToSize(entries.slice(half), build)];
+}
+
+export interface SenderDeps {
+  config: Config;
+  topology: Topology;
+  metrics: FederationMetrics;
+  peers: PeerBook;
+  /** Upper bound on one add to a peer (a frozen peer must not stall the loop). */
+  addTimeoutMs: number;
+}
+
+export interface Sender {
+  /** A signed message of `kind` to the link's region, numbered after every message sent before. */
+  build(link: PeerLink, kind: MessageKind, entries: GossipEntry[]): GossipMessage;
+  /** Adds the jobs in order; false (and the link marked down) at the first failure. */
+  send(link: PeerLink, jobs: Outgoing[]): Promise<boolean>;
+  /** Epoch ms of the last job added to the peer's queue; 0 before the first. */
+  lastSentAt(peer: string): number;
+}
+
+export function createSender({ config, topology, metrics, peers, addTimeoutMs }: SenderDeps): Sender {
+  const region = config.region;
+  const lastSent = new Map<string, number>();
+  let lastSeq = 0;
+
+  // µs-clock based, so a restarted (or wiped) sender continues above every number it sent before.
+  const nextSeq = () => {
+    lastSeq = Math.max(lastSeq + 1, Date.now() * 1000);
+    return lastSeq;
+  };
+
+  return {
+    build: (link, kind, entries) =>
+      sign(
+        { v: MESSAGE_VERSION, kind, from: region, to: link.name, fp: topology.fingerprint, seq: nextSeq(), sentAt: Date.now(), entries },
+        config.federation.secret,
+      ),
+    async send(link, jobs) {
+      for (const { message, bytes } of jobs) {
+        try {
+          await withDeadline(link.add(message), addTimeoutMs, `gossip add to ${link.name}`);
+        } catch (error) {
+          peers.failed(link.name, error);
+          return false;
+        }
+        const now = Date.now();
+        lastSent.set(link.name, now);
+        peers.sent(link.name, now);
+        metrics.batches.inc({ region, peer: link.name, direction: 'sent' });
+        metrics.bytes.inc({ region, peer: link.name, direction: 'sent' }, bytes);
+      }
+      return true;
+    },
+    lastSentAt: (peer) => lastSent.get(peer) ?? 0,
+  };
+}
