@@ -13,6 +13,7 @@ import { alternativesSection } from './sections/alternatives.ts';
 import { ceilingSection } from './sections/ceiling.ts';
 import { commandsSection } from './sections/commands.ts';
 import { engineSection } from './sections/engine.ts';
+import { federationSection } from './sections/federation.ts';
 import { gossipSection } from './sections/gossip.ts';
 import { grpcSection } from './sections/grpc.ts';
 import { httpSection } from './sections/http.ts';
@@ -30,6 +31,7 @@ const SECTIONS: [string, Section][] = [
   ['ceiling', ceilingSection],
   ['alternatives', alternativesSection],
   ['grpc', grpcSection],
+  ['federation', federationSection],
 ];
 
 function parseArgs(argv: readonly string[]): BenchOptions & { out: string } {

@@ -6,9 +6,11 @@ import { fileURLToPath } from 'node:url';
 import { stopChild } from '../../src/ops/stop-child.ts';
 import type { LoadFigures, LoadOptions } from '../http/load.ts';
 import type { ServerMode, ServerOptions } from '../http/server.ts';
+import type { KeyedLoadFigures, KeyedLoadOptions } from './keyed-load.ts';
 
 const SERVER = fileURLToPath(new URL('../http/server.ts', import.meta.url));
 const LOAD = fileURLToPath(new URL('../http/load.ts', import.meta.url));
+const KEYED_LOAD = fileURLToPath(new URL('./keyed-load.ts', import.meta.url));
 
 function tsxProcess(file: string, args: string[]): ChildProcess {
   // stdin is a pipe the child watches: when this process dies, the pipe closes and the child exits too.
@@ -70,13 +72,22 @@ export async function startServer(mode: ServerMode, options: ServerOptions = {},
   };
 }
 
-export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
-  const child = tsxProcess(LOAD, [JSON.stringify(options)]);
+export function runLoad(options: LoadOptions): Promise<LoadFigures> {
+  return runLoadProcess<LoadFigures>(LOAD, options, options.durationS + options.warmupS);
+}
+
+/** /v1/check with one API key per request drawn from a distribution (bench/lib/keyed-load.ts), in its own process. */
+export function runKeyedLoad(options: KeyedLoadOptions): Promise<KeyedLoadFigures> {
+  return runLoadProcess<KeyedLoadFigures>(KEYED_LOAD, options, options.durationS);
+}
+
+async function runLoadProcess<Figures>(script: string, options: object, seconds: number): Promise<Figures> {
+  const child = tsxProcess(script, [JSON.stringify(options)]);
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
   child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString('utf8')).slice(-4_000)));
-  const limitMs = (options.durationS + options.warmupS) * 1000 + 30_000;
+  const limitMs = seconds * 1000 + 30_000;
   const code = await new Promise<number | null>((resolve) => {
     const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
     child.once('exit', (exitCode) => {
@@ -86,7 +97,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadFigures> {
   });
   const line = stdout.trim().split('\n').pop();
   if (code !== 0 || !line) throw new Error(`load generator failed (${code}): ${stderr}`);
-  return JSON.parse(line) as LoadFigures;
+  return JSON.parse(line) as Figures;
 }
 
 /** One unrecorded warm-up run: a server, the request it will be measured with, load options beyond the defaults. */

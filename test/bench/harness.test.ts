@@ -3,9 +3,12 @@
 // server the HTTP bench spawns (the service under node:cluster) answering and stopping cleanly.
 import { describe, expect, it } from 'vitest';
 import type { BenchContext } from '../../bench/lib/context.ts';
+import { keyDraw } from '../../bench/lib/key-draw.ts';
 import { runLoad, startServer } from '../../bench/lib/processes.ts';
+import { histogramBuckets, quantileBetween, sumOf } from '../../bench/lib/prom-text.ts';
 import { renderTable } from '../../bench/lib/table.ts';
 import { commandsSection } from '../../bench/sections/commands.ts';
+import { federationSizes } from '../../bench/sections/federation.ts';
 import { targetsTable } from '../../bench/sections/targets.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
@@ -37,6 +40,55 @@ describe('bench harness', () => {
     expect(rows['1. /v1/check >= 1.0x Hono + rate-limiter-flexible, same route and body, fresh API key per request']).toBe('–');
     expect(renderTable(targets)).toContain('| target | measured | result |');
   }, 30_000);
+
+  it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
+    expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3'], {})).toEqual({
+      uniformKeys: [1_000],
+      zipfKeys: 0,
+      seconds: 3,
+    });
+    expect(federationSizes(false, [], {})).toEqual({ uniformKeys: [1_000, 100_000, 1_000_000], zipfKeys: 1_000_000, seconds: 10 });
+    expect(federationSizes(true, [], { QUOTAFED_BENCH_FEDERATION_KEYS: '500' }).uniformKeys).toEqual([500]);
+    const draws = 20_000;
+    const uniform = keyDraw({ distribution: 'uniform', keys: 1_000, seed: 3 });
+    const zipf = keyDraw({ distribution: 'zipf', keys: 1_000, seed: 3 });
+    const counts = (next: () => number) => {
+      const seen = new Map<number, number>();
+      for (let i = 0; i < draws; i++) {
+        const key = next();
+        expect(key).toBeGreaterThanOrEqual(0);
+        expect(key).toBeLessThan(1_000);
+        seen.set(key, (seen.get(key) ?? 0) + 1);
+      }
+      return seen;
+    };
+    // Zipf(1.0) over 1,000 keys: rank 1 takes 1/H(1000) ≈ 13% of the draws; uniform about 0.1%.
+    expect((counts(zipf).get(0) ?? 0) / draws).toBeGreaterThan(0.11);
+    expect((counts(uniform).get(0) ?? 0) / draws).toBeLessThan(0.005);
+    const before = [
+      'quotafed_federation_bytes_total{region="us-east",peer="eu-west",direction="sent"} 100',
+      'quotafed_federation_bytes_total{region="us-east",peer="eu-west",direction="received"} 7',
+      'quotafed_federation_sync_lag_seconds_bucket{region="eu-west",peer="us-east",le="0.1"} 5',
+      'quotafed_federation_sync_lag_seconds_bucket{region="eu-west",peer="us-east",le="1"} 5',
+      'quotafed_federation_sync_lag_seconds_bucket{region="eu-west",peer="us-east",le="+Inf"} 5',
+    ].join('\n');
+    const after = [
+      'quotafed_federation_bytes_total{region="us-east",peer="eu-west",direction="sent"} 350',
+      'quotafed_federation_bytes_total{region="us-east",peer="ap-south",direction="sent"} 50',
+      'quotafed_federation_sync_lag_seconds_bucket{region="eu-west",peer="us-east",le="0.1"} 104',
+      'quotafed_federation_sync_lag_seconds_bucket{region="eu-west",peer="us-east",le="1"} 105',
+      'quotafed_federation_sync_lag_seconds_bucket{region="eu-west",peer="us-east",le="+Inf"} 105',
+    ].join('\n');
+    expect(
+      sumOf(after, 'quotafed_federation_bytes_total', { direction: 'sent' }) -
+        sumOf(before, 'quotafed_federation_bytes_total', { direction: 'sent' }),
+    ).toBe(300);
+    const lag = (text: string) => histogramBuckets(text, 'quotafed_federation_sync_lag_seconds', { peer: 'us-east' });
+    // 100 observations since the first reading: 99 at most 0.1 s, one up to 1 s.
+    expect(quantileBetween(lag(before), lag(after), 0.99)).toBe(0.1);
+    expect(quantileBetween(lag(before), lag(after), 1)).toBe(1);
+    expect(quantileBetween(lag(after), lag(after), 0.99)).toBeUndefined();
+  });
 
   it('runs the service under node:cluster in a child process and load-tests it from another', async () => {
     const service = await startServer('service', {
