@@ -1,19 +1,24 @@
 // The one config schema. Every module that reads configuration imports its types from here.
 import { z } from 'zod';
 
+const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
+
 /** "500ms", "10s", "1m", "1h", "1d" or a plain number of milliseconds. */
-export const Duration = z.union([
-  z.number().int().positive(),
-  z
-    .string()
-    .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, { error: 'expected a duration such as "500ms", "10s", "1m", "1h" or "1d"' })
-    .transform((text) => {
-      const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(text)!;
-      const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
-      return Math.round(Number(match[1]) * unit);
-    })
-    .pipe(z.number().int().positive()),
-]);
+export const Duration = z.union(
+  [
+    z.number().int().positive(),
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, { error: DURATION_FORMS })
+      .transform((text) => {
+        const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(text)!;
+        const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
+        return Math.round(Number(match[1]) * unit);
+      })
+      .pipe(z.number().int().positive()),
+  ],
+  { error: DURATION_FORMS },
+);
 
 export const Algorithm = z.enum(['tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency']);
 export type Algorithm = z.infer<typeof Algorithm>;
@@ -29,11 +34,14 @@ export type FailMode = z.infer<typeof FailMode>;
  * A number is an absolute count of requests, "N%" a fraction of the limit, and "unbounded" turns the escrow
  * off (plain gossip, no guarantee; for experiments).
  */
-export const LeakageBudget = z.union([
-  z.number().int().min(0),
-  z.string().regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
-  z.literal('unbounded'),
-]);
+export const LeakageBudget = z.union(
+  [
+    z.number().int().min(0),
+    z.string().regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
+    z.literal('unbounded'),
+  ],
+  { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' },
+);
 export type LeakageBudget = z.infer<typeof LeakageBudget>;
 
 export const Dimension = z.enum(['apiKey', 'ip', 'endpoint', 'method']);
