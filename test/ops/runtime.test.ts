@@ -21,7 +21,8 @@ describe('.ci/npm-ci-strict', () => {
   /** Runs the script with a stand-in `npm` that prints `output` and exits with `code`. */
   const run = (output: string, code = 0) => {
     const bin = mkdtempSync(join(dir, 'npm-'));
-    writeFileSync(join(bin, 'npm'), `#!/bin/sh\nprintf '%s\\n' '${output}' >&2\nexit ${code}\n`);
+    writeFileSync(join(bin, 'output.txt'), `${output}\n`);
+    writeFileSync(join(bin, 'npm'), `#!/bin/sh\ncat '${join(bin, 'output.txt')}' >&2\nexit ${code}\n`);
     chmodSync(join(bin, 'npm'), 0o755);
     return spawnSync('bash', [join(root, '.ci/npm-ci-strict'), '--no-audit'], {
       env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
