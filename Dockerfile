@@ -6,7 +6,8 @@
 #     -e QUOTAFED_CONFIG=/etc/quotafed/us-east.yaml -e QUOTAFED_HOST=0.0.0.0 -e QUOTAFED_PORT=8080 \
 #     -e QUOTAFED_REDIS_URL=redis://redis.internal:6379 quotafed
 
-ARG NODE_IMAGE=node:20-slim
+# Node 24 (Active LTS, supported until April 2028); `engines` in package.json admits it. Node 20 is end of life.
+ARG NODE_IMAGE=node:24-slim
 
 # Stage 1: full install, then `npm pack`, whose prepack script compiles src/ (tsconfig.build.json, a full type
 # check) into dist/; the package is unpacked to /pkg/quotafed, so the image holds exactly what npm users get.

@@ -2,6 +2,7 @@
 // An invalid file, or one that changes settings only a restart can apply, is rejected and the old policy stays.
 // Triggers: POST /admin/policy/reload, SIGHUP, and (opt-in) a watch on the file.
 import { watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Hono } from 'hono';
 import { ConfigError, loadConfigFile } from './config/load.ts';
@@ -23,7 +24,11 @@ export interface PolicyReloaderOptions {
 
 export interface PolicyReloader {
   reload(): Promise<ReloadResult>;
-  /** Watch the config file and reload on change (debounced). */
+  /**
+   * Watch the config file and reload on change (debounced). The watch is on its directory, filtered by name:
+   * a watch on the file itself stops at the first atomic replace (a new file renamed over it) and never sees a
+   * Kubernetes ConfigMap update (the `..data` symlink swapped beside it), so those names count as well.
+   */
   watchFile(): void;
   adminRoutes: AdminRoutes;
   close(): void;
@@ -72,7 +77,10 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
     reload,
     watchFile() {
       if (watcher) return;
-      watcher = watch(options.configPath, () => {
+      const name = basename(options.configPath);
+      watcher = watch(dirname(options.configPath), (_event, changed) => {
+        // `changed` can be null on some platforms: then any change in the directory may be ours.
+        if (changed !== null && changed !== name && !changed.startsWith('..')) return;
         clearTimeout(debounce);
         debounce = setTimeout(() => void reload(), 200);
       });

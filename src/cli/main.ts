@@ -1,4 +1,5 @@
 // The quotafed command line. Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid config.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, ENV_OVERRIDES } from '../config/load.ts';
 
@@ -18,6 +19,7 @@ Options:
                         that cannot be reached yet do not fence the current windows
                         (same as federation.bootstrap: new; ignored once this region's
                         Redis holds quotafed state; see docs/federation.md §4a)
+  -v, --version         print the package version and exit
   -h, --help            show this help
 
 Environment overrides:
@@ -35,8 +37,15 @@ const COMMAND_LINE = {
     'new-federation': { type: 'boolean' },
     workers: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
+    version: { type: 'boolean', short: 'v' },
   },
 } as const;
+
+/** The installed package's version (package.json sits two levels above src/cli/ and dist/cli/ alike). */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 export async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'launch') {
@@ -52,6 +61,10 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const [command, ...rest] = parsed.positionals;
+  if (parsed.values.version) {
+    process.stdout.write(`${packageVersion()}\n`);
+    return 0;
+  }
   if (parsed.values.help || command === undefined || command === 'help') {
     process.stdout.write(USAGE);
     return command === undefined && !parsed.values.help ? 2 : 0;

@@ -63,6 +63,19 @@ function formatPath(path: ReadonlyArray<PropertyKey>): string {
  * ```
  */
 export function parseConfig(input: unknown, source = 'config', baseDir = process.cwd()): Config {
+  return validate(input, source, baseDir, new Map());
+}
+
+/** Where a bad field's value came from: the environment variable that set it (`fromEnv`), else the file. */
+function blame(path: string, fromEnv: ReadonlyMap<string, string>): string | undefined {
+  for (const [field, variable] of fromEnv) {
+    if (path === field || path.startsWith(`${field}.`) || path.startsWith(`${field}[`)) return variable;
+  }
+  return undefined;
+}
+
+/** parseConfig, with the fields the environment set (path → variable) blamed on their variables. */
+function validate(input: unknown, source: string, baseDir: string, fromEnv: ReadonlyMap<string, string>): Config {
   let expanded = input;
   if (typeof input === 'object' && input !== null && !Array.isArray(input)) {
     try {
@@ -75,8 +88,14 @@ export function parseConfig(input: unknown, source = 'config', baseDir = process
   const result = Config.safeParse(expanded);
   if (result.success) return result.data;
   const fields = result.error.issues.map((issue) => formatPath(issue.path));
-  const lines = result.error.issues.map((issue) => `  ${formatPath(issue.path)}: ${issue.message}`);
-  throw new ConfigError(`invalid ${source}:\n${lines.join('\n')}`, fields);
+  const variables = fields.map((field) => blame(field, fromEnv));
+  const lines = result.error.issues.map((issue, i) => {
+    const variable = variables[i];
+    // The value is not repeated: an environment variable often carries a password.
+    return variable === undefined ? `  ${fields[i]}: ${issue.message}` : `  ${variable} (sets ${fields[i]}): ${issue.message}`;
+  });
+  const heading = variables.every((variable) => variable !== undefined) ? `invalid environment for ${source}` : `invalid ${source}`;
+  throw new ConfigError(`${heading}:\n${lines.join('\n')}`, fields);
 }
 
 function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
@@ -97,7 +116,12 @@ export function peerEnvName(peer: string): string {
   return `QUOTAFED_PEER_${peer.toUpperCase().replace(/-/g, '_')}_REDIS_URL`;
 }
 
-export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+export function applyEnvOverrides(
+  raw: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+  /** Filled with each field the environment set (its path as errors print it) and the variable that set it. */
+  fromEnv: Map<string, string> = new Map(),
+): Record<string, unknown> {
   const copy = structuredClone(raw);
   for (const [name, path] of Object.entries(ENV_OVERRIDES)) {
     if (name === 'QUOTAFED_CONFIG') continue;
@@ -111,12 +135,16 @@ export function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.Proc
     } else {
       setPath(copy, path, value);
     }
+    fromEnv.set(path, name);
   }
   const federation = copy.federation as { peers?: unknown } | undefined;
   if (federation && Array.isArray(federation.peers)) {
-    for (const peer of federation.peers as Array<Record<string, unknown>>) {
-      const value = typeof peer.name === 'string' ? env[peerEnvName(peer.name)] : undefined;
-      if (value !== undefined && value !== '') peer.redisUrl = value;
+    for (const [index, peer] of (federation.peers as Array<Record<string, unknown>>).entries()) {
+      const name = typeof peer.name === 'string' ? peerEnvName(peer.name) : undefined;
+      const value = name === undefined ? undefined : env[name];
+      if (name === undefined || value === undefined || value === '') continue;
+      peer.redisUrl = value;
+      fromEnv.set(`federation.peers[${index}].redisUrl`, name);
     }
   }
   return copy;
@@ -150,7 +178,9 @@ export function loadConfigFile(path: string | undefined, env: NodeJS.ProcessEnv 
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError(`config ${file} must be a YAML mapping`, ['(root)']);
   }
-  return parseConfig(applyEnvOverrides(raw as Record<string, unknown>, env), `config ${file}`, dirname(file));
+  const fromEnv = new Map<string, string>();
+  const merged = applyEnvOverrides(raw as Record<string, unknown>, env, fromEnv);
+  return validate(merged, `config ${file}`, dirname(file), fromEnv);
 }
 
 export type { Config, ConfigInput };

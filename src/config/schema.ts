@@ -1,19 +1,25 @@
 // The one config schema. Every module that reads configuration imports its types from here.
+import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 
+const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
+
 /** "500ms", "10s", "1m", "1h", "1d" or a plain number of milliseconds. */
-export const Duration = z.union([
-  z.number().int().positive(),
-  z
-    .string()
-    .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, { error: 'expected a duration such as "500ms", "10s", "1m", "1h" or "1d"' })
-    .transform((text) => {
-      const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(text)!;
-      const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
-      return Math.round(Number(match[1]) * unit);
-    })
-    .pipe(z.number().int().positive()),
-]);
+export const Duration = z.union(
+  [
+    z.number().int().positive(),
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, { error: DURATION_FORMS })
+      .transform((text) => {
+        const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(text)!;
+        const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
+        return Math.round(Number(match[1]) * unit);
+      })
+      .pipe(z.number().int().positive()),
+  ],
+  { error: DURATION_FORMS },
+);
 
 export const Algorithm = z.enum(['tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency']);
 export type Algorithm = z.infer<typeof Algorithm>;
@@ -29,11 +35,14 @@ export type FailMode = z.infer<typeof FailMode>;
  * A number is an absolute count of requests, "N%" a fraction of the limit, and "unbounded" turns the escrow
  * off (plain gossip, no guarantee; for experiments).
  */
-export const LeakageBudget = z.union([
-  z.number().int().min(0),
-  z.string().regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
-  z.literal('unbounded'),
-]);
+export const LeakageBudget = z.union(
+  [
+    z.number().int().min(0),
+    z.string().regex(/^\d+(\.\d+)?%$/, { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' }),
+    z.literal('unbounded'),
+  ],
+  { error: 'expected a count such as 50, a percentage such as "5%", or "unbounded"' },
+);
 export type LeakageBudget = z.infer<typeof LeakageBudget>;
 
 export const Dimension = z.enum(['apiKey', 'ip', 'endpoint', 'method']);
@@ -212,6 +221,39 @@ export const Federation = z.strictObject({
   bootstrap: z.enum(['auto', 'new']).default('auto'),
 });
 
+/** A proxy-addr trust entry: an IP, a CIDR range, an IP/netmask, or loopback, linklocal, uniquelocal. */
+const TrustedProxy = z.string().refine(
+  (entry) => {
+    try {
+      proxyaddr.compile(entry);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { error: 'expected an IP address, a CIDR range such as "10.0.0.0/8", or loopback, linklocal, uniquelocal' },
+);
+
+/** Where the client IP comes from behind proxies, and how IPv6 clients are keyed (src/http/identity.ts). */
+export const ClientIp = z
+  .strictObject({
+    /**
+     * Proxies whose forwarding header is believed: walking from the socket's peer towards the client, every
+     * address in this list is skipped and the first one that is not is the client.
+     */
+    trustedProxies: z.array(TrustedProxy).default([]),
+    /** Instead of a list: how many proxies stand in front (1: the socket's peer, 2: a CDN then a load balancer). */
+    hops: z.number().int().min(0).max(32).optional(),
+    /** The header proxies append to: `x-forwarded-for`, or RFC 7239 `forwarded` (its `for=` parameters). */
+    header: z.enum(['x-forwarded-for', 'forwarded']).default('x-forwarded-for'),
+    /** IPv6 clients are keyed by this prefix (one host gets a /64 and can rotate addresses inside it). */
+    ipv6Prefix: z.number().int().min(1).max(128).default(64),
+  })
+  .refine((settings) => settings.hops === undefined || settings.trustedProxies.length === 0, {
+    error: 'set trustedProxies or hops, not both',
+    path: ['hops'],
+  });
+
 export const Grpc = z.strictObject({
   /** Port of the gRPC listener (`QUOTAFED_GRPC_PORT`); 0 picks a free one. */
   port: z.number().int().min(0).max(65_535),
@@ -308,9 +350,10 @@ export const Config = z
       .strictObject({
         /** Requests without an API key: limit them per client IP, or reject them with 401. */
         anonymous: z.enum(['ip', 'reject']).default('ip'),
-        /** Take the client IP from X-Forwarded-For (only behind a trusted proxy). */
+        /** Take the client IP from X-Forwarded-For (only behind a trusted proxy): as `clientIp.hops: 1`. */
         trustForwardedFor: z.boolean().default(false),
         maxApiKeyBytes: z.number().int().positive().max(65_536).default(512),
+        clientIp: ClientIp.prefault({}),
       })
       .prefault({}),
     admin: z

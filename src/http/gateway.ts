@@ -9,7 +9,7 @@ import type { Logger } from '../log.ts';
 import { HOP_BY_HOP, connectionListed, createForwarder, forwardedHeaders, type ForwardFailure } from './forward.ts';
 import { rateLimitHeaders } from './headers.ts';
 import type { QuotafedEnv } from './env.ts';
-import { clientIp, type IdentitySettings } from './identity.ts';
+import { clientAddress, trustsForwarded, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
 
@@ -66,10 +66,12 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
       'upstream request failed',
     );
 
-  // X-Forwarded-For as the upstream gets it: the client's own chain only when we trust it, then the client's IP.
+  // X-Forwarded-For as the upstream gets it: the client's own chain only when we trust it, then the client's
+  // address (in full: the IPv6 prefix is how rules key a client, not what the upstream should log).
+  const trusted = trustsForwarded(options.identity);
   const forwardedFor = (c: Context<QuotafedEnv>, prior: string | undefined): string => {
-    const ip = clientIp(c, options.identity);
-    return options.identity.trustForwardedFor && prior ? `${prior}, ${ip}` : ip;
+    const ip = clientAddress(c, options.identity);
+    return trusted && prior ? `${prior}, ${ip}` : ip;
   };
 
   // On Node's own server: straight from Node's request to Node's response (forward.ts).

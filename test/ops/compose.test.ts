@@ -154,8 +154,8 @@ describe('Dockerfile', () => {
   const dockerfile = read('Dockerfile');
   const stages = dockerfile.split(/^FROM /m).slice(1);
 
-  it('is multi-stage on node:20-slim and installs only runtime dependencies in the runtime stage', () => {
-    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:20-slim$/m);
+  it('is multi-stage on node:24-slim and installs only runtime dependencies in the runtime stage', () => {
+    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:24-slim$/m);
     expect(stages.length).toBeGreaterThanOrEqual(2);
     const runtime = stages.at(-1)!;
     expect(runtime).toMatch(/npm ci --omit=dev/);

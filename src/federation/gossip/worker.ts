@@ -6,11 +6,15 @@
 // Hostile or broken jobs cost the region little, and never its decisions (which use another connection):
 //   - before each job is taken, screen_gossip.lua measures the next jobs' data with HSTRLEN and fails those above
 //     LIMITS.maxBytes unread (their data dropped in Redis too), so a 30 MB job is never read or parsed;
-//   - the worker never takes the next job in the same script that finishes one (that would skip the screen);
+//   - jobs are taken and finished through BullMQ's manual-processing API (getNextJob, then moveToCompleted or
+//     moveToFailed with fetchNext false), so no job is ever taken in the script that finishes another (that take
+//     would skip the screen); two jobs run at a time, their locks extended while they run;
 //   - a job whose data is not JSON (or that slipped past the screen oversized) is turned into a refusal before
 //     BullMQ parses it, then failed without retries: counted under its reason and logged once, never cycled.
 //     The screen and BullMQ's take are two calls, so a job pushed to the wait list between them is taken
 //     unscreened: it is read once (never parsed), and its data is dropped in Redis before it is failed.
+// Two protected hooks of BullMQ's Worker remain (createJob: refuse before parsing; moveToActive: screen right
+// before each take, also after a blocking wait), both pinned by test/federation/gossip-hostile.test.ts.
 import { UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -27,6 +31,12 @@ import { GOSSIP_QUEUE } from './peer-link.ts';
 const REFUSED = '__quotafedRefused';
 /** Jobs at the tail of the wait list screened before each take (the worker takes 2 at a time). */
 const SCREEN_DEPTH = 8;
+/** Gossip jobs applied at once: merges of one sender are independent (max), so 2 keeps two peers flowing. */
+const CONCURRENCY = 2;
+/** How long a taken job stays locked to this worker; extended every half of it while the job runs. */
+const LOCK_MS = 30_000;
+/** Pause after a failed take (Redis down) before the next one. */
+const RETRY_MS = 1_000;
 
 interface Refusal {
   reason: RejectReason;
@@ -63,11 +73,6 @@ class GossipQueueWorker extends Worker {
   protected override async moveToActive(token: string, name?: string): Promise<Job> {
     await this.screen();
     return super.moveToActive(token, name);
-  }
-
-  override processJob(job: Job, token: string): ReturnType<Worker['processJob']> {
-    // Never fetch the next job in the finishing script: every take goes through moveToActive and its screen.
-    return super.processJob(job, token, () => false);
   }
 
   private async redis(): Promise<Redis | Cluster> {
@@ -116,48 +121,117 @@ export function startGossipWorker(
   cluster?.on('error', (error: Error) =>
     logger.debug({ event: 'federation.worker_redis_error', error: error.message }, 'gossip worker Redis error'),
   );
-  const worker: GossipQueueWorker = new GossipQueueWorker(
-    GOSSIP_QUEUE,
-    async (job) => {
-      const refusal = (job.data as Record<string, unknown> | null)?.[REFUSED] as Refusal | undefined;
-      if (refusal !== undefined) {
-        refused(refusal.reason, `job ${job.id}: ${refusal.detail}`);
-        if (refusal.reason === 'oversized') await worker.dropData(job).catch(() => undefined);
-        throw new UnrecoverableError(`rejected: ${refusal.reason}`);
-      }
-      const bytes = worker.sizes.get(job) ?? Buffer.byteLength(JSON.stringify(job.data ?? null), 'utf8');
-      const outcome = await apply(job.data, bytes);
-      if (outcome.status === 'rejected') throw new UnrecoverableError(`rejected: ${outcome.reason}`);
-      return outcome;
-    },
-    {
-      connection: cluster ?? workerOptions(redis.url, redis.tls),
-      prefix: GOSSIP_QUEUE_PREFIX,
-      // Jobs of one sender are independent merges (max), so order does not matter; 2 keeps two peers flowing.
-      concurrency: 2,
-      removeOnComplete: { count: 100 },
-      removeOnFail: { count: 1_000 },
-      // Wake-ups come from BullMQ's marker on add; this only bounds an idle poll.
-      drainDelay: 1,
-    },
-  );
+  const worker: GossipQueueWorker = new GossipQueueWorker(GOSSIP_QUEUE, null, {
+    connection: cluster ?? workerOptions(redis.url, redis.tls),
+    prefix: GOSSIP_QUEUE_PREFIX,
+    autorun: false,
+    lockDuration: LOCK_MS,
+    removeOnComplete: { count: 100 },
+    removeOnFail: { count: 1_000 },
+    // Wake-ups come from BullMQ's marker on add; this only bounds an idle blocking wait.
+    drainDelay: 1,
+  });
   worker.onScreened = (id, size) => refused('oversized', `job ${id}: ${size} bytes, refused unread`);
   worker.on('error', (error) => logger.debug({ event: 'federation.worker_error', error: error.message }, 'gossip worker error'));
-  worker.on('failed', (job, error) => {
-    if (!(error instanceof UnrecoverableError) && !error.message.startsWith('rejected:')) {
-      logger.warn(
-        { event: 'federation.apply_failed', job: job?.id, error: error.message },
-        'applying a gossip job failed; BullMQ retries it',
-      );
+
+  /** Applies one job; a refusal or a rejected message throws UnrecoverableError (failed, never retried). */
+  const processJob = async (job: Job): Promise<unknown> => {
+    const refusal = (job.data as Record<string, unknown> | null)?.[REFUSED] as Refusal | undefined;
+    if (refusal !== undefined) {
+      refused(refusal.reason, `job ${job.id}: ${refusal.detail}`);
+      if (refusal.reason === 'oversized') await worker.dropData(job).catch(() => undefined);
+      throw new UnrecoverableError(`rejected: ${refusal.reason}`);
     }
-  });
+    const bytes = worker.sizes.get(job) ?? Buffer.byteLength(JSON.stringify(job.data ?? null), 'utf8');
+    const outcome = await apply(job.data, bytes);
+    if (outcome.status === 'rejected') throw new UnrecoverableError(`rejected: ${outcome.reason}`);
+    return outcome;
+  };
+
+  /** Runs one taken job and finishes it in Redis without taking the next (fetchNext false). */
+  const runJob = async (job: Job, token: string): Promise<void> => {
+    const renew = setInterval(() => void job.extendLock(token, LOCK_MS).catch(() => undefined), LOCK_MS / 2);
+    renew.unref();
+    try {
+      let result: unknown;
+      try {
+        result = await processJob(job);
+      } catch (error) {
+        clearInterval(renew);
+        const failure = error instanceof Error ? error : new Error(String(error));
+        if (!(failure instanceof UnrecoverableError)) {
+          logger.warn(
+            { event: 'federation.apply_failed', job: job.id, error: failure.message },
+            'applying a gossip job failed; BullMQ retries it',
+          );
+        }
+        await job.moveToFailed(failure, token, false);
+        return;
+      }
+      clearInterval(renew);
+      await job.moveToCompleted(result, token, false);
+    } catch (error) {
+      // Finishing failed (Redis gone, lock lost): the stalled-job check hands the job out again.
+      logger.debug({ event: 'federation.worker_error', job: job.id, error: (error as Error).message }, 'gossip job not finished');
+    } finally {
+      clearInterval(renew);
+    }
+  };
+
+  let stopping = false;
+  const running = new Set<Promise<void>>();
+  let wake: (() => void) | undefined;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      timer.unref();
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+
+  // The take loop: one take at a time (each screened in moveToActive), at most CONCURRENCY jobs running.
+  const loop = (async () => {
+    let taken = 0;
+    while (!stopping) {
+      if (running.size >= CONCURRENCY) {
+        await Promise.race(running);
+        continue;
+      }
+      const token = `${worker.id}:${taken++}`;
+      let job: Job | undefined;
+      try {
+        job = await worker.getNextJob(token, { block: true });
+      } catch (error) {
+        if (stopping) break;
+        logger.debug({ event: 'federation.worker_error', error: (error as Error).message }, 'gossip worker could not take a job');
+        await pause(RETRY_MS);
+        continue;
+      }
+      if (job === undefined) continue;
+      const run: Promise<void> = runJob(job, token).finally(() => running.delete(run));
+      running.add(run);
+    }
+    await Promise.allSettled(running);
+  })();
+  // A crashed instance's taken jobs come back to the wait list (BullMQ's stalled-job check).
+  void worker
+    .startStalledCheckTimer()
+    .catch((error: Error) => logger.debug({ event: 'federation.worker_error', error: error.message }, 'gossip stalled-job check failed'));
+
   return {
     worker,
     async close(force = false) {
+      stopping = true;
+      wake?.();
       // A forced close means Redis may be gone: drop the connection first so nothing waits on it.
       if (force) cluster?.disconnect();
       try {
+        // Unforced: the jobs running now finish first (a take in progress ends with the connections below).
+        if (!force) await Promise.allSettled(running);
         await worker.close(force);
+        await loop;
       } finally {
         cluster?.disconnect();
       }

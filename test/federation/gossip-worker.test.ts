@@ -1,0 +1,72 @@
+// The inbound gossip worker on BullMQ's public manual-processing API, against a real redis-server: it applies
+// jobs two at a time, retries a job whose apply failed, fails a rejected one without retry, takes no job in the
+// script that finishes another (BullMQ's own run loop is never started), and closes promptly while it waits
+// for work.
+import { Queue } from 'bullmq';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import type { ApplyOutcome } from '../../src/federation/gossip/apply.ts';
+import { GOSSIP_QUEUE, startGossipWorker, type GossipWorker } from '../../src/federation/gossip/worker.ts';
+import { GOSSIP_QUEUE_PREFIX } from '../../src/keys.ts';
+import { silentLogger } from '../../src/log.ts';
+import { client, useRedis } from '../harness/redis.ts';
+import { eventually } from '../support/wait.ts';
+
+const server = await useRedis();
+const redis = client(server.url);
+const config = parseConfig({
+  region: 'worker',
+  redis: { url: server.url },
+  rules: [{ name: 'r', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1 }],
+});
+const queue = new Queue(GOSSIP_QUEUE, { connection: { host: '127.0.0.1', port: server.port }, prefix: GOSSIP_QUEUE_PREFIX });
+afterAll(() => queue.close());
+const base = `${GOSSIP_QUEUE_PREFIX}:${GOSSIP_QUEUE}`;
+const applied: ApplyOutcome = { status: 'applied', kind: 'gossip', entries: 1, changed: 1, skipped: 0 };
+
+describe('gossip worker', () => {
+  let worker: GossipWorker | undefined;
+  afterAll(() => worker?.close(true));
+
+  it('applies jobs at most two at a time, retries failures and fails rejections once', async () => {
+    await redis.flushall();
+    let active = 0;
+    let most = 0;
+    const seen: string[] = [];
+    let flaky = 0;
+    worker = startGossipWorker(
+      config.redis,
+      async (data) => {
+        const { n } = data as { n: string };
+        active += 1;
+        most = Math.max(most, active);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        active -= 1;
+        seen.push(n);
+        if (n === 'flaky' && flaky++ === 0) throw new Error('transient');
+        if (n === 'bad') return { status: 'rejected', reason: 'invalid', detail: 'test' };
+        return applied;
+      },
+      silentLogger(),
+    );
+    expect(worker.worker.isRunning()).toBe(false); // BullMQ's own loop (and its fetch-next) is not used
+    for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) await queue.add('gossip', { n });
+    const flakyJob = await queue.add('gossip', { n: 'flaky' }, { attempts: 2 });
+    const badJob = await queue.add('gossip', { n: 'bad' }, { attempts: 3 });
+    await eventually(async () => ((await redis.zcard(`${base}:completed`)) === 7 ? true : undefined), 10_000, 'seven completed');
+    await eventually(async () => ((await redis.zscore(`${base}:failed`, badJob.id!)) !== null ? true : undefined), 10_000, 'bad failed');
+    expect(most).toBe(2);
+    expect(seen.filter((n) => n === 'flaky')).toHaveLength(2);
+    expect(seen.filter((n) => n === 'bad')).toHaveLength(1);
+    expect(await redis.hget(`${base}:${badJob.id}`, 'failedReason')).toBe('rejected: invalid');
+    expect(await redis.zscore(`${base}:completed`, flakyJob.id!)).not.toBeNull();
+    expect(await redis.llen(`${base}:active`)).toBe(0);
+  });
+
+  it('closes within a second or two while waiting for work', async () => {
+    const started = performance.now();
+    await worker!.close();
+    worker = undefined;
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+});
