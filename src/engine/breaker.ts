@@ -1,11 +1,12 @@
 // Circuit breaker in front of the region's Redis. Closed: every decision goes to Redis, and the outcome of
-// each call is counted over a sliding window (a ring of buckets, below). The breaker opens when Redis is
+// each call is sampled over a sliding window (cockatiel's SamplingBreaker). The breaker opens when Redis is
 // failing, not when one call was slow: at least `failureThreshold` failed or timed-out calls in the last
 // `samplingWindowMs`, AND failures above `failureRatio` of all calls in that window. Under saturating load a
 // few late replies are a small ratio and keep it closed; a dead or stalled Redis fails every call and opens it.
 // Open: no Redis call on the request path at all (a dead Redis costs nothing per request); a timer PINGs
 // Redis every probeIntervalMs and closes the breaker only after successThreshold consecutive successful
 // probes, so one lucky PING during a flapping failover does not close it.
+import { CircuitState, SamplingBreaker } from 'cockatiel';
 import type { Logger } from '../log.ts';
 import { breakerState, breakerTransitionsTotal } from '../metrics.ts';
 import { errorMessage } from './errors.ts';
@@ -44,57 +45,9 @@ export interface BreakerOptions {
   onTransition?: (state: BreakerState) => void;
 }
 
-/**
- * Calls and failures over the last `windowMs`, kept in a ring of buckets (at least 5, at most 1 s each). When a
- * call opens a new bucket, every bucket that started `windowMs` or more ago is emptied, so the totals never hold
- * a call older than the window plus one bucket, however sparse the traffic.
- */
-export class SamplingWindow {
-  private readonly buckets: { startedAt: number; failures: number; successes: number }[];
-  private readonly bucketMs: number;
-  private readonly windowMs: number;
-  private current = 0;
-  /** Failed calls in the window. */
-  failures = 0;
-  /** Successful calls in the window. */
-  successes = 0;
-
-  constructor(windowMs: number) {
-    const count = Math.max(5, Math.ceil(windowMs / 1_000));
-    this.windowMs = windowMs;
-    this.bucketMs = Math.round(windowMs / count);
-    this.buckets = Array.from({ length: count }, () => ({ startedAt: 0, failures: 0, successes: 0 }));
-  }
-
-  /** Counts one call's outcome at `now` (ms). */
-  record(ok: boolean, now = Date.now()): void {
-    let bucket = this.buckets[this.current]!;
-    if (now - bucket.startedAt >= this.bucketMs) {
-      this.current = (this.current + 1) % this.buckets.length;
-      for (const [i, old] of this.buckets.entries()) {
-        if (i !== this.current && now - old.startedAt < this.windowMs) continue;
-        this.failures -= old.failures;
-        this.successes -= old.successes;
-        Object.assign(old, { startedAt: 0, failures: 0, successes: 0 });
-      }
-      bucket = this.buckets[this.current]!;
-      bucket.startedAt = now;
-    }
-    if (ok) {
-      bucket.successes += 1;
-      this.successes += 1;
-    } else {
-      bucket.failures += 1;
-      this.failures += 1;
-    }
-  }
-
-  /** Empties the window (a fresh sample after the breaker closes). */
-  reset(): void {
-    this.failures = 0;
-    this.successes = 0;
-    for (const bucket of this.buckets) Object.assign(bucket, { startedAt: 0, failures: 0, successes: 0 });
-  }
+interface SamplingCounts {
+  currentFailures: number;
+  currentSuccesses: number;
 }
 
 export function createBreaker({ settings, probe, logger, region, onTransition }: BreakerOptions): Breaker {
@@ -104,7 +57,14 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
   let timer: NodeJS.Timeout | undefined;
   let probing = false;
   let stopped = false;
-  const sample = new SamplingWindow(settings.samplingWindowMs);
+  // minimumRps such that the window must hold at least failureThreshold calls before the ratio counts
+  // (cockatiel opens unless calls < window · minimumRps; half a call below the threshold absorbs float error).
+  const sampler = new SamplingBreaker({
+    threshold: settings.failureRatio,
+    duration: settings.samplingWindowMs,
+    minimumRps: ((settings.failureThreshold - 0.5) * 1_000) / settings.samplingWindowMs,
+  });
+  const counts = () => sampler.state as SamplingCounts;
   breakerState.set({ region }, 0);
 
   const runProbe = async () => {
@@ -155,9 +115,8 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
     reason = undefined;
     if (timer) clearInterval(timer);
     timer = undefined;
-    // The probes' success is the first call of a fresh sample.
-    sample.reset();
-    sample.record(true);
+    // A successful half-open call: the sampling windows start empty (cockatiel resets them).
+    sampler.success(CircuitState.HalfOpen);
     breakerState.set({ region }, 0);
     breakerTransitionsTotal.inc({ region, to: 'closed' });
     logger.info(
@@ -175,15 +134,14 @@ export function createBreaker({ settings, probe, logger, region, onTransition }:
       return reason;
     },
     recordSuccess() {
-      if (state === 'closed') sample.record(true);
+      if (state === 'closed') sampler.success(CircuitState.Closed);
     },
     recordFailure(error) {
       if (state === 'open') return;
       reason = errorMessage(error);
-      sample.record(false);
-      const { failures, successes } = sample;
-      const calls = failures + successes;
-      if (failures >= settings.failureThreshold && failures > settings.failureRatio * calls) open(error, failures, calls);
+      if (!sampler.failure(CircuitState.Closed)) return;
+      const { currentFailures, currentSuccesses } = counts();
+      if (currentFailures >= settings.failureThreshold) open(error, currentFailures, currentFailures + currentSuccesses);
     },
     stop() {
       stopped = true;
