@@ -3,7 +3,7 @@
 // through Redis Functions and through EVALSHA, 100,000 keys, 64 callers. CPU time per decision holds up on a
 // busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size).
 import { createRedisEngine } from '../src/engine/redis-engine.ts';
-import { createRegionRedis, waitReady } from '../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady } from '../src/store/client.ts';
 import { createResilientEngine } from '../src/engine/resilient.ts';
 import { silentLogger } from '../src/log.ts';
 import { startRedis } from '../src/ops/redis-process.ts';

@@ -8,25 +8,23 @@ import { KEY_SHARDS, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
-import type { RegionRedis } from './redis-client.ts';
+import type { RegionRedis } from '../store/client.ts';
 import { advertisedLimit, matchRules, type MatchedRule } from './rules.ts';
 import { falseDenialsTotal } from '../metrics.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher, type DecideBatcherOptions } from './decide-batcher.ts';
+import { withScripts, type ScriptedRedis } from '../store/commands.ts';
+import { decideCaller } from '../store/decide-caller.ts';
+import { decideCall, decideRuleArgs, parseDecideReply, type DecideReply } from '../store/decide-calls.ts';
 import {
-  decideCall,
-  decideRuleArgs,
-  parseDecideReply,
   refundCall,
   releaseLeasesCall,
   runRefund,
   runReleaseLeases,
   runSettleFallback,
   settleFallbackCall,
-  type DecideReply,
-} from './script-calls.ts';
-import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
+} from '../store/settle-calls.ts';
 import type { Decision, DecisionEngine, Lease, RequestContext, RuleOutcome } from './types.ts';
 
 export interface RedisEngineOptions {
@@ -42,7 +40,7 @@ export interface RedisEngineOptions {
    */
   batch?: boolean | DecideBatcherOptions;
   /**
-   * A config that does not federate (one region) decides through decide_lean.lua, which has no federation
+   * A config that does not federate (one region) decides through decide_single.lua, which has no federation
    * cells or rebalancing (default on; same answers and state). `false` uses decide.lua (a comparison knob).
    */
   leanScript?: boolean;
@@ -117,7 +115,7 @@ export function createRedisEngine(options: RedisEngineOptions): RedisDecisionEng
   const federated = topology.regions.length > 1;
   const caller = decideCaller(redis, {
     functions: options.redisFunctions,
-    script: federated || options.leanScript === false ? 'decide' : 'decideLean',
+    script: federated || options.leanScript === false ? 'decide' : 'decideSingleRegion',
   });
   const batchOption = options.batch ?? true;
   const batcher = batchOption === false ? undefined : createDecideBatcher(caller, batchOption === true ? {} : batchOption);

@@ -8,7 +8,8 @@ import { parseConfig } from '../../src/config/load.ts';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { createDecideBatcher } from '../../src/engine/decide-batcher.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { decideCaller, withScripts } from '../../src/engine/scripts.ts';
+import { withScripts } from '../../src/store/commands.ts';
+import { decideCaller } from '../../src/store/decide-caller.ts';
 import type { Decision, RequestContext } from '../../src/engine/types.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
@@ -180,7 +181,7 @@ describe('batched and lean decisions', () => {
   it('answers an error for the one call of a batch that fails, and decides the others', async () => {
     await admin.flushall();
     const redis = withScripts(engineRedis);
-    const caller = decideCaller(redis, { script: 'decideLean' });
+    const caller = decideCaller(redis, { script: 'decideSingleRegion' });
     const batcher = createDecideBatcher(caller);
     const good = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
     // An unknown algorithm code: the script raises an error for that call only.
@@ -197,7 +198,7 @@ describe('batched and lean decisions', () => {
 
   it("a lean batch mixing one-rule calls with other calls, pinned clocks with Redis's, and failing calls decides what decide.lua decides one by one", async () => {
     const redis = withScripts(engineRedis);
-    const lean = decideCaller(redis, { script: 'decideLean' });
+    const lean = decideCaller(redis, { script: 'decideSingleRegion' });
     const reference = decideCaller(redis, { script: 'decide' });
     // Each shape's rules (code, limit, period, burst, then budget, lease ttl, lease id, shadow after the cost).
     const SHAPES: Record<string, [string, number, number, number, number, number, string, 0 | 1][]> = {

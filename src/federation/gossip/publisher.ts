@@ -7,8 +7,8 @@
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { withDeadline } from '../../deadline.ts';
-import { ackPendingCall, runAckPending, runSweepWatch, runTakePending, sweepCall, takePendingCall } from '../../engine/script-calls.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { ackPendingCall, runAckPending, runSweepWatch, runTakePending, sweepCall, takePendingCall } from '../../store/gossip-calls.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, STATE_KEY_PATTERN, fastSetKey, peerPendingKey, ruleNameOf, shardOfKey, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';

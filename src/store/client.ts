@@ -5,8 +5,9 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 import type { Config, RedisTls } from '../config/schema.ts';
-import { SCRIPTS } from './scripts.ts';
+import { SCRIPTS } from './commands.ts';
 
+/** The region's Redis: one server, or a cluster (redis.clusterNodes). */
 export type RegionRedis = Redis | Cluster;
 
 /** Attempts of one command on a cluster (MOVED/ASK during a reshard, connection closed or CLUSTERDOWN in a failover). */
@@ -57,6 +58,10 @@ export function clusterSeeds(seeds: readonly string[], tls?: RedisTls): { nodes:
 /** Commands never auto-pipelined: the engine's decide FCALLs, which its micro-batcher already batches. */
 const DIRECT_COMMANDS = ['fcall'];
 
+/**
+ * The region's client from the config's redis section: one server from redis.url, or a cluster from
+ * redis.clusterNodes. `overrides` replace options of the single-server client and of every cluster node.
+ */
 export function createRegionRedis(config: Pick<Config, 'redis'>, overrides: Partial<RedisOptions> = {}): RegionRedis {
   const { redis } = config;
   const common: RedisOptions = {
