@@ -4,7 +4,7 @@
 // busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size).
 import { createTunedRedisEngine } from '../src/engine/redis-engine.ts';
 import type { RedisEngineTuning } from '../src/engine/redis-engine-tuning.ts';
-import { createRegionRedis, waitReady } from '../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady } from '../src/store/client.ts';
 import { createResilientEngine } from '../src/engine/resilient.ts';
 import { silentLogger } from '../src/log.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
@@ -20,9 +20,9 @@ const algorithm = (process.argv[2] ?? 'fixedWindow') as 'fixedWindow' | 'tokenBu
 const config = benchConfig(server.url, [allowRule(algorithm, 'r')]);
 const rows: Record<string, { client: number[]; redis: number[]; rate: number[]; perCall: number[] }> = {};
 const VARIANTS = {
-  'before (no batch, decide.lua)': { batch: false, leanScript: false },
-  'lean script only': { batch: false, leanScript: true },
-  'batch only': { batch: true, leanScript: false },
+  'before (no batch, decide.lua)': { batch: false, singleRegionScript: false },
+  'single-region script only': { batch: false, singleRegionScript: true },
+  'batch only': { batch: true, singleRegionScript: false },
   'batch + lean (default)': {},
   'default, EVALSHA': { redisFunctions: false },
   'resilient + default': {},

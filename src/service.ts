@@ -6,7 +6,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config/schema.ts';
 import { createRedisEngine } from './engine/redis-engine.ts';
-import { createRegionRedis, waitReady, type RegionRedis } from './engine/redis-client.ts';
+import { createRegionRedis, waitReady, type RegionRedis } from './store/client.ts';
 import { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
 import type { DecisionEngine } from './engine/types.ts';
 import type { AdminRoutes } from './http/admin.ts';

@@ -11,7 +11,7 @@ import type { ConfigInput } from '../../src/config/schema.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { startDemoUpstream } from '../../src/demo/upstream.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 import { quotafed } from '../../src/http/middleware.ts';
 import { silentLogger } from '../../src/log.ts';
 import { serveClustered } from '../../src/ops/cluster-mode.ts';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 import { matchRules } from '../../src/engine/rules.ts';
 import { allowRule, apiKeyRequest, benchConfig, HIGH_LIMIT, keyOf, type Section } from '../lib/context.ts';
 import { closedLoop } from '../lib/load.ts';

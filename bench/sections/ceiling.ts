@@ -4,8 +4,10 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { ALGORITHM_CODES, decideCall } from '../../src/engine/script-calls.ts';
-import { decideLibrary, luaSource } from '../../src/engine/scripts.ts';
+import { luaSource } from '../../src/store/commands.ts';
+import { decideCall } from '../../src/store/decide-calls.ts';
+import { decideLibrary } from '../../src/store/library.ts';
+import { ALGORITHM_CODES } from '../../src/store/script-call.ts';
 import { HIGH_LIMIT, type Section } from '../lib/context.ts';
 import { progress } from '../lib/progress.ts';
 import { round } from '../lib/stats.ts';
@@ -142,7 +144,7 @@ export const ceilingSection: Section = async (ctx) => {
       rows,
       notes: [
         'decide.lua is SCRIPT LOADed from luaSource("decide") and called by SHA with one rule (limit 1e9/min), with the engine\'s keys ' +
-          'and arguments; the FCALL row calls the same source loaded as a Redis Functions library (src/engine/scripts.ts decideLibrary), ' +
+          'and arguments; the FCALL row calls the same source loaded as a Redis Functions library (src/store/library.ts decideLibrary), ' +
           'which is what the engine sends since the hot-path work.',
       ],
     },

@@ -1,6 +1,6 @@
 // 6. Redis commands per decision, from INFO commandstats deltas around a batch of decisions.
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 import type { RequestContext } from '../../src/engine/types.ts';
 import { benchConfig, HIGH_LIMIT, type RuleInput, type Section } from '../lib/context.ts';
 import { progress } from '../lib/progress.ts';

@@ -4,7 +4,7 @@
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Redis } from 'ioredis';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 import { allowRule, apiKeyRequest, benchConfig, HIGH_LIMIT, keyOf, type BenchContext, type Section } from '../lib/context.ts';
 import { closedLoop, openLoop, type LoadResult } from '../lib/load.ts';
 import { progress } from '../lib/progress.ts';

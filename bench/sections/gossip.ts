@@ -5,8 +5,8 @@
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { Registry } from 'prom-client';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { createRegionRedis, waitReady } from '../../src/engine/redis-client.ts';
-import { withScripts } from '../../src/engine/scripts.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
+import { withScripts } from '../../src/store/commands.ts';
 import { createPeerLink, type PeerLink } from '../../src/federation/gossip/peer-link.ts';
 import { createPublisher } from '../../src/federation/gossip/publisher.ts';
 import { federationMetrics } from '../../src/federation/metrics.ts';

@@ -7,7 +7,7 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import type { LeakageBudget } from '../../src/config/schema.ts';
-import { waitReady } from '../../src/engine/redis-client.ts';
+import { waitReady } from '../../src/store/client.ts';
 import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { REGIONS, type Policy, type RegionName } from '../types.ts';
 import { startNetwork, type Network } from './network.ts';

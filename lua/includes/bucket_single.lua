@@ -1,6 +1,6 @@
 --[[
   The token bucket's single-region state and its verdict, shared by the federated library (token_bucket.lua)
-  and the lean one (lean.lua), so both decide a region on its own with the same reads, writes and doubles.
+  and the single-region one (single_region.lua), so both decide a region on its own with the same reads, writes and doubles.
   Needs SHARE_UNITS and fmt from the including library.
 ]]
 -- A single region holds σ = S for ever (no slots, no fence): decideBucket reduces to the seed's bucket, computed

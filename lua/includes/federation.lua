@@ -119,6 +119,13 @@ local function label(i)
   return text
 end
 
+-- Renews the memos above (zero_slots, labels). An EVAL starts with fresh tables; a Functions library keeps its
+-- upvalues between calls, so decide renews them first and every call sees what an EVAL would.
+local function renew_memos()
+  zero_slots = {}
+  labels = {}
+end
+
 local function plan_add(plan, name, k, kind, o, d)
   local i = #plan.names + 1
   plan.names[i], plan.k[i], plan.kind[i], plan.o[i], plan.d[i] = name, k, kind, o, d

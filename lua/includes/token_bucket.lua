@@ -5,7 +5,7 @@
   rule = { key, limit (tokens per period), period, burst (capacity), budget, cost }
 ]]
 
--- single_region_bucket and bucket_verdict (shared with the lean library).
+-- single_region_bucket and bucket_verdict (shared with the single-region library).
 --- @include "includes/bucket_single"
 
 local function federated_bucket(rule, ctx, now)

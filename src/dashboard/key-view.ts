@@ -2,7 +2,7 @@
 // decodes a key's state; this module only picks the current window and the numbers the page draws.
 import type { Config } from '../config/schema.ts';
 import type { Policy } from '../policy.ts';
-import type { RegionRedis } from '../engine/redis-client.ts';
+import type { RegionRedis } from '../store/client.ts';
 import { federationKeyView, type KeyView as AdminKeyView } from '../federation/admin-view.ts';
 import { resolveLeakageBudget, ruleFederationParams, topologyOf, windowBase } from '../protocol/index.ts';
 import type { KeyView } from './types.ts';

@@ -4,7 +4,7 @@
 // the backlog.
 import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.ts';
-import type { RegionRedis } from '../engine/redis-client.ts';
+import type { RegionRedis } from '../store/client.ts';
 import type { PeerStatus } from '../federation/peers.ts';
 import type { Topology } from '../protocol/index.ts';
 import { KEY_SHARDS, peerPendingKey } from '../keys.ts';

@@ -3,7 +3,7 @@
 // One snapshot is shared by every open page: concurrent calls within `minIntervalMs` get the same one.
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
-import type { RegionRedis } from '../engine/redis-client.ts';
+import type { RegionRedis } from '../store/client.ts';
 import type { Policy } from '../policy.ts';
 import { topologyOf } from '../protocol/index.ts';
 import type { Annotations, AnnotationStore } from './annotations.ts';

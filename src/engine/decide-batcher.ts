@@ -6,7 +6,7 @@
 // runs the batch atomically, one decision after the other, in the order they arrived.
 //
 // On Redis Cluster every key of one call must hash to one slot, so each shard has its own queue.
-import type { DecideCaller } from './scripts.ts';
+import type { DecideCaller } from '../store/decide-caller.ts';
 
 type Call = readonly (string | number)[];
 

@@ -12,8 +12,8 @@ export interface RedisEngineTuning {
    */
   batch?: boolean | DecideBatcherOptions;
   /**
-   * A config that does not federate (one region) decides through decide_lean.lua, which has no federation
+   * A config that does not federate (one region) decides through decide_single.lua, which has no federation
    * cells or rebalancing (default on; same answers and state). `false` uses decide.lua.
    */
-  leanScript?: boolean;
+  singleRegionScript?: boolean;
 }

@@ -8,26 +8,24 @@ import { KEY_SHARDS, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
-import type { RegionRedis } from './redis-client.ts';
+import type { RegionRedis } from '../store/client.ts';
 import { advertisedLimit, matchRules } from './rules.ts';
 import { falseDenialsTotal } from '../metrics.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher } from './decide-batcher.ts';
 import type { RedisEngineTuning } from './redis-engine-tuning.ts';
+import { withScripts, type ScriptedRedis } from '../store/commands.ts';
+import { decideCaller } from '../store/decide-caller.ts';
+import { decideCall, decideRuleArgs, parseDecideReply, type DecideReply } from '../store/decide-calls.ts';
 import {
-  decideCall,
-  decideRuleArgs,
-  parseDecideReply,
   refundCall,
   releaseLeasesCall,
   runRefund,
   runReleaseLeases,
   runSettleFallback,
   settleFallbackCall,
-  type DecideReply,
-} from './script-calls.ts';
-import { decideCaller, withScripts, type ScriptedRedis } from './scripts.ts';
+} from '../store/settle-calls.ts';
 import type { Decision, DecisionEngine, Lease, MatchedRule, RequestContext, RuleOutcome } from './types.ts';
 
 export interface RedisEngineOptions {
@@ -125,7 +123,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
   const federated = topology.regions.length > 1;
   const caller = decideCaller(redis, {
     functions: options.redisFunctions,
-    script: federated || options.leanScript === false ? 'decide' : 'decideLean',
+    script: federated || options.singleRegionScript === false ? 'decide' : 'decideSingleRegion',
   });
   const batchOption = options.batch ?? true;
   const batcher = batchOption === false ? undefined : createDecideBatcher(caller, batchOption === true ? {} : batchOption);

@@ -1,7 +1,7 @@
 // What this region knows about each peer link, for GET /admin/federation/peers, the metrics and the link
 // up/down log lines (logged on transitions only, never per batch).
 import type { Logger } from 'pino';
-import { connectionOptionsFromUrl } from '../engine/redis-client.ts';
+import { connectionOptionsFromUrl } from '../store/client.ts';
 import type { FederationMetrics } from './metrics.ts';
 
 export interface PeerStatus {

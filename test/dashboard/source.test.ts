@@ -8,7 +8,7 @@ import { AnnotationInput, createAnnotationStore } from '../../src/dashboard/anno
 import { createMetricsReader } from '../../src/dashboard/metrics-reader.ts';
 import { createDashboardSource, type ClosableDashboardSource } from '../../src/dashboard/source.ts';
 import type { DashboardSnapshot } from '../../src/dashboard/types.ts';
-import { createRegionRedis, waitReady, type RegionRedis } from '../../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { matchRules } from '../../src/engine/rules.ts';
 import { KEY_SHARDS, shardMarkerKey } from '../../src/keys.ts';

@@ -1,6 +1,6 @@
-// The micro-batcher and the lean script change how decisions travel, never what they decide: against a real
+// The micro-batcher and the single-region script change how decisions travel, never what they decide: against a real
 // redis-server, decisions submitted together (one FCALL decides them in order) answer exactly what the same
-// decisions answer made one by one, and leave the same state; the lean single-region library answers exactly
+// decisions answer made one by one, and leave the same state; the single-region library answers exactly
 // what decide.lua answers. Property-based (fast-check) over rule shapes, callers, costs and clock steps.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -8,7 +8,8 @@ import { parseConfig } from '../../src/config/load.ts';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { createDecideBatcher } from '../../src/engine/decide-batcher.ts';
 import { createRedisEngine, createTunedRedisEngine } from '../../src/engine/redis-engine.ts';
-import { decideCaller, withScripts } from '../../src/engine/scripts.ts';
+import { withScripts } from '../../src/store/commands.ts';
+import { decideCaller } from '../../src/store/decide-caller.ts';
 import type { Decision, RequestContext } from '../../src/engine/types.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
@@ -63,7 +64,7 @@ async function dump(): Promise<Record<string, unknown>> {
   return out;
 }
 
-type Variant = { lean: boolean; batch: boolean };
+type Variant = { singleRegion: boolean; batch: boolean };
 
 async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: number }, variant: Variant) {
   await admin.flushall();
@@ -74,7 +75,7 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
     redis: engineRedis,
     overLimitCache: false,
     nowMs: () => now,
-    leanScript: variant.lean,
+    singleRegionScript: variant.singleRegion,
     batch: variant.batch,
   });
   const requests: RequestContext[] = input.steps.map((s) => ({
@@ -106,7 +107,7 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
 
 /** Each variant decides exactly what decide.lua decides one call at a time: the same answers, the same state. */
 async function matchesReference(input: Parameters<typeof run>[0], variants: Parameters<typeof run>[1][]): Promise<void> {
-  const reference = await run(input, { lean: false, batch: false });
+  const reference = await run(input, { singleRegion: false, batch: false });
   for (const variant of variants) {
     const result = await run(input, variant);
     expect(result.decisions, JSON.stringify(variant)).toEqual(reference.decisions);
@@ -114,15 +115,15 @@ async function matchesReference(input: Parameters<typeof run>[0], variants: Para
   }
 }
 
-describe('batched and lean decisions', () => {
-  it('a batch decides exactly what the same decisions decide one by one, and the lean script what decide.lua does', async () => {
+describe('batched and single-region decisions', () => {
+  it('a batch decides exactly what the same decisions decide one by one, and the single-region script what decide.lua does', async () => {
     let batched = 0;
     await fc.assert(
       fc.asyncProperty(scenario, async (input) => {
         await matchesReference(input, [
-          { lean: false, batch: true },
-          { lean: true, batch: false },
-          { lean: true, batch: true },
+          { singleRegion: false, batch: true },
+          { singleRegion: true, batch: false },
+          { singleRegion: true, batch: true },
         ]);
         if (input.steps.length > 2) batched++;
       }),
@@ -142,8 +143,8 @@ describe('batched and lean decisions', () => {
     await fc.assert(
       fc.asyncProperty(oneRule, async (input) => {
         await matchesReference(input, [
-          { lean: true, batch: false },
-          { lean: true, batch: true },
+          { singleRegion: true, batch: false },
+          { singleRegion: true, batch: true },
         ]);
       }),
       { numRuns: 30 },
@@ -180,7 +181,7 @@ describe('batched and lean decisions', () => {
   it('answers an error for the one call of a batch that fails, and decides the others', async () => {
     await admin.flushall();
     const redis = withScripts(engineRedis);
-    const caller = decideCaller(redis, { script: 'decideLean' });
+    const caller = decideCaller(redis, { script: 'decideSingleRegion' });
     const batcher = createDecideBatcher(caller);
     const good = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
     // An unknown algorithm code: the script raises an error for that call only.
@@ -197,7 +198,7 @@ describe('batched and lean decisions', () => {
 
   it("a lean batch mixing one-rule calls with other calls, pinned clocks with Redis's, and failing calls decides what decide.lua decides one by one", async () => {
     const redis = withScripts(engineRedis);
-    const lean = decideCaller(redis, { script: 'decideLean' });
+    const lean = decideCaller(redis, { script: 'decideSingleRegion' });
     const reference = decideCaller(redis, { script: 'decide' });
     // Each shape's rules (code, limit, period, burst, then budget, lease ttl, lease id, shadow after the cost).
     const SHAPES: Record<string, [string, number, number, number, number, number, string, 0 | 1][]> = {

@@ -6,8 +6,9 @@ import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createResilientEngine } from '../../src/engine/resilient.ts';
 import { IDENTITY_CACHE_MAX } from '../../src/engine/identity-cache.ts';
 import { identityCacheSize, matchRules } from '../../src/engine/rules.ts';
-import { decideCall, parseDecideReply } from '../../src/engine/script-calls.ts';
-import { decideLibrary, luaSource } from '../../src/engine/scripts.ts';
+import { luaSource } from '../../src/store/commands.ts';
+import { decideCall, parseDecideReply } from '../../src/store/decide-calls.ts';
+import { decideLibrary } from '../../src/store/library.ts';
 import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { client, useRedis } from '../harness/redis.ts';
@@ -25,8 +26,8 @@ describe('decide through Redis Functions', () => {
 
   it('loads the library once, keeps counting after the functions are lost, and answers like the script', async () => {
     const engine = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => clock });
-    // One region: the lean library (decide_lean.lua); a federated config loads decide.lua's.
-    const { library } = decideLibrary('decideLean');
+    // One region: the single-region library (decide_single.lua); a federated config loads decide.lua's.
+    const { library } = decideLibrary('decideSingleRegion');
     expect((await engine.decide(request('a'))).allowed).toBe(true);
     const libraries = (await redis.call('FUNCTION', 'LIST', 'LIBRARYNAME', library)) as unknown[];
     expect(libraries).toHaveLength(1);

@@ -1,21 +1,14 @@
-// The typed script calls (src/engine/script-calls.ts) against a real redis-server: a refund built by refundCall
+// The typed script calls (src/store/*-calls.ts) against a real redis-server: a refund built by refundCall
 // undoes exactly what a decide built by decideCall committed, and a reply of another shape is an error naming the
 // script, never a misread number.
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Algorithm } from '../../src/config/schema.ts';
-import {
-  decideCall,
-  decideRuleArgs,
-  parseApplyGossipReply,
-  parseDecideReply,
-  parseScreenGossipReply,
-  parseTakePendingReply,
-  refundCall,
-  runRefund,
-  runScript,
-} from '../../src/engine/script-calls.ts';
-import { withScripts } from '../../src/engine/scripts.ts';
+import { withScripts } from '../../src/store/commands.ts';
+import { decideCall, decideRuleArgs, parseDecideReply } from '../../src/store/decide-calls.ts';
+import { parseApplyGossipReply, parseScreenGossipReply, parseTakePendingReply } from '../../src/store/gossip-calls.ts';
+import { runScript } from '../../src/store/script-call.ts';
+import { refundCall, runRefund } from '../../src/store/settle-calls.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';

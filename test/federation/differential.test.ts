@@ -10,10 +10,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config, LeakageBudget, Rule } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { withScripts, type ScriptedRedis } from '../../src/engine/scripts.ts';
-import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/engine/script-calls.ts';
+import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
+import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { decodeState, flattenSlot, unflattenSlot, type SlotCells } from '../../src/federation/gossip/cells.ts';
-import type { GossipEntry } from '../../src/federation/gossip/message.ts';
+import type { GossipEntry } from '../../src/store/gossip-calls.ts';
 import {
   bucketHasHungryPeer,
   decideBucket,
@@ -646,7 +646,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
               }
               expect(outcome.allowed).toBe(allowed);
               expect(outcome.remaining).toBe(Math.max(0, Math.floor(remaining)));
-              // One region: its view is the whole state, so a denial is never false (decide_lean.lua answers 0).
+              // One region: its view is the whole state, so a denial is never false (decide_single.lua answers 0).
               expect(outcome.falseDenial ?? false).toBe(false);
             }
             const raw = await clients[0]!.hgetall(KEY);

@@ -9,7 +9,7 @@ import { parse } from 'yaml';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
 import { StoreUnavailableError } from '../../src/engine/errors.ts';
-import { createRegionRedis, waitReady, type RegionRedis } from '../../src/engine/redis-client.ts';
+import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createResilientEngine } from '../../src/engine/resilient.ts';
 import type { Decision, DecisionEngine, RequestContext } from '../../src/engine/types.ts';

@@ -3,8 +3,8 @@
 // when the sender was last heard. A rejected job never reaches a counter.
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
-import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../engine/script-calls.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../store/gossip-calls.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import { META_KEY, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import type { FederationMetrics } from '../metrics.ts';

@@ -4,7 +4,7 @@
 import type { RedisOptions as BullRedisOptions } from 'bullmq';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Config, Peer, RedisTls } from '../../config/schema.ts';
-import { clusterSeeds, connectionOptionsFromUrl } from '../../engine/redis-client.ts';
+import { clusterSeeds, connectionOptionsFromUrl } from '../../store/client.ts';
 
 /** Where a gossip connection goes: one Redis, or a cluster given by seed URLs (which then win over `redisUrl`). */
 export interface GossipTarget {

@@ -3,8 +3,8 @@
 // peer's pending set where the version sent is still the newest.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { ackPendingCall, runAckPending } from '../../engine/script-calls.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { ackPendingCall, runAckPending } from '../../store/gossip-calls.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, fastSetKey, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { Topology } from '../../protocol/index.ts';

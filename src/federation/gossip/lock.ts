@@ -2,8 +2,8 @@
 // lock only saves work; two publishers at once are still correct (jobs are idempotent, acks are
 // version-guarded), so a lock lost to a pause costs duplicates, never data.
 import { randomUUID } from 'node:crypto';
-import { releaseLockCall, renewLockCall, runReleaseLock, runRenewLock } from '../../engine/script-calls.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { releaseLockCall, renewLockCall, runReleaseLock, runRenewLock } from '../../store/lock-calls.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import { PUBLISHER_LOCK_KEY } from '../../keys.ts';
 
 export interface PublisherLock {

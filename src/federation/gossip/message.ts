@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { KEY_SHARDS, STATE_KEY_PATTERN, shardOfKey } from '../../keys.ts';
 import { KEPT_WINDOWS, type Topology } from '../../protocol/index.ts';
 import { slotLength, timeCellsOffset } from './cells.ts';
+import type { GossipEntry } from '../../store/gossip-calls.ts';
 
 /** 2: slots carry the t cells (last admission time per region). */
 export const MESSAGE_VERSION = 2;
@@ -24,14 +25,8 @@ export const LIMITS = {
 
 export type MessageKind = 'gossip' | 'heartbeat' | 'resync';
 
-export interface GossipEntry {
-  /** State key. */
-  k: string;
-  /** Sender's ms time of the key's last change (sync-lag measurement). */
-  t: number;
-  /** Flattened slots (see cells.ts): id, c[n], x[n·n], a[n·n], t[n]. */
-  s: number[][];
-}
+/** One key's state in a job (apply_gossip.lua takes it as is). */
+export type { GossipEntry };
 
 export interface GossipMessage {
   v: typeof MESSAGE_VERSION;

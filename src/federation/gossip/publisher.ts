@@ -3,7 +3,7 @@
 // lanes send through one sender (sender.ts), so their messages share one sequence and one last-sent clock.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';

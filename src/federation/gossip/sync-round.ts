@@ -5,8 +5,8 @@
 // A peer asked to resend everything gets a `resync` first; an idle peer gets a heartbeat.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { ackPendingCall, runAckPending, runTakePending, takePendingCall } from '../../engine/script-calls.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { ackPendingCall, runAckPending, runTakePending, takePendingCall } from '../../store/gossip-calls.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, peerPendingKey } from '../../keys.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';

@@ -2,8 +2,8 @@
 // since a starved peer's denials send nothing.
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
-import { runSweepWatch, sweepCall } from '../../engine/script-calls.ts';
-import type { ScriptedRedis } from '../../engine/scripts.ts';
+import { runSweepWatch, sweepCall } from '../../store/gossip-calls.ts';
+import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, STATE_KEY_PATTERN, ruleNameOf, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { Topology } from '../../protocol/index.ts';

@@ -1,8 +1,8 @@
 --[[
-  The single-region algorithms for decide_lean.lua, without the federation includes: the same keys, fields,
+  The single-region algorithms for decide_single.lua, without the federation includes: the same keys, fields,
   numbers and float operations as the single-region paths of token_bucket.lua and fixed_window.lua (a region
   on its own holds the whole limit, stores no cells of peers and has no fence), so a config can move between
-  the lean and the federated library without a state migration.
+  the single-region and the federated library without a state migration.
   rule = { key, limit, period, burst, cost, budget, lease_ttl, lease_id }; ctx.n = 1.
 ]]
 local SHARE_UNITS = 1000000
@@ -94,11 +94,11 @@ end
 
 --[[
   One rule of one of these two algorithms (nearly every call): the same reads, writes, numbers and reply as
-  decide_lean.lua's loop over window_rule / token_bucket, without its tables, closures and string building.
-  Returns the reply. The arguments are the rule's numbers as decide_lean.lua reads them from ARGV (limit
-  ARGV[8], period ARGV[9], burst ARGV[10], cost ARGV[11], skew ARGV[4], shadow ARGV[15] == '1'), so
-  decide_batch (scripts.ts) reads them once for a run of calls with the same arguments. A fixed window takes no
-  burst, a token bucket no skew.
+  decide_single.lua's loop over window_rule / token_bucket, without its tables, closures and string building.
+  Returns the reply. The arguments are the rule's numbers as decide_single.lua reads them from ARGV (its one
+  rule's limit, period, burst and cost, the call's skew, shadow '1'; read_rule.lua reads them), so
+  decide_batch (decide_single_batch.lua) reads them once for a run of calls with the same arguments. A fixed
+  window takes no burst, a token bucket no skew.
 ]]
 -- Slot k's fields (k = id mod 3, window_rule's 'w' .. k and so on), so a decision builds none of them.
 local SLOT_W = { [0] = 'w0', 'w1', 'w2' }

@@ -5,8 +5,9 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterNode, type RedisOptions } from 'ioredis';
 import type { Config, RedisTls } from '../config/schema.ts';
-import { SCRIPTS } from './scripts.ts';
+import { SCRIPTS } from './commands.ts';
 
+/** The region's Redis: one server, or a cluster (redis.clusterNodes). */
 export type RegionRedis = Redis | Cluster;
 
 /** Attempts of one command on a cluster (MOVED/ASK during a reshard, connection closed or CLUSTERDOWN in a failover). */
@@ -58,8 +59,9 @@ export function clusterSeeds(seeds: readonly string[], tls?: RedisTls): { nodes:
 const DIRECT_COMMANDS = ['fcall'];
 
 /**
- * The region's Redis client from `config.redis` (a URL or Cluster seeds, TLS, ACL user), tuned to fail fast on the
- * request path: no offline queue, a command timeout, ioredis's own reconnect loop.
+ * The region's client from the config's redis section: one server from redis.url, or a cluster from
+ * redis.clusterNodes, tuned to fail fast on the request path: no offline queue, a command timeout, ioredis's own
+ * reconnect loop. `overrides` replace options of the single-server client and of every cluster node.
  *
  * @example
  * ```ts

@@ -1,0 +1,21 @@
+--[[
+  decide.lua for a region that does not federate (one region, or no federation section): the same call and
+  reply, the same state, without federation cells, fences, rebalancing or pending sets. The engine chooses
+  it when its topology has one region (src/engine/redis-engine.ts); decide.lua stays the only federated path.
+
+  KEYS[1]          shard marker qf:{s<n>}:m (unused here; kept so both scripts take the same call)
+  KEYS[2 ..]       one state key per rule, in ARGV order
+
+  ARGV[1]  self index (0)  ARGV[2] region count (1)  ARGV[3] share units csv (unused)
+  ARGV[4]  max clock skew ms                          ARGV[5] rule count m
+  ARGV[6]  now override in ms ('' = Redis TIME)
+  then 9 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
+  leakage budget (unused), lease ttl ms, lease id, shadow (1|0)
+  (read through includes/read_rule.lua)
+
+  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial }
+  (false_denial 1|0: docs/federation.md §4; always 0 here)
+]]
+--- @include "includes/decide_single"
+
+return decide(KEYS, ARGV)

@@ -1,0 +1,84 @@
+--[[
+  decide(KEYS, ARGV): decide.lua's call as a function, so decide.lua (EVAL) and the decide library (FCALL)
+  run the same code. KEYS, ARGV and the reply as lua/decide.lua documents them. It expects federation.lua's
+  memos fresh, as an EVAL starts (the library renews them before every call).
+]]
+--- @include "includes/clock"
+--- @include "includes/federation"
+--- @include "includes/window_decide"
+--- @include "includes/bucket_share"
+--- @include "includes/fixed_window"
+--- @include "includes/sliding_window"
+--- @include "includes/token_bucket"
+--- @include "includes/sliding_log"
+--- @include "includes/concurrency"
+--- @include "includes/read_rule"
+
+local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
+
+local function decide(KEYS, ARGV)
+  local n, rule_count, now_override = read_call(ARGV, 0)
+  local now = now_ms(now_override)
+  local self, units, skew = read_context(ARGV, 0)
+  local peers = n - 1
+  local ctx = { n = n, self = self, skew = skew, fence = 0 }
+  if n > 1 then
+    ctx.units = parse_units(units, n)
+    -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
+    ctx.fence = shard_fence(KEYS[1], now)
+  else
+    -- A single region holds the whole limit and is exact.
+    ctx.units = { [0] = SHARE_UNITS }
+  end
+
+  local pending = {}
+  for i = 1, peers do pending[i] = KEYS[1 + i] end
+  -- A region's first admission of a key in a window/epoch, and a false denial, put the key on the fast lane: idle
+  -- peers hand it their allowance at once instead of a sync interval later.
+  local fast, first_key = nil, 2 + peers
+  if n > 1 then
+    fast = KEYS[2 + peers]
+    first_key = 3 + peers
+  end
+
+  local decisions = {}
+  local all_allowed = 1
+  for i = 1, rule_count do
+    local rule, code, shadow = read_rule(ARGV, 0, i, KEYS[first_key - 1 + i])
+    local decision = algorithms[code](rule, ctx, now)
+    decision.shadow = shadow
+    decision.key = rule.key
+    decisions[i] = decision
+    if not decision.allowed and not decision.shadow then all_allowed = 0 end
+  end
+
+  local reply = { all_allowed, now }
+  for i = 1, rule_count do
+    local decision = decisions[i]
+    -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
+    if all_allowed == 1 and decision.allowed then
+      decision.commit()
+      if decision.federated then
+        mark_changed(decision.key, pending, now)
+        if decision.first and fast then redis.call('SADD', fast, decision.key) end
+      end
+    end
+    -- A false denial (this region ran out while the federation has room) sends the key's state at once, so a
+    -- donor sees the hunger a sync interval sooner; the grant comes back on the fast lane as well.
+    -- It is demand too: the rule refreshes this region's admission time (never its count) and the key goes to
+    -- the peers, so they keep seeing this region hungry while it waits (protocol.ts decideWindow/decideBucket).
+    if decision.false_denial and decision.federated then
+      if decision.touch then
+        decision.touch()
+        mark_changed(decision.key, pending, now)
+      end
+      if fast then redis.call('SADD', fast, decision.key) end
+    end
+    reply[#reply + 1] = decision.allowed and 1 or 0
+    reply[#reply + 1] = decision.remaining
+    reply[#reply + 1] = decision.reset_at
+    reply[#reply + 1] = decision.retry_after
+    reply[#reply + 1] = decision.false_denial and 1 or 0
+  end
+  return reply
+end

@@ -1,0 +1,50 @@
+--[[
+  decide(KEYS, ARGV): decide_single.lua's call as a function, so decide_single.lua (EVAL) and the
+  single-region decide library (FCALL) run the same code. KEYS, ARGV and the reply as lua/decide_single.lua
+  documents them.
+]]
+--- @include "includes/clock"
+--- @include "includes/single_region"
+--- @include "includes/sliding_log"
+--- @include "includes/concurrency"
+--- @include "includes/read_rule"
+
+local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
+
+local function decide(KEYS, ARGV)
+  local n, rule_count, now_override = read_call(ARGV, 0)
+  if n ~= 1 then error('decide_single decides for one region, got ' .. tostring(n)) end
+  local now = now_ms(now_override)
+  -- One fixed-window or token-bucket rule: the same decision without the general loop's tables
+  -- (single_region.lua).
+  if rule_count == 1 then
+    local code, limit, period, burst, cost, skew, shadow = read_first_rule(ARGV, 0)
+    if code == 'fw' then return single_fixed_window(KEYS[2], limit, period, burst, cost, skew, shadow, now) end
+    if code == 'tb' then return single_token_bucket(KEYS[2], limit, period, burst, cost, skew, shadow, now) end
+  end
+  local _, _, skew = read_context(ARGV, 0)
+  local ctx = { n = 1, self = 0, skew = skew, fence = 0 }
+  local decisions = {}
+  local all_allowed = 1
+  for i = 1, rule_count do
+    local rule, code, shadow = read_rule(ARGV, 0, i, KEYS[1 + i])
+    local decision = algorithms[code](rule, ctx, now)
+    decision.shadow = shadow
+    decisions[i] = decision
+    if not decision.allowed and not decision.shadow then all_allowed = 0 end
+  end
+
+  local reply = { all_allowed, now }
+  for i = 1, rule_count do
+    local decision = decisions[i]
+    -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
+    if all_allowed == 1 and decision.allowed then decision.commit() end
+    reply[#reply + 1] = decision.allowed and 1 or 0
+    reply[#reply + 1] = decision.remaining
+    reply[#reply + 1] = decision.reset_at
+    reply[#reply + 1] = decision.retry_after
+    -- No federation, no false denial (decide.lua's reply layout, so one parser reads both).
+    reply[#reply + 1] = 0
+  end
+  return reply
+end

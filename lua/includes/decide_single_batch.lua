@@ -1,0 +1,75 @@
+--[[
+  decide_batch(KEYS, ARGV): several decide calls in one, for the single-region decide library
+  (functions/decide_single.lua). Needs `decide` from includes/decide_single.lua. KEYS, ARGV and the reply as
+  includes/decide_batch.lua documents them.
+
+  A call whose arguments take decide_single.lua's one-rule path (one region, one fixed-window or token-bucket
+  rule) goes straight to that path's function (single_fixed_window or single_token_bucket in
+  single_region.lua) with the numbers decide would read from its ARGV, read once for a run of calls with the
+  same arguments, and at the clock decide would take: the batch's TIME read or the call's own pinned clock.
+  Every other call goes through `decide` as in decide_batch.lua. Both run under pcall, so an error still
+  answers in its call's place only.
+]]
+--- @include "includes/batch"
+
+local function decide_batch(keys, args)
+  local count = tonumber(args[1])
+  local replies = {}
+  -- The batch's clock: one TIME read, on first need.
+  local batch_now
+  local function clock()
+    if batch_now == nil then batch_now = batch_clock() end
+    return batch_now
+  end
+  -- The current arguments: args[at + j] is ARGV[j] (j <= size); call_args their copy, once decide needs one.
+  local at, size, call_args
+  -- Their one-rule path, if they take it: the function, its numbers, and the pinned clock ('' for none).
+  local single, limit, period, burst, cost, skew, shadow, pinned
+  local k, a = 0, 1
+  for i = 1, count do
+    local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
+    a = a + 2
+    if na >= 0 then
+      at, size, call_args, single = a, na, nil, nil
+      -- decide_single.lua's test: one region, one rule, a fixed window or a token bucket.
+      local n, rule_count, override = read_call(args, a)
+      if n == 1 and rule_count == 1 then
+        local code
+        code, limit, period, burst, cost, skew, shadow = read_first_rule(args, a, na)
+        if code == 'fw' then
+          single = single_fixed_window
+        elseif code == 'tb' then
+          single = single_token_bucket
+        end
+        if single ~= nil then
+          -- now_ms(override)
+          pinned = override
+          if pinned ~= '' then pinned = tonumber(pinned) end
+        end
+      end
+      a = a + na
+    end
+    local ok, reply
+    if single ~= nil and nk >= 2 then
+      local now = pinned
+      if now == '' then now = tonumber(clock()) end
+      ok, reply = pcall(single, keys[k + 2], limit, period, burst, cost, skew, shadow, now)
+    else
+      local call_keys = {}
+      for j = 1, nk do call_keys[j] = keys[k + j] end
+      if call_args == nil then
+        call_args = {}
+        for j = 1, size do call_args[j] = args[at + j] end
+      end
+      pin_clock(call_args, clock)
+      ok, reply = pcall(decide, call_keys, call_args)
+    end
+    k = k + nk
+    if ok then
+      replies[i] = reply
+    else
+      replies[i] = batch_error(reply)
+    end
+  end
+  return replies
+end

@@ -1,0 +1,71 @@
+--[[
+  The decide call's arguments (ARGV), read here and nowhere else: decide.lua, decide_single.lua and their
+  batch functions take every value through the functions below. src/store/decide-calls.ts (DECIDE_ARGV,
+  DECIDE_RULE_ARGV) lays the call out; test/store/decide-layout.test.ts pins the two together through a real
+  redis-server.
+
+  ARGV[1]  self index     ARGV[2] region count n     ARGV[3] share units csv (protocol.ts shareUnits)
+  ARGV[4]  max clock skew ms                          ARGV[5] rule count m
+  ARGV[6]  now override in ms ('' = Redis TIME)
+  then 9 values per rule, rule i's at ARGV[6 + (i - 1) * 9 + 1 .. 9]: algorithm (tb|fw|sw|sl|cc), limit,
+  period ms, burst, cost, leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id,
+  shadow (1|0)
+
+  Every function takes `at`: argv[at + j] is the call's ARGV[j] (0 for a script's own ARGV; a batch passes
+  where the call starts in its own). The positions are numbers, not named locals: a local captured by these
+  functions would cost every EVAL an upvalue.
+]]
+
+-- What every decide path reads first: region count, rule count, and the now override as text ('' = Redis TIME).
+local function read_call(argv, at)
+  return tonumber(argv[at + 2]), tonumber(argv[at + 5]), argv[at + 6]
+end
+
+-- What the general rule loop reads: self index, share units csv, max clock skew ms.
+local function read_context(argv, at)
+  return tonumber(argv[at + 1]), argv[at + 3], tonumber(argv[at + 4])
+end
+
+--[[
+  Rule i of the call, whose state key is `key`: the rule as the algorithms take it
+  ({ key, limit, period, burst, cost, budget, lease_ttl, lease_id }), its algorithm code, and whether it is a
+  shadow rule (counts what it would admit, never blocks).
+]]
+local function read_rule(argv, at, i, key)
+  local base = at + 6 + (i - 1) * 9
+  local rule = {
+    key = key,
+    limit = tonumber(argv[base + 2]),
+    period = tonumber(argv[base + 3]),
+    burst = tonumber(argv[base + 4]),
+    cost = tonumber(argv[base + 5]),
+    budget = tonumber(argv[base + 6]),
+    lease_ttl = tonumber(argv[base + 7]),
+    lease_id = argv[base + 8],
+  }
+  return rule, argv[base + 1], argv[base + 9] == '1'
+end
+
+--[[
+  The first rule as the one-rule paths (single_region.lua) take it: for a fixed window or a token bucket, its
+  code, limit, period, burst (token bucket only), cost, the call's max clock skew (fixed window only) and
+  shadow; for another algorithm its code alone. Nil when `size`, the call's argument count if known, holds no
+  whole rule.
+]]
+local function read_first_rule(argv, at, size)
+  if size ~= nil and size < 15 then return nil end
+  local code = argv[at + 7]
+  if code == 'fw' then
+    return code, tonumber(argv[at + 8]), tonumber(argv[at + 9]), nil, tonumber(argv[at + 11]), tonumber(argv[at + 4]), argv[at + 15] == '1'
+  end
+  if code == 'tb' then
+    return code, tonumber(argv[at + 8]), tonumber(argv[at + 9]), tonumber(argv[at + 10]), tonumber(argv[at + 11]), nil, argv[at + 15] == '1'
+  end
+  return code
+end
+
+-- Pins a call without a clock of its own (now override '') to clock() (ms, as text): a batch decides all such
+-- calls at one Redis TIME read.
+local function pin_clock(argv, clock)
+  if argv[6] == '' then argv[6] = clock() end
+end

@@ -1,0 +1,166 @@
+// The typed calls of decide.lua and decide_single.lua (one call, one layout, one reply for both) and of their
+// libraries' batch function. The argument layout is written here once for TypeScript, and once for Lua in
+// lua/includes/read_rule.lua; test/store/decide-layout.test.ts pins the two together through a real Redis.
+import type { Config, Rule } from '../config/schema.ts';
+import { scriptBudget, type Topology } from '../protocol/index.ts';
+import { arrayReply, numberAt } from './replies.ts';
+import { ALGORITHM_CODES } from './script-call.ts';
+
+/** The decide call's ARGV positions (1-based, as Lua reads them), before the rules. */
+export const DECIDE_ARGV = { self: 1, regions: 2, units: 3, skew: 4, ruleCount: 5, now: 6 } as const;
+
+/** Rule i's values (i from 1) follow ARGV[DECIDE_RULES_AFTER + (i - 1) * DECIDE_RULE_WIDTH]. */
+export const DECIDE_RULES_AFTER = 6;
+/** How many values each rule takes. */
+export const DECIDE_RULE_WIDTH = 9;
+/** A rule's values, by their offset after the rule's start. */
+export const DECIDE_RULE_ARGV = {
+  code: 1,
+  limit: 2,
+  period: 3,
+  burst: 4,
+  cost: 5,
+  budget: 6,
+  leaseTtl: 7,
+  leaseId: 8,
+  shadow: 9,
+} as const;
+
+/** A rule's part of a decide call that does not change per request (cost and lease id are per call). */
+export interface DecideRuleArgs {
+  head: readonly [code: string, limit: number, period: number, capacity: number];
+  budget: number;
+  leaseTtl: number;
+  shadow: 0 | 1;
+}
+
+/** A rule as decide.lua takes it, before cost and lease id (built once per rule by the engine). */
+export function decideRuleArgs(rule: Rule, fallbackBudget: Config['federation']['leakageBudget'], regions: number): DecideRuleArgs {
+  return {
+    head: [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit],
+    budget: scriptBudget(rule, fallbackBudget, regions),
+    leaseTtl: rule.leaseTtl,
+    shadow: rule.shadow ? 1 : 0,
+  };
+}
+
+/** Everything of one decide call. */
+export interface DecideInputs {
+  /** The shard's fixed keys: its marker, then (federated) one pending set per peer. */
+  fixedKeys: readonly string[];
+  /** The state key of each rule, in rule order. */
+  ruleKeys: readonly string[];
+  /** Each rule's fixed arguments (decideRuleArgs), in rule order. */
+  rules: readonly DecideRuleArgs[];
+  topology: Pick<Topology, 'selfIndex' | 'unitsCsv' | 'maxClockSkewMs'>;
+  regions: number;
+  cost: number;
+  leaseId: string;
+  /** A pinned clock (tests); '' lets the script read Redis TIME. */
+  now: number | '';
+}
+
+/**
+ * decide.lua's call in the numkeys-first form (numkeys, KEYS, ARGV), which the decide caller and its batcher
+ * send as is (FCALL or EVALSHA): built as one array because it is on every request's path. The values are
+ * written in ascending position, so the array stays packed.
+ */
+export function decideCall(input: DecideInputs): (string | number)[] {
+  const { fixedKeys, ruleKeys, rules, topology } = input;
+  const ruleCount = ruleKeys.length;
+  const call: (string | number)[] = [fixedKeys.length + ruleCount, ...fixedKeys];
+  for (let i = 0; i < ruleCount; i++) call.push(ruleKeys[i]!);
+  // call[argv + j] is ARGV[j].
+  const argv = call.length - 1;
+  call[argv + DECIDE_ARGV.self] = topology.selfIndex;
+  call[argv + DECIDE_ARGV.regions] = input.regions;
+  call[argv + DECIDE_ARGV.units] = topology.unitsCsv;
+  call[argv + DECIDE_ARGV.skew] = topology.maxClockSkewMs;
+  call[argv + DECIDE_ARGV.ruleCount] = ruleCount;
+  call[argv + DECIDE_ARGV.now] = input.now;
+  for (let i = 0; i < ruleCount; i++) {
+    const { head, budget, leaseTtl, shadow } = rules[i]!;
+    const at = argv + DECIDE_RULES_AFTER + i * DECIDE_RULE_WIDTH;
+    call[at + DECIDE_RULE_ARGV.code] = head[0];
+    call[at + DECIDE_RULE_ARGV.limit] = head[1];
+    call[at + DECIDE_RULE_ARGV.period] = head[2];
+    call[at + DECIDE_RULE_ARGV.burst] = head[3];
+    call[at + DECIDE_RULE_ARGV.cost] = input.cost;
+    call[at + DECIDE_RULE_ARGV.budget] = budget;
+    call[at + DECIDE_RULE_ARGV.leaseTtl] = leaseTtl;
+    call[at + DECIDE_RULE_ARGV.leaseId] = input.leaseId;
+    call[at + DECIDE_RULE_ARGV.shadow] = shadow;
+  }
+  return call;
+}
+
+/** One rule's part of a decide reply. */
+export interface DecideRuleReply {
+  allowed: boolean;
+  remaining: number;
+  resetAtMs: number;
+  retryAfterMs: number;
+  /** Denied by this region's allowance or tokens while its view shows federation headroom (docs/federation.md §4). */
+  falseDenial: boolean;
+}
+
+/** A decide reply, parsed. */
+export interface DecideReply {
+  /** Every rule of the call allowed (and so committed). */
+  allAllowed: boolean;
+  /** The script's clock (ms): refund.lua takes it back. */
+  now: number;
+  rules: DecideRuleReply[];
+}
+
+/** decide.lua's (and decide_single.lua's) reply: all-allowed, now, then five values per rule in call order. */
+export function parseDecideReply(raw: unknown, ruleCount: number): DecideReply {
+  const reply = arrayReply('decide', raw, 2 + ruleCount * 5);
+  const rules: DecideRuleReply[] = [];
+  for (let i = 0, at = 2; i < ruleCount; i++, at += 5) {
+    rules.push({
+      allowed: numberAt('decide', raw, reply[at]) === 1,
+      remaining: numberAt('decide', raw, reply[at + 1]),
+      resetAtMs: numberAt('decide', raw, reply[at + 2]),
+      retryAfterMs: numberAt('decide', raw, reply[at + 3]),
+      falseDenial: numberAt('decide', raw, reply[at + 4]) === 1,
+    });
+  }
+  return { allAllowed: numberAt('decide', raw, reply[0]) === 1, now: numberAt('decide', raw, reply[1]), rules };
+}
+
+/** Whether two decide calls take the same arguments (ARGV), whatever their keys. */
+function sameArguments(a: readonly (string | number)[], b: readonly (string | number)[]): boolean {
+  const aKeys = a[0] as number;
+  const bKeys = b[0] as number;
+  if (a.length - aKeys !== b.length - bKeys) return false;
+  for (let i = 1 + aKeys, j = 1 + bKeys; i < a.length; i++, j++) if (a[i] !== b[j]) return false;
+  return true;
+}
+
+/**
+ * The batch function's FCALL arguments (after the function name) for several decide calls (each in decideCall's
+ * form): numkeys, every call's keys, then the batch ARGV as lua/includes/decide_batch.lua documents it.
+ */
+export function decideBatchArgs(calls: readonly (readonly (string | number)[])[]): (string | number)[] {
+  let numKeys = 0;
+  for (const call of calls) numKeys += call[0] as number;
+  const out: (string | number)[] = [numKeys];
+  for (const call of calls) {
+    const keys = call[0] as number;
+    for (let i = 1; i <= keys; i++) out.push(call[i]!);
+  }
+  out.push(calls.length);
+  let previous: readonly (string | number)[] | undefined;
+  for (const call of calls) {
+    const keys = call[0] as number;
+    if (previous !== undefined && sameArguments(previous, call)) {
+      out.push(keys, -1);
+    } else {
+      out.push(keys, call.length - 1 - keys);
+      for (let i = 1 + keys; i < call.length; i++) out.push(call[i]!);
+    }
+    previous = call;
+  }
+  return out;
+}

@@ -1,0 +1,224 @@
+// The typed calls of the federation's scripts: apply_gossip.lua (merge a peer's entry), sweep_watch.lua
+// (rebalance watched keys), take_pending.lua / ack_pending.lua (what to send a peer), screen_gossip.lua
+// (refuse oversized queued jobs). Each builder lays out KEYS and ARGV as its script documents them.
+import type { Config, Rule } from '../config/schema.ts';
+import { fastSetKey, peerPendingKey, shardMarkerKey, shardOfKey, watchSetKey } from '../keys.ts';
+import { REBALANCE, type RebalancePolicy } from '../protocol/index.ts';
+import { scriptBudget, type Topology } from '../protocol/index.ts';
+import type { QuotafedCommands, ScriptedRedis } from './commands.ts';
+import { arrayReply, integerReply, numberAt, unexpected } from './replies.ts';
+import { ALGORITHM_CODES, runScript, type ScriptCall } from './script-call.ts';
+
+/** One key's state as gossip carries it, and as apply_gossip.lua takes it. */
+export interface GossipEntry {
+  /** State key. */
+  k: string;
+  /** Sender's ms time of the key's last change (sync-lag measurement). */
+  t: number;
+  /** Flattened slots (see federation/gossip/cells.ts): id, c[n], x[n·n], a[n·n], t[n]. */
+  s: number[][];
+}
+
+/** REBALANCE as apply_gossip.lua and sweep_watch.lua take it (five values, protocol.ts order). */
+export function policyArgs(policy: RebalancePolicy = REBALANCE): number[] {
+  return [policy.hungerFraction, policy.reserveFraction, policy.giveFraction, policy.minSurplus, policy.idleMs];
+}
+
+/** A rule as apply_gossip.lua and sweep_watch.lua take it: algorithm, limit, period, capacity, budget. */
+export function ruleArgs(rule: Rule, fallbackBudget: Config['federation']['leakageBudget'], regions: number): (string | number)[] {
+  return [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit, scriptBudget(rule, fallbackBudget, regions)];
+}
+
+// ---- apply_gossip.lua ------------------------------------------------------------------------------------
+
+/** The apply_gossip.lua call for one entry. `now` pins the clock (tests); `policy` defaults to REBALANCE. */
+export function applyGossipCall(
+  topology: Topology,
+  rule: Rule,
+  fallbackBudget: Config['federation']['leakageBudget'],
+  senderIndex: number,
+  entry: GossipEntry,
+  options: { now?: number; policy?: RebalancePolicy } = {},
+): ScriptCall {
+  const shard = shardOfKey(entry.k);
+  const n = topology.regions.length;
+  const keys = [
+    entry.k,
+    shardMarkerKey(shard),
+    watchSetKey(shard),
+    fastSetKey(shard),
+    ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)),
+  ];
+  const args: (string | number)[] = [
+    topology.selfIndex,
+    n,
+    topology.unitsCsv,
+    topology.maxClockSkewMs,
+    ...ruleArgs(rule, fallbackBudget, n),
+    ...policyArgs(options.policy),
+    senderIndex,
+    options.now ?? '',
+    entry.t,
+    entry.s.length,
+  ];
+  for (const slot of entry.s) for (const value of slot) args.push(value);
+  return { keys, args };
+}
+
+/** apply_gossip.lua's reply, parsed. */
+export interface ApplyGossipReply {
+  /** The merge changed the key's state. */
+  changed: boolean;
+  /** This region's clock minus the sender's change time (ms; negative under skew). */
+  lagMs: number;
+  /** The merge's rebalance gave allowance to a peer (the key went on the fast lane). */
+  granted: boolean;
+}
+
+/** apply_gossip.lua's reply: { changed 0|1, now - sender time, granted 0|1 }. */
+export function parseApplyGossipReply(raw: unknown): ApplyGossipReply {
+  const reply = arrayReply('apply_gossip', raw, 3);
+  return {
+    changed: numberAt('apply_gossip', raw, reply[0]) === 1,
+    lagMs: numberAt('apply_gossip', raw, reply[1]),
+    granted: numberAt('apply_gossip', raw, reply[2]) === 1,
+  };
+}
+
+/** Sends an apply_gossip.lua call and parses its reply. */
+export async function runApplyGossip(redis: ScriptedRedis, call: ScriptCall): Promise<ApplyGossipReply> {
+  return parseApplyGossipReply(await runScript(redis, 'applyGossip', call));
+}
+
+// ---- sweep_watch.lua -------------------------------------------------------------------------------------
+
+/** The sweep_watch.lua call for watched keys of one shard. `now` pins the clock (tests). */
+export function sweepCall(
+  topology: Topology,
+  shard: number,
+  watched: readonly { key: string; rule: Rule }[],
+  fallbackBudget: Config['federation']['leakageBudget'],
+  options: { now?: number; policy?: RebalancePolicy; strandedHorizonMs?: number } = {},
+): ScriptCall {
+  const n = topology.regions.length;
+  const keys = [watchSetKey(shard), shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
+  const args: (string | number)[] = [
+    topology.selfIndex,
+    n,
+    topology.unitsCsv,
+    topology.maxClockSkewMs,
+    ...policyArgs(options.policy),
+    options.now ?? '',
+    watched.length,
+    options.strandedHorizonMs ?? 0,
+  ];
+  for (const { key, rule } of watched) {
+    keys.push(key);
+    args.push(...ruleArgs(rule, fallbackBudget, n));
+  }
+  return { keys, args };
+}
+
+/** sweep_watch.lua's reply, parsed. */
+export interface SweepReply {
+  /** Keys rebalanced by this sweep. */
+  rebalanced: number;
+  /** Keys that left the watch set (no hungry peer any more). */
+  unwatched: number;
+  /**
+   * Per watched key, in call order: this region's unused allowance in a window that ends within the stranded
+   * horizon while a peer is hungry (allowance stranded at window end); 0 otherwise.
+   */
+  stranded: number[];
+}
+
+/** sweep_watch.lua's reply: { keys rebalanced, keys that left the watch set, { stranded per key } }. */
+export function parseSweepReply(raw: unknown): SweepReply {
+  const reply = arrayReply('sweep_watch', raw, 3);
+  const stranded = arrayReply('sweep_watch', reply[2], 0).map((value) => numberAt('sweep_watch', raw, value));
+  return { rebalanced: numberAt('sweep_watch', raw, reply[0]), unwatched: numberAt('sweep_watch', raw, reply[1]), stranded };
+}
+
+/** Sends a sweep_watch.lua call and parses its reply. */
+export async function runSweepWatch(redis: ScriptedRedis, call: ScriptCall): Promise<SweepReply> {
+  return parseSweepReply(await runScript(redis, 'sweepWatch', call));
+}
+
+// ---- take_pending.lua / ack_pending.lua ------------------------------------------------------------------
+
+/** Reads up to `most` pending keys of one shard for one peer: KEYS the pending set; ARGV most. */
+export function takePendingCall(shard: number, peer: number, most: number): ScriptCall {
+  return { keys: [peerPendingKey(shard, peer)], args: [most] };
+}
+
+/** One key take_pending.lua answered. */
+export interface PendingKey {
+  key: string;
+  /** The version the key was marked pending at (ack_pending.lua forgets it only at this version). */
+  version: string;
+  /** HGETALL of the key (field, value, ...); empty when it expired. */
+  fields: string[];
+}
+
+/** take_pending.lua's reply: { key, version, HGETALL } per key. */
+export function parseTakePendingReply(raw: unknown): PendingKey[] {
+  return arrayReply('take_pending', raw).map((item) => {
+    if (!Array.isArray(item) || item.length < 3 || !Array.isArray(item[2]))
+      throw unexpected('take_pending', '{ key, version, fields } per key', raw);
+    return { key: String(item[0]), version: String(item[1]), fields: item[2] as string[] };
+  });
+}
+
+/** Sends a take_pending.lua call and parses its reply. */
+export async function runTakePending(redis: ScriptedRedis, call: ScriptCall): Promise<PendingKey[]> {
+  return parseTakePendingReply(await runScript(redis, 'takePending', call));
+}
+
+/** Forgets sent keys still at the version sent: KEYS the pending set; ARGV key, version, key, version, ... */
+export function ackPendingCall(shard: number, peer: number, sent: readonly { key: string; version: string }[]): ScriptCall {
+  const args: string[] = [];
+  for (const { key, version } of sent) args.push(key, version);
+  return { keys: [peerPendingKey(shard, peer)], args };
+}
+
+/** The number of keys forgotten. */
+export async function runAckPending(redis: ScriptedRedis, call: ScriptCall): Promise<number> {
+  return integerReply('ack_pending', await runScript(redis, 'ackPending', call));
+}
+
+// ---- screen_gossip.lua -----------------------------------------------------------------------------------
+
+/** What screen_gossip.lua looks at: one gossip queue's lists and the bounds of a job. */
+export interface ScreenInputs {
+  /** The queue's wait list and failed set. */
+  waitKey: string;
+  failedKey: string;
+  /** The queue's job key prefix. */
+  jobPrefix: string;
+  maxBytes: number;
+  /** Jobs at the tail of the wait list to look at. */
+  depth: number;
+  now: number;
+}
+
+/** Fails queued gossip jobs whose data is oversized: KEYS wait, failed; ARGV prefix, most bytes, depth, now. */
+export function screenGossipCall(input: ScreenInputs): ScriptCall {
+  return { keys: [input.waitKey, input.failedKey], args: [input.jobPrefix, input.maxBytes, input.depth, input.now] };
+}
+
+/** screen_gossip.lua's reply: id, size, id, size, ... of the jobs it failed. */
+export function parseScreenGossipReply(raw: unknown): { id: string; bytes: number }[] {
+  const reply = arrayReply('screen_gossip', raw);
+  if (reply.length % 2 !== 0) throw unexpected('screen_gossip', 'id, size pairs', raw);
+  const refused: { id: string; bytes: number }[] = [];
+  for (let i = 0; i < reply.length; i += 2) refused.push({ id: String(reply[i]), bytes: numberAt('screen_gossip', raw, reply[i + 1]) });
+  return refused;
+}
+
+/** Sends a screen_gossip.lua call (on a client with only that script registered) and parses its reply. */
+export async function runScreenGossip(
+  redis: Pick<QuotafedCommands, 'screenGossip'>,
+  call: ScriptCall,
+): Promise<{ id: string; bytes: number }[]> {
+  return parseScreenGossipReply(await runScript(redis, 'screenGossip', call));
+}
