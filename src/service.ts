@@ -219,6 +219,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     engine,
     logger,
     readiness,
+    policy,
     adminRoutes,
     ...(dashboardSource ? { dashboard: { source: dashboardSource, annotations } } : {}),
   };
