@@ -103,6 +103,12 @@ export const breakerState = new Gauge({
   registers: [registry],
 });
 
+export const redisUp = new Gauge({
+  name: 'quotafed_redis_up',
+  help: "1 while the region's Redis answers (a readiness PING, a ready connection), 0 while it does not.",
+  registers: [registry],
+});
+
 export const breakerTransitionsTotal = new Counter({
   name: 'quotafed_breaker_transitions_total',
   help: 'Circuit breaker transitions, by region and the state entered.',

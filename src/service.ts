@@ -12,6 +12,7 @@ import type { DecisionEngine } from './engine/types.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
 import type { Readiness } from './http/ops.ts';
+import { regionReadiness } from './http/readiness.ts';
 import { guardServer, serverTimeouts } from './http/server-guards.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createAnnotationStore } from './dashboard/annotations.ts';
@@ -198,17 +199,12 @@ export async function startRegionService(config: Config, options: RegionServiceO
           watch: [],
         });
 
-  const readiness: Readiness = async () => {
-    const reasons: string[] = [];
-    if (engine.breaker.state === 'open') reasons.push(`circuit breaker open: ${engine.breaker.reason ?? 'Redis failures'}`);
-    try {
-      await redis.ping();
-    } catch (error) {
-      reasons.push(`Redis unreachable: ${(error as Error).message}`);
-    }
-    reasons.push(...(federation?.problems() ?? []));
-    return reasons;
-  };
+  const readiness: Readiness = regionReadiness({
+    config,
+    redis,
+    breaker: engine.breaker,
+    problems: () => federation?.problems() ?? [],
+  });
 
   if (config.admin.protectCheck && config.admin.token === undefined) {
     logger.warn({ event: 'config.warning' }, 'admin.protectCheck is set without admin.token: /v1/check answers 403');
