@@ -20,7 +20,7 @@ import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './federation/admin-view.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
-import { registerDefaultMetrics, registry } from './metrics.ts';
+import { configLastReloadSuccessTimestampSeconds, labelRegion, recordConfigReload, registerDefaultMetrics, registry } from './metrics.ts';
 import { createPolicyHolder, type Policy } from './policy.ts';
 import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
@@ -157,6 +157,9 @@ export async function createRegionEngine(
 export async function startRegionService(config: Config, options: RegionServiceOptions = {}): Promise<RegionService> {
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
   registerDefaultMetrics();
+  labelRegion(config.region);
+  // The config in force was just loaded: the reload clock starts now.
+  configLastReloadSuccessTimestampSeconds.set(Date.now() / 1000);
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
@@ -179,7 +182,9 @@ export async function startRegionService(config: Config, options: RegionServiceO
       }),
     );
   }
-  const reloader = options.configPath ? createPolicyReloader({ configPath: options.configPath, policy, logger }) : undefined;
+  const reloader = options.configPath
+    ? createPolicyReloader({ configPath: options.configPath, policy, logger, onResult: (result) => recordConfigReload(result.ok) })
+    : undefined;
   if (reloader) {
     adminRoutes.push(reloader.adminRoutes);
     if (options.watchConfig) reloader.watchFile();

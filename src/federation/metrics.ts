@@ -35,7 +35,7 @@ export function federationMetrics(registry: Registry): FederationMetrics {
   const perReason = ['region', 'peer', 'reason'] as const;
   const metrics: FederationMetrics = {
     lastHeard: new Gauge({
-      name: 'quotafed_federation_peer_last_heard_seconds',
+      name: 'quotafed_federation_peer_last_heard_timestamp_seconds',
       help: 'Unix time (s) of the last valid gossip job (batch, heartbeat or resync) applied from the peer.',
       labelNames: perPeer,
       registers,
