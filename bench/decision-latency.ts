@@ -43,10 +43,12 @@ try {
   const buckets = new Map<number, number>();
   let count = 0;
   for (const line of page.split('\n')) {
-    const bucket = /^quotafed_redis_command_duration_seconds_bucket\{le="([^"]+)",command="decide"\} (\d+)/.exec(line);
-    if (bucket) buckets.set(bucket[1] === '+Inf' ? Infinity : Number(bucket[1]), Number(bucket[2]));
-    const total = /^quotafed_redis_command_duration_seconds_count\{command="decide"\} (\d+)/.exec(line);
-    if (total) count = Number(total[1]);
+    // Label order is prom-client's (le, the default region, command): match the labels, not their order.
+    const series = /^quotafed_redis_command_duration_seconds_(bucket|count)\{([^}]*)\} (\d+)/.exec(line);
+    if (!series || !/(?:^|,)command="decide"(?:,|$)/.test(series[2]!)) continue;
+    const le = /(?:^|,)le="([^"]+)"/.exec(series[2]!)?.[1];
+    if (series[1] === 'bucket' && le !== undefined) buckets.set(le === '+Inf' ? Infinity : Number(le), Number(series[3]));
+    if (series[1] === 'count') count = Number(series[3]);
   }
   console.log(
     `load: ${connections} connections, ${seconds} s, ${Math.round(load.rps)} req/s, p50 ${load.p50Ms} ms, p99 ${load.p99Ms} ms, statuses ` +

@@ -3,6 +3,11 @@
 //
 // Label values are always bounded: rule names and endpoint route patterns come from the config, never from
 // the request (a raw path or an API key as a label would let a client grow the registry without bound).
+//
+// Every series carries `region`: the registry's default label, set once when a region's service starts
+// (labelRegion). Metrics that several regions in one process write separately (the breaker, the federation's
+// per-peer series) also name it explicitly, with the same value; an explicit label wins over the default.
+import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /**
@@ -17,6 +22,50 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * ```
  */
 export const registry = new Registry();
+
+/** Puts `region` on every series of the registry (its default labels). A process runs one region's service. */
+export function labelRegion(region: string): void {
+  registry.setDefaultLabels({ region });
+}
+
+/** The package version, from package.json beside src/ (and beside dist/ once built). */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+export const buildInfo = new Gauge({
+  name: 'quotafed_build_info',
+  help: 'Always 1; the labels say which quotafed (version) runs on which Node.js (node_version).',
+  labelNames: ['version', 'node_version'] as const,
+  registers: [registry],
+});
+buildInfo.set({ version: packageVersion(), node_version: process.version }, 1);
+
+export const configReloadsTotal = new Counter({
+  name: 'quotafed_config_reloads_total',
+  help: 'Policy reloads (admin route, SIGHUP, file watch) by result: success (in force, changed or not) or failure (rejected; the old policy stays).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+configReloadsTotal.inc({ result: 'success' }, 0);
+configReloadsTotal.inc({ result: 'failure' }, 0);
+
+export const configLastReloadSuccessTimestampSeconds = new Gauge({
+  name: 'quotafed_config_last_reload_success_timestamp_seconds',
+  help: 'Unix time (s) the config in force was last loaded successfully: at start-up, then at each successful reload.',
+  registers: [registry],
+});
+configLastReloadSuccessTimestampSeconds.set(Date.now() / 1000);
+
+/** Counts one policy reload and, when it succeeded, stamps its time. */
+export function recordConfigReload(ok: boolean, nowMs = Date.now()): void {
+  configReloadsTotal.inc({ result: ok ? 'success' : 'failure' });
+  if (ok) configLastReloadSuccessTimestampSeconds.set(nowMs / 1000);
+}
 
 let defaultsRegistered = false;
 /**
@@ -119,6 +168,12 @@ export const breakerState = new Gauge({
   name: 'quotafed_breaker_state',
   help: 'Circuit breaker state: 0 closed (Redis decides), 1 open (degraded, probing Redis).',
   labelNames: ['region'] as const,
+  registers: [registry],
+});
+
+export const redisUp = new Gauge({
+  name: 'quotafed_redis_up',
+  help: "1 while the region's Redis answers (a readiness PING, a ready connection), 0 while it does not.",
   registers: [registry],
 });
 

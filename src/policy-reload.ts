@@ -20,6 +20,8 @@ export interface PolicyReloaderOptions {
   policy: PolicyHolder;
   logger: Logger;
   env?: NodeJS.ProcessEnv;
+  /** Told the result of every reload (the reload metrics). */
+  onResult?: (result: ReloadResult) => void;
 }
 
 export interface PolicyReloader {
@@ -68,7 +70,16 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
   };
 
   const reload = (): Promise<ReloadResult> => {
-    const run = chain.then(reloadNow, reloadNow);
+    const run = chain.then(reloadNow, reloadNow).then(
+      (result) => {
+        options.onResult?.(result);
+        return result;
+      },
+      (error: unknown) => {
+        options.onResult?.({ ok: false, error: (error as Error).message, fields: [] });
+        throw error;
+      },
+    );
     chain = run.catch(() => undefined);
     return run;
   };

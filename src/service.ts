@@ -12,6 +12,7 @@ import type { DecisionEngine } from './engine/types.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
 import type { Readiness } from './http/ops.ts';
+import { regionReadiness } from './http/readiness.ts';
 import { guardServer, serverTimeouts } from './http/server-guards.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createAnnotationStore } from './dashboard/annotations.ts';
@@ -19,7 +20,7 @@ import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './http/federation-admin.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
-import { registerDefaultMetrics, registry } from './metrics.ts';
+import { configLastReloadSuccessTimestampSeconds, labelRegion, recordConfigReload, registerDefaultMetrics, registry } from './metrics.ts';
 import { createPolicyHolder, type Policy } from './policy.ts';
 import { createPolicyReloader, type ReloadResult } from './policy-reload.ts';
 
@@ -217,6 +218,9 @@ export async function createRegionEngine(
 export async function startRegionService(config: Config, options: RegionServiceOptions = {}): Promise<RegionService> {
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
   registerDefaultMetrics();
+  labelRegion(config.region);
+  // The config in force was just loaded: the reload clock starts now.
+  configLastReloadSuccessTimestampSeconds.set(Date.now() / 1000);
   const region = await createRegionEngine(config, { logger, createEngine: options.createEngine });
   const { redis, engine } = region;
   // Before the listener opens: recovery decides whether this Redis lost data (and fences) before any decision.
@@ -239,7 +243,9 @@ export async function startRegionService(config: Config, options: RegionServiceO
       }),
     );
   }
-  const reloader = options.configPath ? createPolicyReloader({ configPath: options.configPath, policy, logger }) : undefined;
+  const reloader = options.configPath
+    ? createPolicyReloader({ configPath: options.configPath, policy, logger, onResult: (result) => recordConfigReload(result.ok) })
+    : undefined;
   if (reloader) {
     adminRoutes.push(reloader.adminRoutes);
     if (options.watchConfig) reloader.watchFile();
@@ -259,17 +265,12 @@ export async function startRegionService(config: Config, options: RegionServiceO
           watch: [],
         });
 
-  const readiness: Readiness = async () => {
-    const reasons: string[] = [];
-    if (engine.breaker.state === 'open') reasons.push(`circuit breaker open: ${engine.breaker.reason ?? 'Redis failures'}`);
-    try {
-      await redis.ping();
-    } catch (error) {
-      reasons.push(`Redis unreachable: ${(error as Error).message}`);
-    }
-    reasons.push(...(federation?.problems() ?? []));
-    return reasons;
-  };
+  const readiness: Readiness = regionReadiness({
+    config,
+    redis,
+    breaker: engine.breaker,
+    problems: () => federation?.problems() ?? [],
+  });
 
   if (config.admin.protectCheck && config.admin.token === undefined) {
     logger.warn({ event: 'config.warning' }, 'admin.protectCheck is set without admin.token: /v1/check answers 403');
@@ -280,6 +281,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     engine,
     logger,
     readiness,
+    policy,
     adminRoutes,
     ...(dashboardSource ? { dashboard: { source: dashboardSource, annotations } } : {}),
   };

@@ -379,6 +379,16 @@ export const Config = z
       })
       .prefault({}),
     breaker: Breaker.prefault({}),
+    /** What /readyz requires (src/http/readiness.ts). */
+    readiness: z
+      .strictObject({
+        /**
+         * Not ready while the region's Redis is unreachable or the breaker is open. Off by default: the instances
+         * of a region share its Redis, so a balancer would drain them all at once while the fail modes can answer.
+         */
+        requireRedis: z.boolean().default(false),
+      })
+      .prefault({}),
     federation: Federation.prefault({}),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
     /** Envoy's rate limit service (RateLimitService v3) over gRPC; absent: no gRPC listener. */

@@ -1,5 +1,7 @@
 // Reads the dashboard's numbers from the prom-client registry, so the page shows exactly what /metrics says.
-// Counters become rates by differencing two readings; the first reading gives rate 0.
+// Counters become rates by differencing two readings; the first reading gives rate 0. A metric read here carries
+// only its own labels (the registry adds the default `region` when it serialises), so a series with an explicit
+// `region` counts for that region only and one without it belongs to the region this process serves.
 import type { Registry } from 'prom-client';
 import type { BreakerView, EndpointRate } from './types.ts';
 
@@ -37,9 +39,10 @@ export interface MetricsReader {
   read(): Promise<MetricsReading>;
 }
 
-function sumBy(metric: MetricJson | undefined, label: string): Map<string, number> {
+function sumBy(metric: MetricJson | undefined, label: string, region: string): Map<string, number> {
   const totals = new Map<string, number>();
   for (const { value, labels } of metric?.values ?? []) {
+    if (labels.region !== undefined && labels.region !== region) continue;
     const key = String(labels[label] ?? '');
     totals.set(key, (totals.get(key) ?? 0) + value);
   }
@@ -79,8 +82,8 @@ export function createMetricsReader(registry: Registry, region: string, now: () 
         if (metric) metrics.set(name, (await metric.get()) as unknown as MetricJson);
       }
       const at = now();
-      const rejections = sumBy(metrics.get(REJECTIONS), 'endpoint');
-      const decisions = sumBy(metrics.get(DECISIONS), 'endpoint');
+      const rejections = sumBy(metrics.get(REJECTIONS), 'endpoint', region);
+      const decisions = sumBy(metrics.get(DECISIONS), 'endpoint', region);
       const seconds = previous ? Math.max((at - previous.at) / 1000, 0.001) : 0;
       const rate = (totals: Map<string, number>, before: Map<string, number> | undefined, endpoint: string) =>
         before === undefined || seconds === 0 ? 0 : Math.max(0, (totals.get(endpoint) ?? 0) - (before.get(endpoint) ?? 0)) / seconds;
@@ -110,8 +113,8 @@ export function createMetricsReader(registry: Registry, region: string, now: () 
         endpoints,
         breaker: { state: state === undefined ? 'unknown' : state >= 1 ? 'open' : 'closed', transitions },
         syncLagMs: new Map(lastLagMs),
-        falseDenials: sumBy(metrics.get(FALSE_DENIALS), 'rule'),
-        stranded: sumBy(metrics.get(STRANDED), 'rule'),
+        falseDenials: sumBy(metrics.get(FALSE_DENIALS), 'rule', region),
+        stranded: sumBy(metrics.get(STRANDED), 'rule', region),
       };
     },
   };

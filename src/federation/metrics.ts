@@ -1,5 +1,6 @@
-// Federation metrics, per peer. Created once per registry (several regions may share one process in tests,
-// so every series also carries the local region). Label values are bounded: peers come from the config, and a
+// Federation metrics, per peer. Created once per registry. Every series names the local region explicitly: it is
+// the registry's default label too (src/metrics.ts), but several regions may share one process in tests, and an
+// explicit label wins over the default. Label values are bounded: peers come from the config, and a
 // job from an unknown sender is counted under peer="unknown", never under the name it claims.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
@@ -35,7 +36,7 @@ export function federationMetrics(registry: Registry): FederationMetrics {
   const perReason = ['region', 'peer', 'reason'] as const;
   const metrics: FederationMetrics = {
     lastHeard: new Gauge({
-      name: 'quotafed_federation_peer_last_heard_seconds',
+      name: 'quotafed_federation_peer_last_heard_timestamp_seconds',
       help: 'Unix time (s) of the last valid gossip job (batch, heartbeat or resync) applied from the peer.',
       labelNames: perPeer,
       registers,

@@ -5,9 +5,10 @@
 //   X-RateLimit-Limit: 10, 10;w=60;name="checkout"    (limit, then the quota policy: window seconds, name)
 //   X-RateLimit-Remaining: 0
 //   X-RateLimit-Reset: 42                              (seconds until the window resets)
-// Over the limit, Retry-After and the client-facing 429 body ({"error":"Rate limit exceeded"}, raw_body) too.
+// Over the limit, Retry-After and the client-facing 429 body ({"error":"Rate limit exceeded"}, raw_body) too. A
+// fail-open decision counted nothing: no Remaining / Reset, and x-ratelimit-degraded: fail-open instead.
 import type { Decision, RuleOutcome } from '../engine/types.ts';
-import { RATE_LIMITED_BODY, retryAfterSeconds } from '../http/headers.ts';
+import { DEGRADED_HEADER, RATE_LIMITED_BODY, remainingOf, retryAfterSeconds } from '../http/headers.ts';
 import type { DescriptorStatusMessage, RateLimitResponseMessage, Unit } from './messages.ts';
 
 const UNITS: ReadonlyArray<[number, Unit]> = [
@@ -54,11 +55,15 @@ function mostLimiting(decisions: ReadonlyArray<Decision | undefined>): { binding
 
 export function rateLimitHeadersDraft03(binding: RuleOutcome, allowed: boolean, nowMs: number): Array<{ key: string; value: string }> {
   const window = Math.max(1, Math.ceil(binding.periodMs / 1000));
-  const headers = [
-    { key: 'x-ratelimit-limit', value: `${binding.limit}, ${binding.limit};w=${window};name="${binding.rule}"` },
-    { key: 'x-ratelimit-remaining', value: String(Math.max(0, Math.floor(binding.remaining))) },
-    { key: 'x-ratelimit-reset', value: String(secondsUntil(binding.resetAtMs, nowMs)) },
-  ];
+  const headers = [{ key: 'x-ratelimit-limit', value: `${binding.limit}, ${binding.limit};w=${window};name="${binding.rule}"` }];
+  // A fail-open outcome counted nothing: no remaining count, and the answer says it is degraded (src/http/headers.ts).
+  const remaining = remainingOf(binding);
+  if (remaining === undefined) headers.push({ key: DEGRADED_HEADER.toLowerCase(), value: 'fail-open' });
+  else
+    headers.push(
+      { key: 'x-ratelimit-remaining', value: String(remaining) },
+      { key: 'x-ratelimit-reset', value: String(secondsUntil(binding.resetAtMs, nowMs)) },
+    );
   if (!allowed) headers.push({ key: 'retry-after', value: String(retryAfterSeconds(binding, nowMs)) });
   return headers;
 }

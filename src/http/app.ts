@@ -13,6 +13,7 @@ import { registerCheckRoutes } from './check.ts';
 import type { QuotafedEnv } from './env.ts';
 import { errorHandler, notFound } from './errors.ts';
 import { canonicalizePath, gatewayHandler, refuseUnforwardable } from './gateway.ts';
+import { ruleLookup } from './headers.ts';
 import { jsonError } from './json-error.ts';
 import { quotafed } from './middleware.ts';
 import { registerHealthRoutes, registerMetricsRoute, type Readiness } from './ops.ts';
@@ -25,6 +26,8 @@ export interface RegionAppDeps {
   engine: DecisionEngine;
   logger: Logger;
   readiness: Readiness;
+  /** The rules in force (they follow a policy reload); `config.rules` when absent. */
+  policy?: { readonly config: Config };
   adminRoutes?: readonly AdminRoutes[];
   registry?: Registry;
   /** The live dashboard at /dashboard; chaos annotations need the admin token. */
@@ -47,6 +50,7 @@ function reserve(app: Hono<QuotafedEnv>, ...paths: string[]): void {
 export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
   const { config, engine, logger } = deps;
   const app = baseApp(logger);
+  const rules = ruleLookup(() => (deps.policy ?? deps).config.rules);
 
   registerHealthRoutes(app, deps.readiness);
   reserve(app, '/healthz', '/readyz');
@@ -61,13 +65,14 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
     app.use('/v1/check', requireAdminToken(config.admin.token));
     app.use('/v1/release', requireAdminToken(config.admin.token));
   }
-  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths });
+  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths, rules });
   reserve(app, '/v1/check', '/v1/release');
   registerAuthRequestRoute(app, {
     engine,
     identity: config.identity,
     requireToken: config.admin.protectCheck ? config.admin.token : undefined,
     paths: config.paths,
+    rules,
   });
   reserve(app, AUTH_REQUEST_PATH);
 
@@ -88,8 +93,8 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
       '*',
       refuseUnforwardable,
       canonicalizePath(config.paths, ownedPath),
-      quotafed({ engine, identity: config.identity, paths: config.paths }),
-      gatewayHandler({ upstreamUrl: upstream, timeoutMs: config.upstream.timeoutMs, identity: config.identity, logger }),
+      quotafed({ engine, identity: config.identity, paths: config.paths, rules }),
+      gatewayHandler({ upstreamUrl: upstream, timeoutMs: config.upstream.timeoutMs, identity: config.identity, logger, rules }),
     );
   }
   return app;

@@ -1,12 +1,14 @@
-// GET /v1/auth: the decision shaped for nginx's auth_request. nginx sends a subrequest carrying the client's
+// GET /v1/auth: the decision shaped for a gateway's auth subrequest. nginx's auth_request sends the client's
 // headers (Authorization / X-API-Key) plus the original request line and client address:
 //   X-Original-URI: /checkout?x=1   X-Original-Method: POST   X-Real-IP: 203.0.113.7 (else X-Forwarded-For, if trusted)
-// and quotafed answers with a status auth_request understands (it accepts only 2xx, 401 and 403):
-//   204  allowed, with the X-RateLimit-* / RateLimit headers of the binding rule
-//   403  over the limit, the same headers plus Retry-After and the 429 body; nginx's error_page maps it to the
-//        client-facing 429 (docs/nginx.md, deploy/nginx/quotafed.conf)
+// Traefik's ForwardAuth and Caddy's forward_auth send the same as X-Forwarded-Uri and X-Forwarded-Method (the
+// X-Original-* pair wins when both are present). quotafed answers:
+//   204  allowed, with the rate-limit headers (src/http/headers.ts)
+//   403  over the limit (nginx): the same headers plus Retry-After and the 429 body; auth_request accepts only 2xx,
+//        401 and 403, so nginx's error_page maps it to the client-facing 429 (docs/nginx.md)
+//   429  over the limit (Traefik, Caddy): they hand a non-2xx answer to the client as it is
 //   401  no usable API key (identity.anonymous: reject, or an oversized key)
-//   400  not an auth_request subrequest (missing or invalid X-Original-URI / X-Original-Method)
+//   400  not an auth subrequest (missing or invalid original URI / method)
 // The identity is read by the gateway's own functions (identity.ts) and the rules by the same engine.
 import { canonicalPath, invalidPath, type PathSettings } from './path.ts';
 import type { Hono } from 'hono';
@@ -15,7 +17,7 @@ import type { DecisionEngine, RequestContext } from '../engine/types.ts';
 import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
 import { tokenMatches } from './admin.ts';
 import type { QuotafedEnv } from './env.ts';
-import { RATE_LIMITED_BODY, rateLimitHeaders } from './headers.ts';
+import { RATE_LIMITED_BODY, rateLimitHeaders, type RuleLookup } from './headers.ts';
 import { apiKeyFromHeaders, clientIp, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 
@@ -32,6 +34,8 @@ export interface AuthRequestOptions {
   requireToken?: string | undefined;
   /** Rules match the canonical form of X-Original-URI's path, as for the gateway (src/http/path.ts). */
   paths?: PathSettings;
+  /** The rules in force, by name, for the rate-limit headers (headers.ts). */
+  rules?: RuleLookup;
   now?: () => number;
 }
 
@@ -42,12 +46,21 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
       // Not 401/403: those would reach the client as an auth answer; nginx logs this as a failed subrequest.
       return jsonError(400, 'missing or wrong X-Quotafed-Token');
     }
-    const uri = c.req.header('x-original-uri');
-    const method = c.req.header('x-original-method');
+    const original = c.req.header('x-original-uri');
+    // Traefik and Caddy name the original request X-Forwarded-Uri / X-Forwarded-Method.
+    const forwardAuth = original === undefined && c.req.header('x-forwarded-uri') !== undefined;
+    const uri = forwardAuth ? c.req.header('x-forwarded-uri') : original;
+    const method = c.req.header('x-original-method') ?? c.req.header('x-forwarded-method');
     if (uri === undefined || !uri.startsWith('/') || uri.length > 4096)
-      return jsonError(400, 'X-Original-URI must carry the original request URI (proxy_set_header X-Original-URI $request_uri)');
+      return jsonError(
+        400,
+        'X-Original-URI (or X-Forwarded-Uri) must carry the original request URI (proxy_set_header X-Original-URI $request_uri)',
+      );
     if (method === undefined || !METHOD.test(method))
-      return jsonError(400, 'X-Original-Method must carry the original method (proxy_set_header X-Original-Method $request_method)');
+      return jsonError(
+        400,
+        'X-Original-Method (or X-Forwarded-Method) must carry the original method (proxy_set_header X-Original-Method $request_method)',
+      );
 
     // No spelling skips a rule: match on the canonical path. A path without one gets 400, which nginx turns into
     // a 500 for the client (auth_request passes only 2xx, 401 and 403); docs/nginx.md says so.
@@ -65,11 +78,11 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
     const decision = await options.engine.decide(request);
     // nginx sends no completion for the original request: concurrency leases go back at once.
     if (decision.leases.length > 0) void options.engine.release(decision.leases).catch(() => undefined);
-    const headers = new Headers(rateLimitHeaders(decision, now()));
+    const headers = new Headers(rateLimitHeaders(decision, now(), { rules: options.rules }));
     if (decision.allowed) return new Response(null, { status: 204, headers });
     rejectionsTotal.inc({ endpoint: (decision as { endpoint?: string }).endpoint ?? OTHER_ENDPOINT });
     headers.set('Content-Type', 'application/json');
     if (!headers.has('Retry-After')) headers.set('Retry-After', '1');
-    return new Response(RATE_LIMITED_BODY, { status: 403, headers });
+    return new Response(RATE_LIMITED_BODY, { status: forwardAuth ? 429 : 403, headers });
   });
 }

@@ -7,7 +7,7 @@ import type { Context, Handler, MiddlewareHandler } from 'hono';
 import { proxy } from 'hono/proxy';
 import type { Logger } from '../log.ts';
 import { HOP_BY_HOP, connectionListed, createForwarder, forwardedHeaders, type ForwardFailure } from './forward.ts';
-import { rateLimitHeaders } from './headers.ts';
+import { rateLimitHeaders, type RuleLookup } from './headers.ts';
 import type { QuotafedEnv } from './env.ts';
 import { clientAddress, trustsForwarded, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
@@ -18,6 +18,8 @@ export interface GatewayOptions {
   timeoutMs: number;
   identity: IdentitySettings;
   logger: Logger;
+  /** The rules in force, by name, for the rate-limit headers (headers.ts). */
+  rules?: RuleLookup;
 }
 
 /** Methods fetch() refuses to send (it throws), so they can never reach the upstream. */
@@ -85,7 +87,7 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
     headers['x-forwarded-host'] = incoming.headers.host ?? '';
     headers['x-forwarded-proto'] = (incoming.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
     const decision = c.get('quotafed');
-    const answerHeaders = decision ? rateLimitHeaders(decision, Date.now()) : {};
+    const answerHeaders = decision ? rateLimitHeaders(decision, Date.now(), { rules: options.rules }) : {};
     const failed = await forwarder.forward(incoming, outgoing, { path, headers, answerHeaders });
     if (failed === undefined) return RESPONSE_ALREADY_SENT;
     if (failed.failure === 'upstream-error') logUpstreamError(failed.error);

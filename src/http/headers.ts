@@ -1,8 +1,54 @@
-// The response contract. X-RateLimit-Reset is the number of SECONDS UNTIL the binding rule is fully available
-// again (like the IETF draft's `t`), not an epoch timestamp: it needs no clock agreement with the client.
+// The response contract: the one builder of the rate-limit headers every HTTP answer carries (the gateway, the
+// middleware, /v1/check and /v1/auth).
+//
+//   X-RateLimit-Limit / -Remaining / -Reset   the binding (most restrictive) rule. Reset is the number of SECONDS
+//                                             UNTIL that rule is fully available again (a window's end, a token
+//                                             bucket full again), like the draft's `t`; not an epoch timestamp.
+//   RateLimit-Policy: "per-key";q=1000;w=60, "search";q=100;w=60
+//                                             every matched (non-shadow) rule, binding first: q units per w seconds
+//                                             (draft-ietf-httpapi-ratelimit-headers). For a token bucket q is its
+//                                             refill per period (the sustained rate), not its burst capacity.
+//   RateLimit: "per-key";r=998;t=1, "search";r=42;t=17
+//                                             remaining units and seconds until full, per rule that counted.
+//   X-RateLimit-Degraded: fail-open | local-fallback
+//                                             Redis did not decide. fail-open: nothing was counted, so no remaining
+//                                             count is reported for that rule; local-fallback: counted in this
+//                                             instance's memory against its share only.
+// No rule, no headers.
+import type { Rule } from '../config/schema.ts';
 import type { Decision, RuleOutcome } from '../engine/types.ts';
 
 export const RATE_LIMITED_BODY = '{"error":"Rate limit exceeded"}';
+
+/** The header that marks an answer Redis did not decide. */
+export const DEGRADED_HEADER = 'X-RateLimit-Degraded';
+
+/** The status of a request whose cost exceeds a rule's limit: it can never be admitted, so no Retry-After. */
+export const COST_EXCEEDS_LIMIT_STATUS = 422;
+
+/** The configured rule behind an outcome, by name: what a token bucket's policy states (its refill per period). */
+export type RuleLookup = (name: string) => Pick<Rule, 'algorithm' | 'limit' | 'period'> | undefined;
+
+/** A RuleLookup over the rules in force; `rules` is read at every call, so a policy reload is followed. */
+export function ruleLookup(rules: () => readonly Rule[]): RuleLookup {
+  let seen: readonly Rule[] | undefined;
+  let byName = new Map<string, Rule>();
+  return (name) => {
+    const current = rules();
+    if (current !== seen) {
+      seen = current;
+      byName = new Map(current.map((rule) => [rule.name, rule]));
+    }
+    return byName.get(name);
+  };
+}
+
+export interface HeaderOptions {
+  /** Rules by name; without it a token bucket's policy states its capacity per period. */
+  rules?: RuleLookup | undefined;
+}
+
+type Decided = Pick<Decision, 'allowed' | 'binding'> & { outcomes?: readonly RuleOutcome[] };
 
 function secondsUntil(epochMs: number, nowMs: number): number {
   return Math.max(0, Math.ceil((epochMs - nowMs) / 1000));
@@ -14,32 +60,98 @@ export function retryAfterSeconds(binding: RuleOutcome, nowMs: number): number {
   return Math.max(1, Math.ceil(waitMs / 1000));
 }
 
-/**
- * X-RateLimit-* plus the IETF draft fields (draft-ietf-httpapi-ratelimit-headers, structured-field form):
- *   RateLimit-Policy: "search";q=100;w=60     (quota, window seconds)
- *   RateLimit: "search";r=42;t=17             (remaining, seconds until reset)
- * All describe the binding (most restrictive) rule; no rule, no headers.
- */
-export function rateLimitHeaders(decision: Pick<Decision, 'allowed' | 'binding'>, nowMs: number): Record<string, string> {
+/** Remaining whole units of an outcome; undefined when nothing was counted (fail-open). */
+export function remainingOf(outcome: RuleOutcome): number | undefined {
+  return outcome.source === 'fail-open' ? undefined : Math.max(0, Math.floor(outcome.remaining));
+}
+
+/** How Redis was bypassed for this decision, if it was: fail-open wins over local-fallback. */
+export function degradedSource(decision: Decided): 'fail-open' | 'local-fallback' | undefined {
+  const outcomes = decision.outcomes ?? (decision.binding ? [decision.binding] : []);
+  let found: 'fail-open' | 'local-fallback' | undefined;
+  for (const outcome of outcomes) {
+    if (outcome.shadow) continue;
+    if (outcome.source === 'fail-open') return 'fail-open';
+    if (outcome.source === 'local-fallback') found = 'local-fallback';
+  }
+  return found;
+}
+
+/** The matched rules the policy fields list: non-shadow, binding first, each once. */
+function listed(decision: Decided): RuleOutcome[] {
+  const binding = decision.binding;
+  if (!binding) return [];
+  const out = [binding];
+  for (const outcome of decision.outcomes ?? []) {
+    if (outcome.shadow || outcome === binding || out.some((o) => o.rule === outcome.rule)) continue;
+    out.push(outcome);
+  }
+  return out;
+}
+
+/** `"name";q=..;w=..` of one outcome: a token bucket states its refill per period, every other rule its limit. */
+function policyItem(outcome: RuleOutcome, rules: RuleLookup | undefined): string {
+  const rule = outcome.algorithm === 'tokenBucket' ? rules?.(outcome.rule) : undefined;
+  const quota = rule ? rule.limit : outcome.limit;
+  const window = Math.max(1, Math.ceil((rule ? rule.period : outcome.periodMs) / 1000));
+  return `"${outcome.rule}";q=${quota};w=${window}`;
+}
+
+/** The rate-limit headers of a decision (see the top of this file); no rule, no headers. */
+export function rateLimitHeaders(decision: Decided, nowMs: number, options: HeaderOptions = {}): Record<string, string> {
   const binding = decision.binding;
   if (!binding) return {};
-  const remaining = Math.max(0, Math.floor(binding.remaining));
-  const reset = secondsUntil(binding.resetAtMs, nowMs);
-  const window = Math.max(1, Math.ceil(binding.periodMs / 1000));
-  const headers: Record<string, string> = {
-    'X-RateLimit-Limit': String(binding.limit),
-    'X-RateLimit-Remaining': String(remaining),
-    'X-RateLimit-Reset': String(reset),
-    'RateLimit-Policy': `"${binding.rule}";q=${binding.limit};w=${window}`,
-    RateLimit: `"${binding.rule}";r=${remaining};t=${reset}`,
-  };
+  const headers: Record<string, string> = { 'X-RateLimit-Limit': String(binding.limit) };
+  const remaining = remainingOf(binding);
+  if (remaining !== undefined) {
+    headers['X-RateLimit-Remaining'] = String(remaining);
+    headers['X-RateLimit-Reset'] = String(secondsUntil(binding.resetAtMs, nowMs));
+  }
+  const outcomes = listed(decision);
+  headers['RateLimit-Policy'] = outcomes.map((o) => policyItem(o, options.rules)).join(', ');
+  const counted = outcomes.flatMap((o) => {
+    const r = remainingOf(o);
+    return r === undefined ? [] : [`"${o.rule}";r=${r};t=${secondsUntil(o.resetAtMs, nowMs)}`];
+  });
+  if (counted.length > 0) headers.RateLimit = counted.join(', ');
+  const degraded = degradedSource(decision);
+  if (degraded !== undefined) headers[DEGRADED_HEADER] = degraded;
   if (!decision.allowed) headers['Retry-After'] = String(retryAfterSeconds(binding, nowMs));
   return headers;
 }
 
-/** The 429 answer: exact body, JSON content type, the binding rule's headers. */
-export function rateLimitedResponse(decision: Pick<Decision, 'allowed' | 'binding'>, nowMs: number): Response {
-  const headers = new Headers(rateLimitHeaders(decision, nowMs));
+/**
+ * The rule a request can never pass: a denying, non-shadow rule whose limit (a bucket's capacity, a window's
+ * limit, a concurrency rule's slots) is below the request's cost. Waiting does not help, so no Retry-After.
+ */
+export function costExceedsLimit(decision: Pick<Decision, 'allowed' | 'outcomes'>, cost: number): RuleOutcome | undefined {
+  if (decision.allowed || cost <= 1) return undefined;
+  return decision.outcomes.find((o) => !o.allowed && !o.shadow && cost > o.limit);
+}
+
+/** The reason given for a request costlier than a rule's limit. */
+export function costExceedsLimitReason(outcome: RuleOutcome, cost: number): string {
+  return `cost ${cost} exceeds the limit ${outcome.limit} of rule "${outcome.rule}": this request can never be admitted`;
+}
+
+/** The answer to a request costlier than a rule's limit: 422, the reason, the rate-limit headers, no Retry-After. */
+export function costExceedsLimitResponse(
+  decision: Decision,
+  outcome: RuleOutcome,
+  cost: number,
+  nowMs: number,
+  options?: HeaderOptions,
+): Response {
+  const headers = new Headers(rateLimitHeaders(decision, nowMs, options));
+  headers.delete('Retry-After');
+  headers.set('Content-Type', 'application/json');
+  const body = JSON.stringify({ error: costExceedsLimitReason(outcome, cost), rule: outcome.rule, limit: outcome.limit, cost });
+  return new Response(body, { status: COST_EXCEEDS_LIMIT_STATUS, headers });
+}
+
+/** The 429 answer: exact body, JSON content type, the rate-limit headers. */
+export function rateLimitedResponse(decision: Decided, nowMs: number, options?: HeaderOptions): Response {
+  const headers = new Headers(rateLimitHeaders(decision, nowMs, options));
   headers.set('Content-Type', 'application/json');
   if (!headers.has('Retry-After')) headers.set('Retry-After', '1');
   return new Response(RATE_LIMITED_BODY, { status: 429, headers });

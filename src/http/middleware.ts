@@ -12,7 +12,14 @@ import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
 import { rejectionsTotal } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
-import { applyHeaders, rateLimitHeaders, rateLimitedResponse } from './headers.ts';
+import {
+  applyHeaders,
+  costExceedsLimit,
+  costExceedsLimitResponse,
+  rateLimitHeaders,
+  rateLimitedResponse,
+  type RuleLookup,
+} from './headers.ts';
 import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
@@ -45,6 +52,8 @@ export interface QuotafedOptions {
   identity?: Partial<IdentitySettings>;
   /** How the default identify canonicalises the path rules match (src/http/path.ts); lower case, no trailing slash. */
   paths?: PathSettings;
+  /** The rules in force, by name (ruleLookup): a token bucket's RateLimit-Policy then states its refill rate. */
+  rules?: RuleLookup;
   /** The clock for the reset headers (epoch ms); `Date.now` when omitted. */
   now?: () => number;
 }
@@ -126,6 +135,7 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
   const settings: IdentitySettings = { ...DEFAULT_IDENTITY, ...options.identity };
   const now = options.now ?? Date.now;
   const paths = options.paths ?? DEFAULT_PATH_SETTINGS;
+  const headerOptions = { rules: options.rules };
   const identify =
     options.identify ??
     ((c: Context) => {
@@ -143,8 +153,12 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     c.set('quotafed', decision);
 
     if (!decision.allowed) {
+      // A cost above a rule's limit can never pass: a 422 with the reason, not a 429 inviting a retry.
+      const cost = identified.cost ?? 1;
+      const impossible = costExceedsLimit(decision, cost);
+      if (impossible) return costExceedsLimitResponse(decision, impossible, cost, now(), headerOptions);
       rejectionsTotal.inc({ endpoint: endpointOf(decision) });
-      return rateLimitedResponse(decision, now());
+      return rateLimitedResponse(decision, now(), headerOptions);
     }
 
     const release = (leases: readonly Lease[]) => {
@@ -166,7 +180,7 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
       }
       // Informational and upgrade responses cannot be rebuilt (and carry no rate-limit headers).
       if (res.status < 200 || res.status > 599) return;
-      const limitHeaders = rateLimitHeaders(decision, now());
+      const limitHeaders = rateLimitHeaders(decision, now(), headerOptions);
       // Without a lease to release at the end of the body, the headers go on the handler's own response: its body
       // is left alone, so @hono/node-server still writes a string body with its head in one write (rebuilding the
       // response turned it into a stream: two writes and a web Response per request).

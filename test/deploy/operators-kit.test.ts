@@ -73,6 +73,17 @@ describe('deploy/grafana/quotafed.json', () => {
     const ids = dashboard.panels.map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
   });
+
+  it('filters every query of every panel on the $region variable', () => {
+    const unfiltered = dashboard.panels.flatMap((panel) =>
+      (panel.targets ?? []).flatMap((t) =>
+        [...t.expr.matchAll(/\bquotafed_[a-z0-9_]+(\{[^}]*\})?/g)]
+          .filter((m) => !(m[1] ?? '').includes('region=~"$region"'))
+          .map((m) => `${panel.title}: ${m[0]}`),
+      ),
+    );
+    expect(unfiltered).toEqual([]);
+  });
 });
 
 describe('deploy/prometheus/alerts.yml', () => {

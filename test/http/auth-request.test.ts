@@ -1,5 +1,5 @@
 // GET /v1/auth (nginx auth_request) without nginx: the statuses auth_request understands (204 / 403 / 401),
-// the subrequest headers it needs (400 with a reason otherwise), X-Real-IP as the client address for IP rules,
+// the subrequest headers it needs (400 with a reason otherwise), Traefik's and Caddy's forward-auth headers, X-Real-IP as the client address for IP rules,
 // and admin.protectCheck (the admin token in X-Quotafed-Token, since Authorization carries the API key).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRegionService, type RegionService } from '../../src/service.ts';
@@ -49,7 +49,30 @@ describe('GET /v1/auth', async () => {
     expect(await denied.text()).toBe('{"error":"Rate limit exceeded"}');
     expect(denied.headers.get('content-type')).toBe('application/json');
     expect(Number(denied.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    expect(denied.headers.get('ratelimit-policy')).toBe('"checkout";q=10;w=60');
+    expect(denied.headers.get('ratelimit-policy')).toBe('"checkout";q=10;w=60, "per-key";q=1000;w=60');
+  });
+
+  it('reads the original request from the forward-auth headers Traefik and Caddy send, and answers their denial 429', async () => {
+    await awayFromWindowEdge(60_000, 5_000);
+    const forwardAuth = {
+      'X-Forwarded-Uri': '/checkout?from=traefik',
+      'X-Forwarded-Method': 'POST',
+      'X-Real-IP': '198.51.100.10',
+      'X-API-Key': 'forward-auth-key',
+    };
+    for (let i = 1; i <= 10; i++) {
+      const res = await auth(open, forwardAuth);
+      expect(res.status).toBe(204);
+      expect(res.headers.get('x-ratelimit-remaining')).toBe(String(10 - i));
+    }
+    // Traefik and Caddy hand a non-2xx auth answer to the client as it is: the client-facing 429.
+    const denied = await auth(open, forwardAuth);
+    expect(denied.status).toBe(429);
+    expect(await denied.text()).toBe('{"error":"Rate limit exceeded"}');
+    expect(Number(denied.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const noMethod = await auth(open, { 'X-Forwarded-Uri': '/x' });
+    expect(noMethod.status).toBe(400);
+    expect((await noMethod.json()).error).toMatch(/X-Forwarded-Method/);
   });
 
   it('keys anonymous callers by X-Real-IP', async () => {

@@ -113,7 +113,7 @@ describe.skipIf(!HAVE_NGINX)('nginx auth_request in front of quotafed', async ()
     expect(await denied.text()).toBe(BODY);
     expect(denied.headers.get('x-ratelimit-limit')).toBe('10');
     expect(denied.headers.get('x-ratelimit-remaining')).toBe('0');
-    expect(denied.headers.get('ratelimit-policy')).toBe('"checkout";q=10;w=60');
+    expect(denied.headers.get('ratelimit-policy')).toBe('"checkout";q=10;w=60, "per-key";q=1000;w=86400');
     const retry = Number(denied.headers.get('retry-after'));
     expect(retry).toBeGreaterThanOrEqual(1);
     expect(retry).toBeLessThanOrEqual(60);

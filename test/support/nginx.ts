@@ -18,9 +18,11 @@ export interface TemplateValues {
   QUOTAFED_ADDR: string;
   API_ADDR: string;
   LISTEN: string;
+  /** What nginx does while quotafed does not answer: `open` (forward unlimited) or `closed` (503). */
+  QUOTAFED_UNAVAILABLE: 'open' | 'closed';
 }
 
-/** What `envsubst '${QUOTAFED_ADDR} ${API_ADDR} ${LISTEN}'` does to the template: nothing else is touched. */
+/** What `envsubst '${QUOTAFED_ADDR} ${API_ADDR} ${LISTEN} ${QUOTAFED_UNAVAILABLE}'` does to the template: nothing else is touched. */
 export function renderTemplate(values: TemplateValues): string {
   let text = readFileSync(NGINX_TEMPLATE_PATH, 'utf8');
   for (const [name, value] of Object.entries(values)) text = text.replaceAll(`\${${name}}`, value);
@@ -33,11 +35,13 @@ export interface NginxProcess {
   stop(): Promise<void>;
 }
 
-export async function startNginx(values: Omit<TemplateValues, 'LISTEN'>): Promise<NginxProcess> {
+export async function startNginx(
+  values: Omit<TemplateValues, 'LISTEN' | 'QUOTAFED_UNAVAILABLE'> & Partial<Pick<TemplateValues, 'QUOTAFED_UNAVAILABLE'>>,
+): Promise<NginxProcess> {
   const prefix = mkdtempSync(join(tmpdir(), 'qf-nginx-'));
   const port = await freePort();
   const listen = `127.0.0.1:${port}`;
-  writeFileSync(join(prefix, 'quotafed.conf'), renderTemplate({ ...values, LISTEN: listen }));
+  writeFileSync(join(prefix, 'quotafed.conf'), renderTemplate({ QUOTAFED_UNAVAILABLE: 'closed', ...values, LISTEN: listen }));
   writeFileSync(
     join(prefix, 'nginx.conf'),
     `daemon off;
