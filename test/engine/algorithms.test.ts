@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { ConfigInput } from '../../src/config/schema.ts';
-import { createRedisEngine } from '../../src/engine/index.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { STATE_KEY_PATTERN, shardOf } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
 

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
-import { createRedisEngine, createRegionRedis, waitReady } from '../../src/engine/index.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
 import { useRedis } from '../harness/redis.ts';
 

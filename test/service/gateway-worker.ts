@@ -2,7 +2,8 @@
 // one API key in a closed loop once the parent says go. Run with `node --import tsx`.
 import { performance } from 'node:perf_hooks';
 import { parseConfig } from '../../src/config/load.ts';
-import { createRedisEngine, createRegionRedis, waitReady } from '../../src/engine/index.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 
 export interface WorkerResult {
   worker: number;
