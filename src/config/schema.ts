@@ -111,7 +111,7 @@ export const Rule = z.strictObject({
   leakageBudget: LeakageBudget.optional(),
   /**
    * Federated rules: the most a request denied only for want of this region's share (the federation has room,
-   * a "false denial") waits, parked, while the key's state goes to the peers on the fast lane and a grant comes
+   * a "false denial") waits while the key's state goes to the peers on the fast lane and a grant comes
    * back (about one round trip). 0 (the default) answers at once. docs/federation.md §5a.
    */
   maxWaitMs: z.number().int().min(0).max(5_000).default(0),

@@ -23,7 +23,7 @@ section h2 { font-size:13px; text-transform:uppercase; letter-spacing:.06em; col
 table { border-collapse:collapse; width:100%; font-variant-numeric: tabular-nums; }
 th, td { text-align:left; padding:4px 8px; border-bottom:1px solid var(--line); white-space:nowrap; }
 th { color:var(--muted); font-weight:500; font-size:12px; }
-td.num, th.num { text-align:right; }
+td.numeric, th.numeric { text-align:right; }
 td.detail { white-space:normal; font-size:11px; color:var(--muted); max-width:240px; }
 .state-up { color:var(--up); } .state-down { color:var(--down); font-weight:600; } .state-unknown { color:var(--muted); }
 .meter { position:relative; height:22px; background:#0b1222; border:1px solid var(--line); border-radius:6px;
@@ -65,7 +65,7 @@ const SCRIPT = `
   }
   function ms(v) { if (v === null || v === undefined) return '\\u2013'; if (v < 1000) return Math.round(v) + ' ms';
     return (v / 1000).toFixed(1) + ' s'; }
-  function num(v) { if (v === null || v === undefined) return '\\u2013'; if (Math.abs(v) >= 100) return String(Math.round(v));
+  function formatNumber(v) { if (v === null || v === undefined) return '\\u2013'; if (Math.abs(v) >= 100) return String(Math.round(v));
     return String(Math.round(v * 10) / 10); }
   function ago(at, now) { var s = Math.max(0, Math.round((now - at) / 1000));
     return s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s'; }
@@ -153,7 +153,7 @@ const SCRIPT = `
       if (key) {
         var v = key.views.filter(function (x) { return x.region === r.name; })[0];
         if (v) sv('text', { x: p.x, y: p.y + 21, 'text-anchor': 'middle', 'font-size': 10, fill: 'var(--muted)' }, g,
-          'admitted ' + num(v.consumed));
+          'admitted ' + formatNumber(v.consumed));
       }
     });
   }
@@ -188,7 +188,7 @@ const SCRIPT = `
     [0, 0.5, 1].forEach(function (f) {
       var v = (yMax / 1.1) * f;
       sv('line', { x1: L, x2: W - Rr, y1: Y(v), y2: Y(v), stroke: '#1e293b' }, root);
-      sv('text', { x: L - 6, y: Y(v) + 4, 'text-anchor': 'end', 'font-size': 10, fill: 'var(--muted)' }, root, num(v));
+      sv('text', { x: L - 6, y: Y(v) + 4, 'text-anchor': 'end', 'font-size': 10, fill: 'var(--muted)' }, root, formatNumber(v));
     });
     var ticks = [[t0, '-' + Math.round(span / 1000) + ' s'], [now - span / 2, '-' + Math.round(span / 2000) + ' s'], [now, 'now']];
     ticks.forEach(function (tick) {
@@ -274,7 +274,7 @@ const SCRIPT = `
     }
     if (lk.budget === null) {
       fill.style.width = '100%'; fill.className = 'fill over'; mark.style.display = 'none';
-      text.textContent = 'leakage ' + num(lk.leakage) + ' \\u2014 budget unbounded (plain gossip)';
+      text.textContent = 'leakage ' + formatNumber(lk.leakage) + ' \\u2014 budget unbounded (plain gossip)';
       m.setAttribute('data-state', 'unbounded'); return;
     }
     var scale = Math.max(lk.budget * 1.5, lk.leakage, 1);
@@ -283,8 +283,8 @@ const SCRIPT = `
     var over = lk.leakage > lk.budget;
     fill.className = over ? 'fill over' : 'fill';
     var pct = lk.budget > 0 ? ' (' + Math.round(100 * lk.leakage / lk.budget) + '% of budget)' : '';
-    text.textContent = 'leakage ' + num(lk.leakage) + ' of budget ' + num(lk.budget) + pct +
-      (lk.admitted !== undefined ? ', admitted ' + num(lk.admitted) : '') + (lk.limit ? ' / limit ' + num(lk.limit) : '') +
+    text.textContent = 'leakage ' + formatNumber(lk.leakage) + ' of budget ' + formatNumber(lk.budget) + pct +
+      (lk.admitted !== undefined ? ', admitted ' + formatNumber(lk.admitted) : '') + (lk.limit ? ' / limit ' + formatNumber(lk.limit) : '') +
       (lk.key ? ' \\u2014 ' + lk.key : '');
     m.setAttribute('data-state', over ? 'over' : 'within');
   }
@@ -295,9 +295,9 @@ const SCRIPT = `
       var tr = el('tr', { 'data-testid': 'link-' + l.from + '-' + l.to, 'data-state': l.state }, null, body);
       el('td', {}, l.from + ' \\u2192 ' + l.to, tr);
       el('td', { 'class': 'state-' + l.state }, l.state.toUpperCase(), tr);
-      el('td', { 'class': 'num' }, ms(l.syncLagMs), tr);
-      el('td', { 'class': 'num' }, l.backlog === null ? '\\u2013' : l.backlog, tr);
-      el('td', { 'class': 'num' }, ms(l.lastHeardAgoMs), tr);
+      el('td', { 'class': 'numeric' }, ms(l.syncLagMs), tr);
+      el('td', { 'class': 'numeric' }, l.backlog === null ? '\\u2013' : l.backlog, tr);
+      el('td', { 'class': 'numeric' }, ms(l.lastHeardAgoMs), tr);
       el('td', { 'class': 'detail' }, l.detail || '', tr);
     });
   }
@@ -306,22 +306,22 @@ const SCRIPT = `
     var head = byId('keys-head'), body = byId('keys-body'); clear(head); clear(body);
     var viewCols = s.regions.map(function (r) { return 'view ' + r.name; });
     var cols = ['key', 'rule', 'own'].concat(viewCols, ['global', 'allowance', 'acked', 'limit', 'budget', '']);
-    cols.forEach(function (c, i) { el('th', { 'class': i >= 2 && i < cols.length - 1 ? 'num' : '' }, c, head); });
+    cols.forEach(function (c, i) { el('th', { 'class': i >= 2 && i < cols.length - 1 ? 'numeric' : '' }, c, head); });
     if (s.keys.length === 0) { var tr0 = el('tr', {}, null, body);
       el('td', { colspan: cols.length, 'class': 'muted' }, 'no keys watched', tr0); return; }
     s.keys.forEach(function (k) {
       var tr = el('tr', { 'data-testid': 'key-' + k.label }, null, body);
       el('td', {}, k.label, tr); el('td', { 'class': 'muted' }, k.rule + ' (' + k.algorithm + ')', tr);
-      el('td', { 'class': 'num' }, num(k.own), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(k.own), tr);
       s.regions.forEach(function (r) {
         var v = k.views.filter(function (x) { return x.region === r.name; })[0];
-        el('td', { 'class': 'num' }, v ? num(v.consumed) : '\\u2013', tr);
+        el('td', { 'class': 'numeric' }, v ? formatNumber(v.consumed) : '\\u2013', tr);
       });
-      el('td', { 'class': 'num' }, num(k.global), tr);
-      el('td', { 'class': 'num' }, num(k.allowance), tr);
-      el('td', { 'class': 'num' }, num(k.acknowledged), tr);
-      el('td', { 'class': 'num' }, num(k.limit), tr);
-      el('td', { 'class': 'num' }, k.budget === null ? 'unbounded' : num(k.budget), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(k.global), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(k.allowance), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(k.acknowledged), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(k.limit), tr);
+      el('td', { 'class': 'numeric' }, k.budget === null ? 'unbounded' : formatNumber(k.budget), tr);
       var cell = el('td', {}, null, tr), bar = el('div', { 'class': 'bar', title: 'own / global / limit' }, null, cell);
       var top = Math.max(k.limit + (k.budget || 0), k.global, 1);
       el('span', { style: 'width:' + (100 * k.global / top).toFixed(1) + '%;background:var(--global)' }, null, bar);
@@ -335,12 +335,12 @@ const SCRIPT = `
       var tr = el('tr', { 'data-testid': 'rule-' + r.name }, null, body);
       el('td', {}, r.name + (r.shadow ? ' (shadow)' : ''), tr);
       el('td', { 'class': 'muted' }, r.algorithm, tr);
-      el('td', { 'class': 'num' }, num(r.limit) + ' / ' + (r.periodMs >= 1000 ? (r.periodMs / 1000) + ' s' : r.periodMs + ' ms'), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(r.limit) + ' / ' + (r.periodMs >= 1000 ? (r.periodMs / 1000) + ' s' : r.periodMs + ' ms'), tr);
       el('td', {}, r.endpoints ? r.endpoints.join(' ') : 'all paths', tr);
       el('td', { 'class': 'muted' }, r.by.join(', '), tr);
       el('td', {}, r.failMode, tr);
-      el('td', { 'class': 'num', 'data-testid': 'false-denials-' + r.name }, num(r.falseDenials || 0), tr);
-      el('td', { 'class': 'num', 'data-testid': 'stranded-' + r.name }, num(r.stranded || 0), tr);
+      el('td', { 'class': 'numeric', 'data-testid': 'false-denials-' + r.name }, formatNumber(r.falseDenials || 0), tr);
+      el('td', { 'class': 'numeric', 'data-testid': 'stranded-' + r.name }, formatNumber(r.stranded || 0), tr);
     });
   }
 
@@ -351,9 +351,9 @@ const SCRIPT = `
     s.endpoints.forEach(function (e) {
       var tr = el('tr', { 'data-testid': 'endpoint-' + e.endpoint }, null, body);
       el('td', {}, e.endpoint, tr);
-      el('td', { 'class': 'num' + (e.rejectedPerSec > 0 ? ' state-down' : '') }, num(e.rejectedPerSec), tr);
-      el('td', { 'class': 'num' }, num(e.decisionsPerSec), tr);
-      el('td', { 'class': 'num' }, num(e.rejectedTotal), tr);
+      el('td', { 'class': 'numeric' + (e.rejectedPerSec > 0 ? ' state-down' : '') }, formatNumber(e.rejectedPerSec), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(e.decisionsPerSec), tr);
+      el('td', { 'class': 'numeric' }, formatNumber(e.rejectedTotal), tr);
     });
   }
 
@@ -405,11 +405,11 @@ const BODY = `
     <div class="mark" id="leakage-mark"></div></div>
     <div id="leakage-text" class="small muted" data-testid="leakage-text"></div>
     <h2 style="margin-top:14px">Links from this region</h2>
-    <table><thead><tr><th>link</th><th>state</th><th class="num">sync lag</th><th class="num">backlog</th><th class="num">last heard</th>
+    <table><thead><tr><th>link</th><th>state</th><th class="numeric">sync lag</th><th class="numeric">backlog</th><th class="numeric">last heard</th>
     <th></th></tr></thead>
       <tbody id="links-body"></tbody></table>
     <h2 style="margin-top:14px">429 rate per endpoint</h2>
-    <table><thead><tr><th>endpoint</th><th class="num">429/s</th><th class="num">decisions/s</th><th class="num">429 total</th></tr></thead>
+    <table><thead><tr><th>endpoint</th><th class="numeric">429/s</th><th class="numeric">decisions/s</th><th class="numeric">429 total</th></tr></thead>
       <tbody id="endpoints-body"></tbody></table>
   </section>
   <section class="wide charts">
@@ -425,9 +425,9 @@ const BODY = `
   </section>
   <section class="wide">
     <h2>Rules in force</h2>
-    <table><thead><tr><th>rule</th><th>algorithm</th><th class="num">limit</th><th>endpoints</th><th>by</th><th>fail mode</th>
-    <th class="num" title="denied by this region's share while its view had federation headroom">false denials</th>
-    <th class="num" title="allowance this region still held unused when a window ended while a peer was hungry">stranded at window end</th></tr></thead>
+    <table><thead><tr><th>rule</th><th>algorithm</th><th class="numeric">limit</th><th>endpoints</th><th>by</th><th>fail mode</th>
+    <th class="numeric" title="denied by this region's share while its view had federation headroom">false denials</th>
+    <th class="numeric" title="allowance this region still held unused when a window ended while a peer was hungry">stranded at window end</th></tr></thead>
     <tbody id="rules-body" data-testid="rules"></tbody></table>
   </section>
 </main>
