@@ -174,6 +174,12 @@ export const RedisSettings = z.strictObject({
   autoPipelining: z.boolean().default(true),
   /** TLS settings for rediss:// URLs (user and password go in the URL: rediss://user:pass@host:port). */
   tls: RedisTls.optional(),
+  /**
+   * This Redis never loses an acknowledged write across a restart or failover (AOF with `appendfsync always` on
+   * every node, no promotion of a lagging replica). Only then may a federated region keep its current windows
+   * when its Redis comes back as another process (a new run_id); otherwise it fences them (docs/federation.md §4).
+   */
+  durable: z.boolean().default(false),
 });
 
 export const Breaker = z.strictObject({

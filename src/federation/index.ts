@@ -19,7 +19,7 @@ import { createPublisher } from './gossip/publisher.ts';
 import { startGossipWorker, type GossipWorker } from './gossip/worker.ts';
 import { federationMetrics } from './metrics.ts';
 import { createPeerBook, type PeerStatus } from './peers.ts';
-import { recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
+import { recheckAfterReconnect, recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
 import { markAllPending } from './resync.ts';
 import { topologyOf, type Topology } from '../protocol/index.ts';
 
@@ -104,6 +104,12 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     logger.debug({ event: 'federation.redis_error', error: error.message }, 'federation Redis client error'),
   );
   await waitReady(local, config.redis.connectTimeoutMs).catch(() => undefined);
+  // A connection that closed may come back to another Redis process (a restart from a snapshot, a failover), with
+  // every marker in place: the next round checks which process it is before anything else.
+  let recheckRedis = false;
+  local.on('close', () => {
+    recheckRedis = true;
+  });
 
   const peerList = peerTargets(config).map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
   const peers = createPeerBook(config.region, peerList, metrics, logger);
@@ -171,6 +177,11 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       else if (!(await stateIntact(local))) {
         await recoverWhileRunning(recoveryDeps);
         publisher.requestResync();
+        recheckRedis = false;
+      } else if (recheckRedis) {
+        const fence = await recheckAfterReconnect(recoveryDeps);
+        recheckRedis = false;
+        if (fence > 0) publisher.requestResync();
       }
       leader = await lock.hold();
       if (leader) await publisher.round();

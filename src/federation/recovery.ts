@@ -23,6 +23,8 @@ import type { Topology } from '../protocol/index.ts';
 
 /** Meta field written once the region's state is known good (its presence means "no loss since"). */
 export const STARTED_FIELD = 'started';
+/** Meta field: the run_id of the Redis process (every primary's, on a cluster) the state was last known good on. */
+export const RUN_ID_FIELD = 'runId';
 
 export type PeerAnswer = 'heard' | 'never' | 'unreachable';
 
@@ -43,23 +45,77 @@ async function redisNow(redis: Redis | Cluster): Promise<number> {
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
 }
 
+/** What a peer's Redis says of this region, and the topology fingerprint the peer last started with (null: none). */
+export interface PeerReply {
+  answer: PeerAnswer;
+  fingerprint: string | null;
+}
+
 /**
- * Has the peer's Redis heard of `region`? Any doubt (timeout, refused, error) answers 'unreachable'. A cluster
- * peer is asked through a cluster connection: qf:meta lives in one slot, and a single node would answer MOVED.
+ * Has the peer's Redis heard of `region`, and under which topology did the peer last start? Any doubt (timeout,
+ * refused, error) answers 'unreachable'. A cluster peer is asked through a cluster connection: qf:meta lives in
+ * one slot, and a single node would answer MOVED.
  */
-export async function askPeer(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerAnswer> {
+export async function askPeerReply(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerReply> {
   const connection = probeConnection(typeof peer === 'string' ? { redisUrl: peer } : peer, timeoutMs);
   connection.on('error', () => undefined);
+  const unreachable: PeerReply = { answer: 'unreachable', fingerprint: null };
   // A cluster's connect walks the seeds one by one: bound the whole question, not each step.
-  const question = (async (): Promise<PeerAnswer> => {
+  const question = (async (): Promise<PeerReply> => {
     await connection.connect();
-    return (await connection.hget(META_KEY, heardField(region))) === null ? 'never' : 'heard';
-  })().catch((): PeerAnswer => 'unreachable');
+    const [heard, fingerprint, started] = await connection.hmget(META_KEY, heardField(region), 'fingerprint', STARTED_FIELD);
+    return { answer: heard === null ? 'never' : 'heard', fingerprint: started == null ? null : (fingerprint ?? null) };
+  })().catch((): PeerReply => unreachable);
   try {
-    return await orAfter(question, 2 * timeoutMs, 'unreachable' as const);
+    return await orAfter(question, 2 * timeoutMs, unreachable);
   } finally {
     connection.disconnect();
   }
+}
+
+/** Has the peer's Redis heard of `region`? (askPeerReply's answer.) */
+export async function askPeer(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerAnswer> {
+  return (await askPeerReply(peer, region, timeoutMs)).answer;
+}
+
+/**
+ * Which Redis process holds this region's state: its run_id, or every primary's (sorted) on a cluster. A restart,
+ * a snapshot reload or a failover gives another value.
+ */
+export async function redisRunId(redis: Redis | Cluster): Promise<string> {
+  const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  const ids = await Promise.all(nodes.map(async (node) => /^run_id:(\w+)/m.exec(await node.info('server'))?.[1] ?? 'unknown'));
+  return ids.sort().join(',');
+}
+
+/**
+ * Why state that survived (the start-up marker is there) cannot be trusted for the current windows, or undefined
+ * when it can:
+ * - the topology changed (regions or weights): cells are addressed by region index, so the current windows'
+ *   counts and transfers would be read under another layout;
+ * - the Redis is another process than the one the state was last known good on (restarted from a snapshot or an
+ *   AOF that is not fsynced on every write, or a replica promoted), unless `redis.durable` says it loses nothing.
+ */
+export async function survivedStateDoubt(deps: Pick<RecoveryDeps, 'config' | 'topology' | 'redis'>): Promise<string | undefined> {
+  const { config, topology, redis } = deps;
+  const [fingerprint, runId] = await redis.hmget(META_KEY, 'fingerprint', RUN_ID_FIELD);
+  if (fingerprint !== null && fingerprint !== topology.fingerprint) {
+    return (
+      `the federation's regions or weights changed since this region last ran (topology fingerprint ${fingerprint} -> ` +
+      `${topology.fingerprint}): the current windows were counted under the old layout`
+    );
+  }
+  if (runId !== null && !config.redis.durable) {
+    const now = await redisRunId(redis);
+    if (now !== runId) {
+      return (
+        `this Redis is another process than the one the state was last known good on (run_id ${runId} -> ${now}): ` +
+        'it restarted or failed over and may have come back from a snapshot without the latest admissions ' +
+        '(set redis.durable only for AOF with appendfsync always and no lagging failover)'
+      );
+    }
+  }
+  return undefined;
 }
 
 /** True while the start-up marker is present (no data loss since this region last started). */
@@ -91,8 +147,20 @@ export async function markShardsIntact(redis: Redis | Cluster): Promise<void> {
 }
 
 async function markStarted(redis: Redis | Cluster, config: Config, topology: Topology, fence: number): Promise<void> {
-  const now = await redisNow(redis);
-  await redis.hset(META_KEY, 'region', config.region, 'fingerprint', topology.fingerprint, 'fence', fence, STARTED_FIELD, now);
+  const [now, runId] = await Promise.all([redisNow(redis), redisRunId(redis)]);
+  await redis.hset(
+    META_KEY,
+    'region',
+    config.region,
+    'fingerprint',
+    topology.fingerprint,
+    'fence',
+    fence,
+    STARTED_FIELD,
+    now,
+    RUN_ID_FIELD,
+    runId,
+  );
 }
 
 export interface RecoveryDeps {
@@ -179,32 +247,67 @@ function logFence(logger: Logger, config: Config, fence: number, reason: string,
 /** Run before the region gossips (and ideally before it serves): decides whether this Redis lost data. */
 export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult> {
   const { redis } = deps;
-  if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
+  if (await stateIntact(redis)) return fenceIfDoubted(deps);
   const timeoutMs = deps.timeoutMs ?? 2_000;
   const owner = randomUUID();
   // Each peer question is bounded by 2 × timeoutMs and they run in parallel.
   const sibling = await startUpTurn(redis, owner, 4 * timeoutMs + 10_000);
   if (sibling) return sibling;
   try {
-    if (await stateIntact(redis)) return { fenced: false, fence: 0, answers: {} };
+    if (await stateIntact(redis)) return await fenceIfDoubted(deps);
     return await checkOnStart(deps, timeoutMs);
   } finally {
     await releaseTurn(redis, owner).catch(() => undefined);
   }
 }
 
+/** State survived: fences anyway when it cannot be trusted for the current windows (survivedStateDoubt). */
+async function fenceIfDoubted(deps: RecoveryDeps): Promise<RecoveryResult> {
+  const reason = await survivedStateDoubt(deps);
+  if (reason === undefined) {
+    // Record the Redis process the state is known good on (a state written before run_ids were recorded).
+    if ((await deps.redis.hexists(META_KEY, RUN_ID_FIELD)) === 0)
+      await deps.redis.hset(META_KEY, RUN_ID_FIELD, await redisRunId(deps.redis));
+    return { fenced: false, fence: 0, answers: {} };
+  }
+  const fence = await fenceAllShards(deps.redis, true);
+  logFence(deps.logger, deps.config, fence, reason, {});
+  await markStarted(deps.redis, deps.config, deps.topology, fence);
+  return { fenced: true, fence, answers: {}, reason };
+}
+
+/**
+ * The running region's Redis came back after its connection closed: if it is another process now (or the topology
+ * changed), the current windows are fenced as at start-up. Resolves with the fence, or 0 when none was needed.
+ */
+export async function recheckAfterReconnect(deps: RecoveryDeps): Promise<number> {
+  if (!(await stateIntact(deps.redis))) return 0; // the vanished marker has its own path (recoverWhileRunning)
+  const result = await fenceIfDoubted(deps);
+  return result.fence;
+}
+
 async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<RecoveryResult> {
   const { config, topology, redis, logger } = deps;
-  const entries = await Promise.all(
-    peerTargets(config).map(async (peer) => [peer.name, await askPeer(peer, config.region, timeoutMs)] as const),
+  const replies = await Promise.all(
+    peerTargets(config).map(async (peer) => [peer.name, await askPeerReply(peer, config.region, timeoutMs)] as const),
   );
+  const entries = replies.map(([name, reply]) => [name, reply.answer] as const);
   const answers = Object.fromEntries(entries) as Record<string, PeerAnswer>;
+  // Peers that run under another topology: this region joins a federation whose current windows were counted
+  // without it (or with other weights), so its own share of them may already be spent.
+  const otherTopology = replies.filter(([, reply]) => reply.fingerprint !== null && reply.fingerprint !== topology.fingerprint);
   const named = (answer: PeerAnswer) => entries.filter(([, a]) => a === answer).map(([name]) => name);
   const heard = named('heard');
   const unreachable = named('unreachable');
   let reason: string | undefined;
   let declaredNew = false;
-  if (heard.length > 0) {
+  if (otherTopology.length > 0) {
+    reason =
+      `${otherTopology.map(([name]) => name).join(', ')} last started under another topology (fingerprint ` +
+      `${otherTopology.map(([, reply]) => reply.fingerprint).join(', ')}, this region ${topology.fingerprint}): ` +
+      `${config.region} joins a running federation whose current windows were counted without its layout`;
+    if (deps.declaredNew) reason += ' (the new-federation declaration is overruled)';
+  } else if (heard.length > 0) {
     reason =
       `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") but ${heard.join(', ')} heard of ` +
       `${config.region} before: its data was lost`;

@@ -26,7 +26,8 @@ describe('Redis with AOF: SIGKILL and restart under a running region', async () 
     service = await startRegionService(
       seedConfig(own.url, (raw) => {
         raw.region = 'us-east';
-        raw.redis = { url: own.url, commandTimeoutMs: 1_000, connectTimeoutMs: 1_000 };
+        // AOF with appendfsync always: a restart loses nothing, and the config says so.
+        raw.redis = { url: own.url, commandTimeoutMs: 1_000, connectTimeoutMs: 1_000, durable: true };
         raw.breaker = { failureThreshold: 2, probeIntervalMs: 100, successThreshold: 1, localFallback: false };
         raw.federation = {
           syncIntervalMs: 100,

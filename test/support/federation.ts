@@ -63,7 +63,7 @@ export async function startTestFederation(options: TestFederationOptions): Promi
   const regions = names.map((name, i): TestRegion => {
     const config = parseConfig({
       region: name,
-      redis: { url: servers[i]!.url, commandTimeoutMs: 2_000 },
+      redis: { url: servers[i]!.url, commandTimeoutMs: 2_000, durable: options.appendOnly ?? false },
       federation: {
         syncIntervalMs: options.syncIntervalMs ?? 50,
         ...(options.leakageBudget !== undefined ? { leakageBudget: options.leakageBudget } : {}),
