@@ -19,7 +19,7 @@
   (remaining: what this region can still admit, after this request when allowed; false_denial 1|0:
   docs/federation.md §4, always 0 in decide_single.lua; quota_remaining: the federation's remaining quota as
   this region's view has it, never below remaining, protocol.ts windowQuotaRemaining / bucketQuotaRemaining,
-  remaining itself for a rule that does not federate; docs/federation.md "What the headers say")
+  remaining itself for a rule that does not federate; docs/federation.md §3a)
 ]]
 --- @include "includes/decide"
 
