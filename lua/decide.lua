@@ -14,8 +14,12 @@
   leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id, shadow (1|0)
   (read through includes/read_rule.lua)
 
-  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial }
-  (false_denial 1|0: docs/federation.md §4; always 0 in decide_single.lua)
+  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial,
+  quota_remaining }
+  (remaining: what this region can still admit, after this request when allowed; false_denial 1|0:
+  docs/federation.md §4, always 0 in decide_single.lua; quota_remaining: the federation's remaining quota as
+  this region's view has it, never below remaining, protocol.ts windowQuotaRemaining / bucketQuotaRemaining,
+  remaining itself for a rule that does not federate; docs/federation.md §3a)
 ]]
 --- @include "includes/decide"
 

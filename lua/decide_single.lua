@@ -13,8 +13,10 @@
   leakage budget (unused), lease ttl ms, lease id, shadow (1|0)
   (read through includes/read_rule.lua)
 
-  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial }
-  (false_denial 1|0: docs/federation.md §4; always 0 here)
+  Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial,
+  quota_remaining }
+  (false_denial 1|0: docs/federation.md §4, always 0 here; quota_remaining: decide.lua's field, here always
+  remaining: one region is an exact limiter)
 ]]
 --- @include "includes/decide_single"
 

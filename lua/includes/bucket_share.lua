@@ -1,5 +1,6 @@
 --[[
-  The token bucket's share and refill: protocol.ts shareAt, refill, newBucket and decideBucket, line for line,
+  The token bucket's share and refill: protocol.ts shareAt, refill, newBucket, bucketQuotaRemaining and
+  decideBucket, line for line,
   in the same order of float operations. A bucket is { tokens, last, sig, slots } (epoch slots without `a`);
   nil means "no state".
 ]]
@@ -116,16 +117,35 @@ local function bucket_false_denial(p, bucket, fence, now, cost)
   return used + cost <= carried + (p.limit * (now - epoch * p.period)) / p.period
 end
 
--- The decision without its effect: { allowed, remaining, tokens (after refill), bucket (the current state),
--- false_denial }.
+-- protocol.ts globalBucketHeld: what one global bucket surely holds at `now` for the view's counts,
+-- min(C, carried + L·elapsed/P).
+local function global_bucket_held(p, bucket, now)
+  local epoch = math.floor(now / p.period)
+  local carried = math.max(0, math.min(p.capacity, p.limit) - sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
+  return math.min(p.capacity, carried + (p.limit * (now - epoch * p.period)) / p.period)
+end
+
+-- protocol.ts bucketQuotaRemaining: the federation's remaining quota after a decision as this view has it, in
+-- whole tokens, never below this region's own; `bucket` is the state the decision started from. (Only the
+-- federated path calls it: a single region's quota is its remaining.)
+local function bucket_quota_remaining(p, bucket, fence, now, remaining, admitted)
+  local own = math.max(0, math.floor(remaining))
+  if now < bucket_fence_end(p, fence) then return own end
+  local used = sum_cells(epoch_cells(p, bucket.slots, math.floor(now / p.period)).c, p.n) + admitted
+  return math.max(own, math.min(p.capacity, math.max(0, math.floor(global_bucket_held(p, bucket, now) - used))))
+end
+
+-- The decision without its effect: { allowed, remaining, quota, tokens (after refill), bucket (the current
+-- state), false_denial }.
 local function decide_bucket(p, bucket, fence, now, cost)
   local current = bucket or new_bucket(p, fence, now)
   local tokens = refill(p, current, fence, now)
   if tokens < cost then
-    return { allowed = false, remaining = tokens, tokens = tokens, bucket = current,
-      false_denial = bucket_false_denial(p, current, fence, now, cost) }
+    return { allowed = false, remaining = tokens, quota = bucket_quota_remaining(p, current, fence, now, tokens, 0),
+      tokens = tokens, bucket = current, false_denial = bucket_false_denial(p, current, fence, now, cost) }
   end
-  return { allowed = true, remaining = tokens - cost, tokens = tokens, bucket = current }
+  return { allowed = true, remaining = tokens - cost,
+    quota = bucket_quota_remaining(p, current, fence, now, tokens - cost, cost), tokens = tokens, bucket = current }
 end
 
 -- The admission's effect: the new bucket state.

@@ -79,6 +79,9 @@ local function decide(KEYS, ARGV)
     reply[#reply + 1] = decision.reset_at
     reply[#reply + 1] = decision.retry_after
     reply[#reply + 1] = decision.false_denial and 1 or 0
+    -- The federation's remaining quota as this region sees it; a rule that does not federate (sliding log,
+    -- concurrency) is exact, its remaining.
+    reply[#reply + 1] = decision.quota or decision.remaining
   end
   return reply
 end

@@ -45,6 +45,8 @@ local function decide(KEYS, ARGV)
     reply[#reply + 1] = decision.retry_after
     -- No federation, no false denial (decide.lua's reply layout, so one parser reads both).
     reply[#reply + 1] = 0
+    -- One region is exact: the federation's remaining quota is its remaining.
+    reply[#reply + 1] = decision.remaining
   end
   return reply
 end

@@ -25,6 +25,8 @@ local function single_region_window(p, rule, now, sliding)
   end
   local verdict = { allowed = cost <= remaining, remaining = remaining, id = id }
   if verdict.allowed then verdict.remaining = remaining - cost end
+  -- Exact: the federation's remaining quota is this region's.
+  verdict.quota = verdict.remaining
   local function store()
     if tonumber(held[1]) ~= id then
       -- The slot held an older window (or nothing): drop its cells, then count from zero.
@@ -86,6 +88,7 @@ local function window_rule(rule, ctx, now, sliding)
   local decision = {
     allowed = verdict.allowed,
     remaining = verdict.remaining,
+    quota = verdict.quota,
     reset_at = reset_at,
     retry_after = verdict.allowed and 0 or math.max(1, reset_at - now),
     federated = ctx.n > 1,

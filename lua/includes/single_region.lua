@@ -146,9 +146,9 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
     else
       redis.call('HSET', key, c, fmt_count(count + cost))
     end
-    return { 1, now, 1, remaining - cost, reset_at, 0, 0 }
+    return { 1, now, 1, remaining - cost, reset_at, 0, 0, remaining - cost }
   end
-  return { shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now), 0 }
+  return { shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now), 0, remaining }
 end
 
 local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
@@ -156,5 +156,6 @@ local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
   local tokens = single_region_tokens(key, C, rate, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, cost, P, now)
   if allowed then single_region_store(key, tokens, cost, C, rate, now) end
-  return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, math.max(0, math.floor(after)), reset_at, retry_after, 0 }
+  local remaining = math.max(0, math.floor(after))
+  return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, remaining, reset_at, retry_after, 0, remaining }
 end

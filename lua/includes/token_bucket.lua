@@ -30,21 +30,26 @@ local function federated_bucket(rule, ctx, now)
   end
   -- This region's first admission in the epoch: the key goes on the fast lane.
   local first = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period)).c[p.self] == 0
-  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first, verdict.false_denial == true, touch
+  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first, verdict.false_denial == true, touch,
+    verdict.quota
 end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  local tokens, capacity, rate, store, first, false_denial, touch
+  local tokens, capacity, rate, store, first, false_denial, touch, quota
   if ctx.n == 1 then
     tokens, capacity, rate, store = single_region_bucket(rule, now)
   else
-    tokens, capacity, rate, store, first, false_denial, touch = federated_bucket(rule, ctx, now)
+    tokens, capacity, rate, store, first, false_denial, touch, quota = federated_bucket(rule, ctx, now)
   end
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, cost, period, now)
+  local remaining = math.max(0, math.floor(after))
+  -- A single region is exact: the federation's remaining quota is its remaining.
+  if quota == nil then quota = remaining end
   return {
     allowed = allowed,
-    remaining = math.max(0, math.floor(after)),
+    remaining = remaining,
+    quota = quota,
     reset_at = reset_at,
     retry_after = retry_after,
     federated = ctx.n > 1,

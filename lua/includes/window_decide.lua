@@ -1,6 +1,6 @@
 --[[
   The window algorithms' decision (fixedWindow, slidingWindow): protocol.ts windowBase, windowAllowance,
-  windowForfeited and decideWindow, line for line, over the slots of load_state. commit_window applies an
+  windowForfeited, windowQuotaRemaining and decideWindow, line for line, over the slots of load_state. commit_window applies an
   admission in place.
 ]]
 -- floor((L+B)·ω_d) plus d's part of the remainder, rotating with the window id: Σ_d base_d = L + B.
@@ -31,7 +31,15 @@ local function acknowledge(slot, n, r)
   for d = 0, n - 1 do slot.a[r][d] = math.max(slot.a[r][d], slot.c[d]) end
 end
 
--- The decision without its effect: { allowed, remaining, id, false_denial }. commit_window applies an admission.
+-- The federation's remaining quota after a decision as this view has it (protocol.ts windowQuotaRemaining):
+-- 0 in a forfeited window, else max(remaining, room - admitted, 0).
+local function window_quota_remaining(room, remaining, admitted, forfeited)
+  if forfeited then return 0 end
+  return math.max(remaining, room - admitted, 0)
+end
+
+-- The decision without its effect: { allowed, remaining, quota, id, false_denial }. commit_window applies an
+-- admission.
 local function decide_window(p, slots, fence, now, cost, sliding)
   local n, r = p.n, p.self
   local id = math.floor(now / p.period)
@@ -47,10 +55,16 @@ local function decide_window(p, slots, fence, now, cost, sliding)
     room = math.min(room, math.floor(p.limit - weighted - global))
   end
   local remaining = math.max(0, math.min(allowance, room))
-  if window_forfeited(p, fence, id) then return { allowed = false, remaining = 0, id = id, false_denial = false } end
+  if window_forfeited(p, fence, id) then
+    return { allowed = false, remaining = 0, quota = window_quota_remaining(room, 0, 0, true), id = id, false_denial = false }
+  end
   -- A false denial: this region's allowance denies while its view of the window has global room.
-  if cost > remaining then return { allowed = false, remaining = remaining, id = id, false_denial = cost <= room } end
-  return { allowed = true, remaining = remaining - cost, id = id, false_denial = false }
+  if cost > remaining then
+    return { allowed = false, remaining = remaining, quota = window_quota_remaining(room, remaining, 0, false), id = id,
+      false_denial = cost <= room }
+  end
+  return { allowed = true, remaining = remaining - cost, quota = window_quota_remaining(room, remaining - cost, cost, false),
+    id = id, false_denial = false }
 end
 
 local function commit_window(p, slots, now, id, cost)

@@ -26,7 +26,15 @@ import {
   runSettleFallback,
   settleFallbackCall,
 } from '../store/settle-calls.ts';
-import type { Decision, DecisionEngine, Lease, MatchedRule, RequestContext, RuleOutcome } from './types.ts';
+import {
+  quotaRemainingOf,
+  type Decision,
+  type DecisionEngine,
+  type Lease,
+  type MatchedRule,
+  type RequestContext,
+  type RuleOutcome,
+} from './types.ts';
 
 export interface RedisEngineOptions {
   config: Config;
@@ -74,7 +82,10 @@ function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
   return [...groups.values()];
 }
 
-/** The binding outcome: a denying enforcing rule (longest wait first), else the least remaining. */
+/**
+ * The binding outcome: a denying enforcing rule (longest wait first), else the one with the least quota
+ * remaining (quotaRemainingOf: the count the headers report).
+ */
 export function bindingOutcome(outcomes: readonly RuleOutcome[]): RuleOutcome | undefined {
   let binding: RuleOutcome | undefined;
   for (const outcome of outcomes) {
@@ -87,7 +98,8 @@ export function bindingOutcome(outcomes: readonly RuleOutcome[]): RuleOutcome | 
       if (!outcome.allowed) binding = outcome;
       continue;
     }
-    if (!outcome.allowed ? outcome.retryAfterMs > binding.retryAfterMs : outcome.remaining < binding.remaining) binding = outcome;
+    if (!outcome.allowed ? outcome.retryAfterMs > binding.retryAfterMs : quotaRemainingOf(outcome) < quotaRemainingOf(binding))
+      binding = outcome;
   }
   return binding ?? outcomes[0];
 }
@@ -208,13 +220,14 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     const leases: Lease[] = [];
     for (const result of results) {
       result.group.rules.forEach(({ rule, key }, index) => {
-        const { allowed: ruleAllowed, remaining, resetAtMs, retryAfterMs, falseDenial } = result.reply.rules[index]!;
+        const { allowed: ruleAllowed, remaining, quotaRemaining, resetAtMs, retryAfterMs, falseDenial } = result.reply.rules[index]!;
         const outcome: RuleOutcome = {
           rule: rule.name,
           algorithm: rule.algorithm,
           allowed: ruleAllowed,
           limit: advertisedLimit(rule),
           remaining,
+          quotaRemaining,
           resetAtMs,
           retryAfterMs,
           periodMs: rule.period,

@@ -1,5 +1,5 @@
-// Types at the boundary of the decision engine. The HTTP layer, the middleware, the benchmarks and the chaos
-// lab all speak these.
+// Types at the boundary of the decision engine, and how an outcome's reported count reads. The HTTP layer, the
+// middleware, the benchmarks and the chaos lab all speak these.
 import type { Algorithm, FailMode, Rule } from '../config/schema.ts';
 
 /**
@@ -54,8 +54,18 @@ export interface RuleOutcome {
   allowed: boolean;
   /** The configured limit (global across the federation). */
   limit: number;
-  /** What is left for this caller under this rule, after this request. */
+  /**
+   * What this region can still admit for this caller under this rule, after this request (its allowance or
+   * tokens in a federation; the whole limit's remainder on one region). The over-limit cache and the waits go by it.
+   */
   remaining: number;
+  /**
+   * The federation's remaining quota for this caller under this rule as this region's view has it, after this
+   * request: what one exact global limiter would answer (up to sync lag), never below `remaining`. What the
+   * headers report (quotaRemainingOf). Absent where only `remaining` is known (the local fallback, the
+   * over-limit cache, fail modes, an engine of your own): then it is `remaining`.
+   */
+  quotaRemaining?: number;
   /** Epoch milliseconds at which the rule is fully available again (window end / bucket full). */
   resetAtMs: number;
   /** Milliseconds until a retry can succeed (0 when allowed). */
@@ -67,6 +77,19 @@ export interface RuleOutcome {
   source: DecisionSource;
   /** Denied by this region's share while its view showed federation headroom (redis source only; docs/federation.md §4). */
   falseDenial?: boolean;
+}
+
+/**
+ * The count an outcome reports to clients: the federation's remaining quota, or `remaining` when that is all
+ * the outcome knows.
+ *
+ * @example
+ * ```ts
+ * quotaRemainingOf({ ...outcome, remaining: 332, quotaRemaining: 999 }); // 999
+ * ```
+ */
+export function quotaRemainingOf(outcome: Pick<RuleOutcome, 'remaining' | 'quotaRemaining'>): number {
+  return outcome.quotaRemaining ?? outcome.remaining;
 }
 
 /**
@@ -82,7 +105,7 @@ export interface Decision {
   /** True when every non-shadow rule allowed the request. */
   allowed: boolean;
   outcomes: RuleOutcome[];
-  /** The most restrictive outcome: a denying rule if any, else the one with least remaining. Drives headers. */
+  /** The most restrictive outcome: a denying rule if any, else the one with the least quota remaining. Drives headers. */
   binding: RuleOutcome | undefined;
   /** Concurrency leases taken by this request; release them when the request completes. */
   leases: Lease[];

@@ -7,7 +7,7 @@
 //   X-RateLimit-Reset: 42                              (seconds until the window resets)
 // Over the limit, Retry-After and the client-facing 429 body ({"error":"Rate limit exceeded"}, raw_body) too. A
 // fail-open decision counted nothing: no Remaining / Reset, and x-ratelimit-degraded: fail-open instead.
-import type { Decision, RuleOutcome } from '../engine/types.ts';
+import { quotaRemainingOf, type Decision, type RuleOutcome } from '../engine/types.ts';
 import { DEGRADED_HEADER, RATE_LIMITED_BODY, remainingOf, retryAfterSeconds } from '../http/headers.ts';
 import type { DescriptorStatusMessage, RateLimitResponseMessage, Unit } from './messages.ts';
 
@@ -34,12 +34,13 @@ export function descriptorStatus(decision: Decision | undefined, nowMs: number):
   return {
     code: decision.allowed ? 'OK' : 'OVER_LIMIT',
     current_limit: { name: binding.rule, requests_per_unit: binding.limit, unit: unitOf(binding.periodMs) },
-    limit_remaining: Math.max(0, Math.floor(binding.remaining)),
+    // The federation's remaining quota as this region sees it (the headers' count).
+    limit_remaining: Math.max(0, Math.floor(quotaRemainingOf(binding))),
     duration_until_reset: { seconds: secondsUntil(binding.resetAtMs, nowMs), nanos: 0 },
   };
 }
 
-/** The outcome the headers describe: a denying descriptor's if any, else the one with least remaining. */
+/** The outcome the headers describe: a denying descriptor's if any, else the one with the least quota remaining. */
 function mostLimiting(decisions: ReadonlyArray<Decision | undefined>): { binding: RuleOutcome; allowed: boolean } | undefined {
   let chosen: { binding: RuleOutcome; allowed: boolean } | undefined;
   for (const decision of decisions) {
@@ -48,7 +49,7 @@ function mostLimiting(decisions: ReadonlyArray<Decision | undefined>): { binding
     const candidate = { binding, allowed: decision.allowed };
     if (!chosen) chosen = candidate;
     else if (chosen.allowed && !candidate.allowed) chosen = candidate;
-    else if (chosen.allowed === candidate.allowed && binding.remaining < chosen.binding.remaining) chosen = candidate;
+    else if (chosen.allowed === candidate.allowed && quotaRemainingOf(binding) < quotaRemainingOf(chosen.binding)) chosen = candidate;
   }
   return chosen;
 }

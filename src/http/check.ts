@@ -15,6 +15,7 @@ import {
   costExceedsLimitReason,
   degradedSource,
   rateLimitHeaders,
+  regionRemainingOf,
   remainingOf,
   type RuleLookup,
 } from './headers.ts';
@@ -98,9 +99,11 @@ export interface CheckAnswer {
 
 /**
  * The /v1/check answer: the headers of rateLimitHeaders and the documented object (allowed, status, limit,
- * remaining, reset, retryAfter, rule, headers, leases, outcomes; then `degraded` when Redis did not decide, and
- * `error` when the cost exceeds a rule's limit). `remaining` and `reset` are null when nothing was counted
- * (fail-open); `status` is 422 with no retryAfter for a request that can never be admitted.
+ * remaining, regionRemaining, reset, retryAfter, rule, headers, leases, outcomes; then `degraded` when Redis
+ * did not decide, and `error` when the cost exceeds a rule's limit). `remaining` is the headers' count (the
+ * federation's remaining quota as this region sees it), `regionRemaining` what this region can still admit on
+ * its own; both and `reset` are null when nothing was counted (fail-open); `status` is 422 with no retryAfter
+ * for a request that can never be admitted.
  */
 export function checkAnswer(
   decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>,
@@ -117,6 +120,7 @@ export function checkAnswer(
     status: decision.allowed ? 200 : impossible ? COST_EXCEEDS_LIMIT_STATUS : 429,
     limit: binding?.limit ?? null,
     remaining: remaining ?? null,
+    regionRemaining: (binding ? regionRemainingOf(binding) : undefined) ?? null,
     reset: headers['X-RateLimit-Reset'] === undefined ? null : Number(headers['X-RateLimit-Reset']),
     retryAfter: headers['Retry-After'] === undefined ? null : Number(headers['Retry-After']),
     rule: binding?.rule ?? null,
@@ -128,6 +132,7 @@ export function checkAnswer(
       allowed: o.allowed,
       limit: o.limit,
       remaining: remainingOf(o) ?? null,
+      regionRemaining: regionRemainingOf(o) ?? null,
       resetAtMs: o.resetAtMs,
       retryAfterMs: o.retryAfterMs,
       periodMs: o.periodMs,

@@ -1,22 +1,28 @@
 // The response contract: the one builder of the rate-limit headers every HTTP answer carries (the gateway, the
 // middleware, /v1/check and /v1/auth).
 //
-//   X-RateLimit-Limit / -Remaining / -Reset   the binding (most restrictive) rule. Reset is the number of SECONDS
-//                                             UNTIL that rule is fully available again (a window's end, a token
-//                                             bucket full again), like the draft's `t`; not an epoch timestamp.
+//   X-RateLimit-Limit / -Remaining / -Reset   the binding (most restrictive) rule. Limit is the rule's limit for
+//                                             the whole federation; Remaining is the federation's remaining quota
+//                                             as this region's view has it (what one exact global limiter would
+//                                             say, up to sync lag), never less than this region can admit now
+//                                             (RuleOutcome.quotaRemaining; one region: exact). Reset is the number
+//                                             of SECONDS UNTIL that rule is fully available again (a window's end,
+//                                             a token bucket full again), like the draft's `t`; not an epoch
+//                                             timestamp.
 //   RateLimit-Policy: "per-key";q=1000;w=60, "search";q=100;w=60
 //                                             every matched (non-shadow) rule, binding first: q units per w seconds
 //                                             (draft-ietf-httpapi-ratelimit-headers). For a token bucket q is its
 //                                             refill per period (the sustained rate), not its burst capacity.
 //   RateLimit: "per-key";r=998;t=1, "search";r=42;t=17
-//                                             remaining units and seconds until full, per rule that counted.
+//                                             remaining units (Remaining's count) and seconds until full, per
+//                                             rule that counted.
 //   X-RateLimit-Degraded: fail-open | local-fallback
 //                                             Redis did not decide. fail-open: nothing was counted, so no remaining
 //                                             count is reported for that rule; local-fallback: counted in this
 //                                             instance's memory against its share only.
 // No rule, no headers.
 import type { Rule } from '../config/schema.ts';
-import type { Decision, RuleOutcome } from '../engine/types.ts';
+import { quotaRemainingOf, type Decision, type RuleOutcome } from '../engine/types.ts';
 
 export const RATE_LIMITED_BODY = '{"error":"Rate limit exceeded"}';
 
@@ -60,8 +66,16 @@ export function retryAfterSeconds(binding: RuleOutcome, nowMs: number): number {
   return Math.max(1, Math.ceil(waitMs / 1000));
 }
 
-/** Remaining whole units of an outcome; undefined when nothing was counted (fail-open). */
+/**
+ * The remaining whole units the headers report for an outcome: the federation's remaining quota as this region
+ * sees it (quotaRemainingOf); undefined when nothing was counted (fail-open).
+ */
 export function remainingOf(outcome: RuleOutcome): number | undefined {
+  return outcome.source === 'fail-open' ? undefined : Math.max(0, Math.floor(quotaRemainingOf(outcome)));
+}
+
+/** What this region can still admit for an outcome, in whole units (RuleOutcome.remaining); undefined when nothing was counted (fail-open). */
+export function regionRemainingOf(outcome: RuleOutcome): number | undefined {
   return outcome.source === 'fail-open' ? undefined : Math.max(0, Math.floor(outcome.remaining));
 }
 

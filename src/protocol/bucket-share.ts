@@ -1,7 +1,8 @@
 // The token bucket on the request path: a region's share σ of capacity and rate as its epoch slots and the
-// recovery fence set it, the refill that integrates σ's exact path, and the decision with the state it leaves.
+// recovery fence set it, the refill that integrates σ's exact path, the decision with the state it leaves, and
+// the federation's remaining quota as the decision sees it.
 // Lua mirror: lua/includes/bucket_share.lua (transfers_allowed, bucket_fence_end, share_at, refill, new_bucket,
-// decide_bucket).
+// bucket_quota_remaining, decide_bucket).
 import { SHARE_UNITS, portion, windowIdAt, type Fence, type FederationParams } from './params.ts';
 import { KEPT_WINDOWS, cloneEpochSlot, emptyEpochSlot, netTransfer, slotIndex, sum, type EpochSlot } from './slots.ts';
 
@@ -152,6 +153,8 @@ export interface BucketDecision {
   allowed: boolean;
   /** Tokens left (after this request when allowed). */
   remaining: number;
+  /** The federation's remaining quota as this region's view has it, after this request (bucketQuotaRemaining). */
+  quotaRemaining: number;
   /**
    * A false denial (docs/federation.md §4): federated, outside a fence's zero-share span, denied for lack of
    * this region's tokens although its view shows the federation below what one global bucket holds: at
@@ -179,13 +182,15 @@ export function decideBucket(
   const epoch = windowIdAt(now, params.periodMs);
   if (tokens < cost) {
     const falseDenial = bucketFalseDenial(params, current, fence, now, cost);
-    if (!falseDenial || state === undefined) return { allowed: false, remaining: tokens, falseDenial, state };
+    const quotaRemaining = bucketQuotaRemaining(params, current, fence, now, tokens, 0);
+    if (!falseDenial || state === undefined) return { allowed: false, remaining: tokens, quotaRemaining, falseDenial, state };
     // Demand, as for windows: t[r] refreshed in the epoch's slot; tokens and refill time untouched.
     const touched = withEpochSlot(state.slots, epoch);
     const cells = touched[slotIndex(epoch)]!;
     cells.t[params.self] = Math.max(cells.t[params.self]!, now);
-    return { allowed: false, remaining: tokens, falseDenial, state: { ...state, slots: touched } };
+    return { allowed: false, remaining: tokens, quotaRemaining, falseDenial, state: { ...state, slots: touched } };
   }
+  const quotaRemaining = bucketQuotaRemaining(params, current, fence, now, tokens - cost, cost);
   const slots = withEpochSlot(current.slots, epoch);
   const slot = slots[slotIndex(epoch)]!;
   slot.c[params.self] = slot.c[params.self]! + cost;
@@ -193,6 +198,7 @@ export function decideBucket(
   return {
     allowed: true,
     remaining: tokens - cost,
+    quotaRemaining,
     falseDenial: false,
     state: { tokens: tokens - cost, lastRefill: now, sig: shareAt(params, slots, fence, now), slots },
   };
@@ -206,6 +212,57 @@ function bucketFalseDenial(params: FederationParams, bucket: BucketState, fence:
   // The global bucket held at least min(C, L) less the previous epoch's use when this epoch began (§4).
   const carried = Math.max(0, Math.min(params.capacity, params.limit) - sum(epochCells(bucket.slots, epoch - 1).c));
   return used + cost <= carried + (params.limit * (now - epoch * params.periodMs)) / params.periodMs;
+}
+
+/**
+ * What one global bucket (capacity C, refill L per P) surely holds at `now` for the counts of `bucket`'s view:
+ * the previous epoch refilled at least min(C, L) less its use, so the epoch began with
+ * carried = max(0, min(C, L) − Σ_o c_{e−1}[o]), and it refilled L·(now − eP)/P since, up to C.
+ */
+function globalBucketHeld(params: FederationParams, bucket: BucketState, now: number): number {
+  const epoch = windowIdAt(now, params.periodMs);
+  const carried = Math.max(0, Math.min(params.capacity, params.limit) - sum(epochCells(bucket.slots, epoch - 1).c));
+  return Math.min(params.capacity, carried + (params.limit * (now - epoch * params.periodMs)) / params.periodMs);
+}
+
+/**
+ * The federation's remaining quota of a token bucket as region r's view has it, after a decision, in whole
+ * tokens:
+ *
+ *   quota = ⌊max(0, remaining)⌋                                        one region (exact), or inside the
+ *                                                                      fence's zero-share span (the view is
+ *                                                                      wiped: r's own tokens only)
+ *         = max(⌊max(0, remaining)⌋, min(C, max(0, ⌊held − used⌋)))   otherwise,
+ *
+ * with `held` = min(C, carried + L·(now − eP)/P) (what one global bucket surely holds, as the false-denial test
+ * reckons it: carried = max(0, min(C, L) − Σ_o c_{e−1}[o])), `used` = Σ_o c_e[o] + admitted (the epoch's use
+ * in the view, this request's cost included when admitted) and `remaining` r's own tokens after the request.
+ * `bucket` is the state the decision started from (before the admission).
+ *
+ * Given the view it is a lower bound of what one exact global bucket would hold: the refill before the epoch
+ * and within it is counted at its least (a bucket that was full, or had refilled L, by the epoch's start), and
+ * every admission of the view is taken off. Against the truth it is off by sync lag only (views never exceed
+ * the truth: admissions not yet gossiped to r make it too high until they arrive). It is never below what r
+ * itself can admit now (the max), and a region's own tokens may exceed C only by its part of the budget.
+ *
+ * @example
+ * ```ts
+ * // A fresh 1,000-token bucket in a three-region federation: after one admission, 999 (r holds ≈ 333).
+ * decideBucket(params, undefined, 0, now, 1).quotaRemaining; // 999
+ * ```
+ */
+export function bucketQuotaRemaining(
+  params: FederationParams,
+  bucket: BucketState,
+  fence: Fence,
+  now: number,
+  remaining: number,
+  admitted: number,
+): number {
+  const own = Math.max(0, Math.floor(remaining));
+  if (params.regions === 1 || now < bucketFenceEnd(params, fence)) return own;
+  const used = sum(epochCells(bucket.slots, windowIdAt(now, params.periodMs)).c) + admitted;
+  return Math.max(own, Math.min(params.capacity, Math.max(0, Math.floor(globalBucketHeld(params, bucket, now) - used))));
 }
 
 /** A copy of `slots` in which slot `id` exists (reset if it held an older epoch). */

@@ -28,6 +28,7 @@ export {
   bucketBudget,
   bucketCapacity,
   bucketFenceEnd,
+  bucketQuotaRemaining,
   bucketRate,
   decideBucket,
   epochCells,
@@ -71,6 +72,7 @@ export {
   windowBase,
   windowCells,
   windowForfeited,
+  windowQuotaRemaining,
   type WindowDecision,
   type WindowState,
 } from './window-decide.ts';

@@ -1,7 +1,8 @@
 // The window algorithms (fixedWindow, slidingWindow) on the request path: a region's base share and
-// allowance of a window, the recovery fence's forfeit, and the decision with the state it leaves.
+// allowance of a window, the recovery fence's forfeit, the decision with the state it leaves, and the
+// federation's remaining quota as the decision sees it.
 // Lua mirror: lua/includes/window_decide.lua (window_base, window_allowance, window_forfeited, acknowledge,
-// decide_window, commit_window).
+// window_quota_remaining, decide_window, commit_window).
 import { portion, windowIdAt, type Fence, type FederationParams } from './params.ts';
 import { KEPT_WINDOWS, cloneWindowSlot, emptyWindowSlot, netTransfer, slotIndex, sum, type WindowSlot } from './slots.ts';
 
@@ -48,11 +49,43 @@ export function windowForfeited(params: FederationParams, fence: Fence, id: numb
   return fence > 0 && id <= windowIdAt(fence, params.periodMs);
 }
 
+/**
+ * The federation's remaining quota in a window as region r's view has it, after a decision: what one exact
+ * global limiter would answer if r's view were the whole federation,
+ *
+ *   quota = 0                                           in a forfeited window (r admits nothing there, and a
+ *                                                       wiped view cannot say what the federation used)
+ *         = max(remaining, room − admitted, 0)           otherwise,
+ *
+ * with `room` decideWindow's global room before the request (L − G, and for the sliding window at most
+ * ⌊L − weighted previous − G⌋), `admitted` the request's cost when it was admitted (0 when denied) and
+ * `remaining` what r itself can still admit (decideWindow's remaining).
+ *
+ * Given the view it is exact: r's view is every admission r has heard of, and L − G is what a global counter
+ * holding those admissions would leave. Against the truth it is off by sync lag only: views never exceed the
+ * truth (docs/federation.md §2), so admissions not yet gossiped to r make it at most that much too high, and
+ * it falls as they arrive. It is never below `remaining` (remaining = min(allowance, room) − admitted ≤
+ * room − admitted when admitted, and ≤ max(room, 0) when denied; the max makes it so in every case), so a
+ * client pacing on it is never told less than this region would admit now.
+ *
+ * @example
+ * ```ts
+ * windowQuotaRemaining(1_000 - 1, 347, 1, false); // 998: a 1,000 window, one admission seen before, cost 1
+ * windowQuotaRemaining(5, 0, 0, true); // 0: forfeited
+ * ```
+ */
+export function windowQuotaRemaining(room: number, remaining: number, admitted: number, forfeited: boolean): number {
+  if (forfeited) return 0;
+  return Math.max(remaining, room - admitted, 0);
+}
+
 /** What decideWindow answers for one request. */
 export interface WindowDecision {
   allowed: boolean;
   /** Requests this region could still admit in the window (local allowance and global view). */
   remaining: number;
+  /** The federation's remaining quota as this region's view has it, after this request (windowQuotaRemaining). */
+  quotaRemaining: number;
   /**
    * A false denial (docs/federation.md §4): denied by this region's allowance although its own view of the
    * window has global room for the request (cost ≤ L − G, and for the sliding window ≤ ⌊L − weighted − G⌋),
@@ -92,22 +125,30 @@ export function decideWindow(
     room = Math.min(room, Math.floor(params.limit - weighted - global));
   }
   const remaining = Math.max(0, Math.min(local, room));
-  if (windowForfeited(params, fence, id)) return { allowed: false, remaining: 0, falseDenial: false, state };
+  if (windowForfeited(params, fence, id))
+    return { allowed: false, remaining: 0, quotaRemaining: windowQuotaRemaining(room, 0, 0, true), falseDenial: false, state };
   if (cost > remaining) {
-    if (cost > room) return { allowed: false, remaining, falseDenial: false, state };
+    const quotaRemaining = windowQuotaRemaining(room, remaining, 0, false);
+    if (cost > room) return { allowed: false, remaining, quotaRemaining, falseDenial: false, state };
     // A false denial is demand: it refreshes this region's admission time (never its count), so its peers keep
     // seeing it hungry while it waits for a grant (§2, "demand").
     const touched = withSlot(state, id);
     const cells = touched.slots[slotIndex(id)]!;
     cells.t[r] = Math.max(cells.t[r]!, now);
-    return { allowed: false, remaining, falseDenial: true, state: touched };
+    return { allowed: false, remaining, quotaRemaining, falseDenial: true, state: touched };
   }
   const next = withSlot(state, id);
   const slot = next.slots[slotIndex(id)]!;
   slot.c[r] = slot.c[r]! + cost;
   slot.t[r] = Math.max(slot.t[r]!, now);
   acknowledge(slot, r);
-  return { allowed: true, remaining: remaining - cost, falseDenial: false, state: next };
+  return {
+    allowed: true,
+    remaining: remaining - cost,
+    quotaRemaining: windowQuotaRemaining(room, remaining - cost, cost, false),
+    falseDenial: false,
+    state: next,
+  };
 }
 
 /** A copy of `state` in which slot `id` exists (reset if it held an older window). */

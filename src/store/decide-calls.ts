@@ -102,6 +102,11 @@ export interface DecideRuleReply {
   retryAfterMs: number;
   /** Denied by this region's allowance or tokens while its view shows federation headroom (docs/federation.md §4). */
   falseDenial: boolean;
+  /**
+   * The federation's remaining quota as this region's view has it, never below `remaining`
+   * (protocol windowQuotaRemaining / bucketQuotaRemaining); `remaining` itself for one region.
+   */
+  quotaRemaining: number;
 }
 
 /** A decide reply, parsed. */
@@ -113,17 +118,21 @@ export interface DecideReply {
   rules: DecideRuleReply[];
 }
 
-/** decide.lua's (and decide_single.lua's) reply: all-allowed, now, then five values per rule in call order. */
+/** How many values each rule takes in a decide reply. */
+export const DECIDE_REPLY_WIDTH = 6;
+
+/** decide.lua's (and decide_single.lua's) reply: all-allowed, now, then six values per rule in call order. */
 export function parseDecideReply(raw: unknown, ruleCount: number): DecideReply {
-  const reply = arrayReply('decide', raw, 2 + ruleCount * 5);
+  const reply = arrayReply('decide', raw, 2 + ruleCount * DECIDE_REPLY_WIDTH);
   const rules: DecideRuleReply[] = [];
-  for (let i = 0, at = 2; i < ruleCount; i++, at += 5) {
+  for (let i = 0, at = 2; i < ruleCount; i++, at += DECIDE_REPLY_WIDTH) {
     rules.push({
       allowed: numberAt('decide', raw, reply[at]) === 1,
       remaining: numberAt('decide', raw, reply[at + 1]),
       resetAtMs: numberAt('decide', raw, reply[at + 2]),
       retryAfterMs: numberAt('decide', raw, reply[at + 3]),
       falseDenial: numberAt('decide', raw, reply[at + 4]) === 1,
+      quotaRemaining: numberAt('decide', raw, reply[at + 5]),
     });
   }
   return { allAllowed: numberAt('decide', raw, reply[0]) === 1, now: numberAt('decide', raw, reply[1]), rules };

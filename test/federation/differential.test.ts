@@ -354,21 +354,24 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const ownBefore = (windowed ? s.window.slots : (s.bucket?.slots ?? [])).find((slot) => slot.id === id)?.c[r] ?? 0;
         let allowed: boolean;
         let remaining: number;
+        let quotaRemaining: number;
         let falseDenial: boolean;
         if (windowed) {
           const verdict = decideWindow(s.params, s.window, s.fence, now, op.cost, sliding);
           s.window = verdict.state;
-          ({ allowed, remaining, falseDenial } = verdict);
+          ({ allowed, remaining, quotaRemaining, falseDenial } = verdict);
         } else {
           const verdict = decideBucket(s.params, s.bucket, s.fence, now, op.cost);
           s.bucket = verdict.state;
-          ({ allowed, remaining, falseDenial } = verdict);
+          ({ allowed, remaining, quotaRemaining, falseDenial } = verdict);
         }
         if (falseDenial) stats.falseDenials++;
         stats.decisions++;
         if (allowed) stats.admitted++;
         expect(outcome.allowed, `allowed (${trace.join(' ')})`).toBe(allowed);
         expect(outcome.remaining, `remaining (${trace.join(' ')})`).toBe(Math.max(0, Math.floor(remaining)));
+        expect(outcome.quotaRemaining, `quota remaining (${trace.join(' ')})`).toBe(quotaRemaining);
+        expect(quotaRemaining, `quota never below the region's remaining (${trace.join(' ')})`).toBeGreaterThanOrEqual(outcome.remaining);
         expect(outcome.falseDenial ?? false, `false denial (${trace.join(' ')})`).toBe(falseDenial);
         const queued = await clients[r]!.srem(fastSetKey(SHARD), KEY);
         expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe((allowed && ownBefore === 0) || falseDenial);
@@ -646,6 +649,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
               }
               expect(outcome.allowed).toBe(allowed);
               expect(outcome.remaining).toBe(Math.max(0, Math.floor(remaining)));
+              // One region is an exact limiter: the federation's remaining quota is its remaining.
+              expect(outcome.quotaRemaining).toBe(outcome.remaining);
               // One region: its view is the whole state, so a denial is never false (decide_single.lua answers 0).
               expect(outcome.falseDenial ?? false).toBe(false);
             }

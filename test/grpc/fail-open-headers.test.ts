@@ -1,7 +1,8 @@
-// Envoy's headers from a fail-open decision (Redis down, nothing counted): no remaining count, marked degraded.
+// Envoy's headers from a fail-open decision (Redis down, nothing counted): no remaining count, marked degraded;
+// from a counted one, the federation's remaining quota as this region sees it.
 import { describe, expect, it } from 'vitest';
 import type { RuleOutcome } from '../../src/engine/types.ts';
-import { rateLimitHeadersDraft03 } from '../../src/grpc/answer.ts';
+import { descriptorStatus, rateLimitHeadersDraft03 } from '../../src/grpc/answer.ts';
 
 const outcome = (over: Partial<RuleOutcome>): RuleOutcome => ({
   rule: 'per-key',
@@ -32,5 +33,12 @@ describe('rateLimitHeadersDraft03', () => {
       { key: 'x-ratelimit-remaining', value: '998' },
       { key: 'x-ratelimit-reset', value: '60' },
     ]);
+  });
+
+  it("reports the federation's remaining quota, in the headers and in limit_remaining", () => {
+    const federated = outcome({ source: 'redis', remaining: 348, quotaRemaining: 999 });
+    expect(rateLimitHeadersDraft03(federated, true, 1_000)).toContainEqual({ key: 'x-ratelimit-remaining', value: '999' });
+    const status = descriptorStatus({ allowed: true, outcomes: [federated], binding: federated, leases: [] }, 1_000);
+    expect(status.limit_remaining).toBe(999);
   });
 });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindingOutcome } from '../../src/engine/redis-engine.ts';
 import type { Decision, RuleOutcome } from '../../src/engine/types.ts';
 import { checkAnswer } from '../../src/http/check.ts';
-import { degradedSource, rateLimitHeaders, remainingOf } from '../../src/http/headers.ts';
+import { degradedSource, rateLimitHeaders, regionRemainingOf, remainingOf } from '../../src/http/headers.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
 import { seedConfig } from '../service/fixtures.ts';
@@ -70,6 +70,7 @@ describe('checkAnswer', () => {
       status: decision.allowed ? 200 : 429,
       limit: binding?.limit ?? null,
       remaining: binding ? (remainingOf(binding) ?? null) : null,
+      regionRemaining: binding ? (regionRemainingOf(binding) ?? null) : null,
       reset: headers['X-RateLimit-Reset'] === undefined ? null : Number(headers['X-RateLimit-Reset']),
       retryAfter: headers['Retry-After'] === undefined ? null : Number(headers['Retry-After']),
       rule: binding?.rule ?? null,
@@ -81,6 +82,7 @@ describe('checkAnswer', () => {
         allowed: o.allowed,
         limit: o.limit,
         remaining: remainingOf(o) ?? null,
+        regionRemaining: regionRemainingOf(o) ?? null,
         resetAtMs: o.resetAtMs,
         retryAfterMs: o.retryAfterMs,
         periodMs: o.periodMs,
@@ -95,19 +97,37 @@ describe('checkAnswer', () => {
     fc.double({ noNaN: false }),
     fc.constantFrom(0, -0, 1e21, Number.NaN, Infinity),
   );
-  const outcome: fc.Arbitrary<RuleOutcome> = fc.record({
-    rule: fc.string({ maxLength: 8 }),
-    algorithm: fc.constantFrom('tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency'),
-    allowed: fc.boolean(),
-    limit: number,
-    remaining: number,
-    resetAtMs: number,
-    retryAfterMs: number,
-    periodMs: number,
-    shadow: fc.boolean(),
-    failMode: fc.constantFrom('open', 'closed'),
-    source: fc.constantFrom('redis', 'cache', 'fail-open', 'fail-closed', 'local-fallback'),
-  }) as fc.Arbitrary<RuleOutcome>;
+  const outcome: fc.Arbitrary<RuleOutcome> = fc.record(
+    {
+      rule: fc.string({ maxLength: 8 }),
+      algorithm: fc.constantFrom('tokenBucket', 'fixedWindow', 'slidingWindow', 'slidingLog', 'concurrency'),
+      allowed: fc.boolean(),
+      limit: number,
+      remaining: number,
+      quotaRemaining: number,
+      resetAtMs: number,
+      retryAfterMs: number,
+      periodMs: number,
+      shadow: fc.boolean(),
+      failMode: fc.constantFrom('open', 'closed'),
+      source: fc.constantFrom('redis', 'cache', 'fail-open', 'fail-closed', 'local-fallback'),
+    },
+    {
+      requiredKeys: [
+        'rule',
+        'algorithm',
+        'allowed',
+        'limit',
+        'remaining',
+        'resetAtMs',
+        'retryAfterMs',
+        'periodMs',
+        'shadow',
+        'failMode',
+        'source',
+      ],
+    },
+  ) as fc.Arbitrary<RuleOutcome>;
   const decision: fc.Arbitrary<Decision> = fc
     .record({
       allowed: fc.boolean(),
@@ -129,5 +149,27 @@ describe('checkAnswer', () => {
       }),
       { numRuns: 2_000 },
     );
+  });
+
+  it("answers the federation's remaining quota as remaining, and this region's allowance as regionRemaining", () => {
+    const federated: RuleOutcome = {
+      rule: 'per-key',
+      algorithm: 'tokenBucket',
+      allowed: true,
+      limit: 1_000,
+      remaining: 348.3,
+      quotaRemaining: 999,
+      resetAtMs: 61_000,
+      retryAfterMs: 0,
+      periodMs: 60_000,
+      shadow: false,
+      failMode: 'open',
+      source: 'redis',
+    };
+    const body = JSON.parse(checkAnswer({ allowed: true, outcomes: [federated], binding: federated, leases: [] }, 1_000).json);
+    expect(body).toMatchObject({ remaining: 999, regionRemaining: 348, outcomes: [{ remaining: 999, regionRemaining: 348 }] });
+    const open = { ...federated, source: 'fail-open' as const };
+    const degraded = JSON.parse(checkAnswer({ allowed: true, outcomes: [open], binding: open, leases: [] }, 1_000).json);
+    expect(degraded).toMatchObject({ remaining: null, regionRemaining: null, degraded: 'fail-open' });
   });
 });

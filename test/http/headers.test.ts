@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useRedis } from '../harness/redis.ts';
 import { rateLimitHeaders, RATE_LIMITED_BODY } from '../../src/http/headers.ts';
 import type { RuleOutcome } from '../../src/engine/types.ts';
+import { bindingOutcome } from '../../src/engine/redis-engine.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { awayFromWindowEdge, seedConfig, startUpstream, type Upstream } from '../service/fixtures.ts';
 
@@ -40,6 +41,17 @@ describe('rateLimitHeaders', () => {
     );
     expect(headers['Retry-After']).toBe('1');
     expect(headers['X-RateLimit-Remaining']).toBe('0');
+  });
+
+  it("reports the federation's remaining quota, not this region's allowance, where the engine knows it", () => {
+    const federated = outcome({ limit: 1_000, remaining: 348, quotaRemaining: 999 });
+    const headers = rateLimitHeaders({ allowed: true, binding: federated, outcomes: [federated] }, 1_000);
+    expect(headers['X-RateLimit-Remaining']).toBe('999');
+    expect(headers.RateLimit).toBe('"r";r=999;t=10');
+    // The binding rule among allowed ones is the one with the least quota remaining.
+    const other = outcome({ rule: 'o', limit: 100, remaining: 30, quotaRemaining: 90 });
+    const decision = { allowed: true, outcomes: [federated, other], binding: bindingOutcome([federated, other]) };
+    expect(rateLimitHeaders(decision, 1_000)['X-RateLimit-Remaining']).toBe('90');
   });
 
   it('sends no rate-limit headers when no rule applied', () => {

@@ -94,6 +94,8 @@ describe('the decide argument layout', () => {
         expect(tb).toMatchObject({ allowed: true, remaining: 2 });
         expect(cc).toMatchObject({ allowed: true, remaining: 3 });
         expect(shadow!.allowed).toBe(false);
+        // The reply's last value per rule: one region is exact, the federation's remaining quota is its remaining.
+        for (const rule of reply.rules) expect(rule.quotaRemaining).toBe(rule.remaining);
         // The window's expiry takes the skew; the leases their ttl and id.
         const ttl = await redis.pttl(`qf:{s1}:fw:${tag}:0`);
         expect(ttl).toBeGreaterThan(2 * 60_000 + skew + 1000 - 5_000);
@@ -110,8 +112,10 @@ describe('the decide argument layout', () => {
         expect(await redis.pttl(`qf:{s1}:fw:${tag}-fw:0`)).toBeGreaterThan(2 * 60_000 + skew + 1000 - 5_000);
         const tbAlone = parseDecideReply(await decide([TB], `${tag}-tb`), 1);
         expect(tbAlone).toMatchObject({ allAllowed: true, now, rules: [{ allowed: true, remaining: 2 }] });
+        expect([fwAlone.rules[0]!.quotaRemaining, tbAlone.rules[0]!.quotaRemaining]).toEqual([5, 2]);
         const shadowAlone = parseDecideReply(await decide([SHADOW], `${tag}-shadow`), 1);
         expect(shadowAlone).toMatchObject({ allAllowed: true, rules: [{ allowed: false, remaining: 1 }] });
+        expect(shadowAlone.rules[0]!.quotaRemaining).toBe(1);
       });
     }
   });
