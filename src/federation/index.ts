@@ -191,7 +191,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     if (holding) {
       // Taking over: whatever the previous holder had not sent is looked at now.
       dirty.markAll();
-      if (bellsUsable && !stopped) bells = startBellWaiter(local as Redis, dirty, wakeFast, logger);
+      if (bellsUsable && !stopped) bells = startBellWaiter(local as Redis, dirty, wakeFast, logger, FAST_LANE_MS);
       wakeFast();
     } else {
       bells?.stop();

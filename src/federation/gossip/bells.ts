@@ -40,8 +40,10 @@ export interface BellWaiter {
 /**
  * Waits on the bells over a duplicate of `redis` (its command timeout above the block time) until stopped;
  * `onRing` runs after every wake with its shards marked in `dirty` (every shard after an error or reconnect).
+ * Two wakes are at least `gapMs` apart (the fast lane's least gap): bells that ring meanwhile stay rung, so a
+ * busy shard's scripts find them rung and cost one LLEN each.
  */
-export function startBellWaiter(redis: Redis, dirty: DirtyShards, onRing: () => void, logger: Logger): BellWaiter {
+export function startBellWaiter(redis: Redis, dirty: DirtyShards, onRing: () => void, logger: Logger, gapMs = 0): BellWaiter {
   const blocking = redis.duplicate({
     commandTimeout: BELL_WAIT_S * 1_000 + 5_000,
     enableAutoPipelining: false,
@@ -83,9 +85,15 @@ export function startBellWaiter(redis: Redis, dirty: DirtyShards, onRing: () => 
       }
       try {
         if (!markPopped(await blocking.blmpop(BELL_WAIT_S, KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) continue;
-        // BLMPOP pops one list: collect every other rung bell before waking the publisher.
-        while (markPopped(await blocking.lmpop(KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) {}
+        const wokeAt = Date.now();
+        // BLMPOP pops one list: collect the other rung bells before waking the publisher. Bounded: under load a
+        // bell rings again as soon as it is popped, and the publisher must still be woken.
+        for (let more = 1; more < KEY_SHARDS; more++) {
+          if (!markPopped(await blocking.lmpop(KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) break;
+        }
         onRing();
+        const rest = wokeAt + gapMs - Date.now();
+        if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest).unref());
       } catch (error) {
         if (stopped) break;
         logger.debug({ event: 'federation.bell_wait_failed', error: (error as Error).message }, 'waiting on the bells failed');
