@@ -13,9 +13,10 @@ import type { DirtyShards } from './dirty-shards.ts';
 /** Watched keys swept per shard and round: bounds one round's work (a random sample when there are more). */
 const SWEEP_KEYS_PER_SHARD = 256;
 
-/** What one sweep did: keys rebalanced, and the shards whose watch set still has keys. */
+/** What one sweep did: keys rebalanced, the shards where it rebalanced any, and the shards still watched. */
 export interface SweepOutcome {
   rebalanced: number;
+  changed: number[];
   watched: number[];
 }
 
@@ -35,6 +36,7 @@ export async function sweepShards(
   const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
   const members = await Promise.all(shards.map((shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)));
   const watched: number[] = [];
+  const changed: number[] = [];
   const swept = await Promise.all(
     members.map(async (keys, i) => {
       const shard = shards[i]!;
@@ -56,13 +58,14 @@ export async function sweepShards(
       });
       const reply = await runSweepWatch(redis, call);
       if (keys.length < SWEEP_KEYS_PER_SHARD && reply.unwatched < live.length) watched.push(shard);
+      if (reply.rebalanced > 0) changed.push(shard);
       reply.stranded.forEach((amount, j) => {
         if (amount > 0) onStranded?.(live[j]!.rule.name, amount);
       });
       return reply.rebalanced;
     }),
   );
-  return { rebalanced: swept.reduce((a, b) => a + b, 0), watched };
+  return { rebalanced: swept.reduce((a, b) => a + b, 0), changed, watched };
 }
 
 /** Rebalances the watched keys of every shard once (what a sweep does); returns the keys rebalanced. */
@@ -97,8 +100,10 @@ export function createWatchSweep({ region, currentConfig, topology, redis, metri
       const outcome = await sweepShards(redis, currentConfig(), topology, shards, (rule, amount) =>
         metrics.stranded.inc({ region, rule }, amount),
       );
-      // Shards still watched are swept again next round.
+      // Shards still watched are swept again next round. What was rebalanced is pending now: the sync round that
+      // follows sends it without waiting for the bell the sweep rang.
       dirty.keep('watch', outcome.watched);
+      for (const shard of outcome.changed) dirty.mark(shard);
     } catch (error) {
       // Local Redis trouble: the watched keys stay watched and the next round sweeps every shard.
       dirty.markAll();
