@@ -6,7 +6,8 @@
 
   KEYS[1] the state key   KEYS[2] shard marker qf:{s<n>}:m   KEYS[3] watch set qf:{s<n>}:w
   KEYS[4] fast-lane set qf:{s<n>}:f (a merge that granted allowance puts the key there: sent to peers now)
-  KEYS[5 .. p+4]   pending ZSETs of the p peers
+  KEYS[5] the shard's bell qf:{s<n>}:b (rung when the merge queued the key: includes/bell.lua)
+  KEYS[6 .. p+5]   pending ZSETs of the p peers
 
   ARGV[1] self index   ARGV[2] region count n   ARGV[3] share units csv   ARGV[4] max clock skew ms
   ARGV[5] algorithm (tb|fw|sw)   ARGV[6] limit   ARGV[7] period ms   ARGV[8] burst
@@ -25,8 +26,9 @@
 --- @include "includes/window_rebalance"
 --- @include "includes/bucket_share"
 --- @include "includes/bucket_rebalance"
+--- @include "includes/bell"
 
-local key, watch, fast = KEYS[1], KEYS[3], KEYS[4]
+local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
 local n = tonumber(ARGV[2])
 local now = now_ms(ARGV[16])
 local ctx = {
@@ -37,7 +39,7 @@ local p = rule_params(ctx, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8
 local is_bucket = ARGV[5] == 'tb'
 local sender_time = tonumber(ARGV[17]) or now
 local pending = {}
-for i = 5, #KEYS do pending[#pending + 1] = KEYS[i] end
+for i = 6, #KEYS do pending[#pending + 1] = KEYS[i] end
 local fence = shard_fence(KEYS[2], now)
 
 local incoming = {}
@@ -96,5 +98,6 @@ if changed then
   mark_changed(key, pending, now)
   if hungry_peer then redis.call('SADD', watch, key) end
   if granted then redis.call('SADD', fast, key) end
+  ring_bell(bell)
 end
 return { changed and 1 or 0, now - sender_time, granted and 1 or 0 }

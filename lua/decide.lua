@@ -5,7 +5,9 @@
   KEYS[1]          shard marker qf:{s<n>}:m (recovery fence; same slot as the rule keys)
   KEYS[2 .. p+1]   pending ZSETs of the p peers, qf:{s<n>}:p:<peer index>
   KEYS[p+2]        federated only (n > 1): the fast-lane set qf:{s<n>}:f (keys to send to the peers now)
-  KEYS[p+3 ..]     (n = 1: KEYS[2 ..]) one state key per rule, in ARGV order
+  KEYS[p+3]        federated only (n > 1): the shard's bell qf:{s<n>}:b (rung when the call queued a key:
+                   includes/bell.lua)
+  KEYS[p+4 ..]     (n = 1: KEYS[2 ..]) one state key per rule, in ARGV order
 
   ARGV[1]  self index     ARGV[2] region count n     ARGV[3] share units csv (protocol.ts shareUnits)
   ARGV[4]  max clock skew ms                          ARGV[5] rule count m

@@ -6,7 +6,9 @@
   skipped.
 
   KEYS[1 .. p]     pending ZSETs of the p peers, qf:{s<n>}:p:<peer index> (one shard; none when alone)
-  KEYS[p+1 ..]     one state key per entry, in ARGV order
+  KEYS[p+1]        federated only (n > 1): the shard's bell qf:{s<n>}:b (rung when a key was queued:
+                   includes/bell.lua)
+  KEYS[p+2 ..]     (n = 1: KEYS[1 ..]) one state key per entry, in ARGV order
 
   ARGV[1]  self index     ARGV[2] region count n     ARGV[3] share units csv
   ARGV[4]  max clock skew ms                          ARGV[5] entry count m
@@ -17,6 +19,7 @@
 --- @include "includes/clock"
 --- @include "includes/federation"
 --- @include "includes/window_decide"
+--- @include "includes/bell"
 
 local n = tonumber(ARGV[2])
 local r = tonumber(ARGV[1])
@@ -25,11 +28,12 @@ local now = now_ms('')
 local peers = n - 1
 local pending = {}
 for i = 1, peers do pending[i] = KEYS[i] end
+local first_key = n > 1 and peers + 2 or 1
 
 local written = 0
 for i = 1, count do
   local base = 5 + (i - 1) * 3
-  local key = KEYS[peers + i]
+  local key = KEYS[first_key - 1 + i]
   local period, start, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
   local id = math.floor(start / period)
   local k = slot_index(id)
@@ -57,4 +61,5 @@ for i = 1, count do
     written = written + 1
   end
 end
+if n > 1 and written > 0 then ring_bell(KEYS[peers + 1]) end
 return written

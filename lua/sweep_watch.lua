@@ -5,8 +5,9 @@
   so without this a giver that went idle after the peer's last message would never notice it.
 
   KEYS[1] watch set qf:{s<n>}:w   KEYS[2] shard marker qf:{s<n>}:m
-  KEYS[3 .. p+2]   pending ZSETs of the p = n - 1 peers
-  KEYS[p+3 ..]     the watched state keys to sweep, in ARGV order
+  KEYS[3] the shard's bell qf:{s<n>}:b (rung when a rebalance queued a key: includes/bell.lua)
+  KEYS[4 .. p+3]   pending ZSETs of the p = n - 1 peers
+  KEYS[p+4 ..]     the watched state keys to sweep, in ARGV order
 
   ARGV[1] self index   ARGV[2] region count n   ARGV[3] share units csv   ARGV[4] max clock skew ms
   ARGV[5..9] REBALANCE: hunger fraction, reserve fraction, give fraction, min surplus, idle ms
@@ -25,6 +26,7 @@
 --- @include "includes/window_rebalance"
 --- @include "includes/bucket_share"
 --- @include "includes/bucket_rebalance"
+--- @include "includes/bell"
 
 local watch = KEYS[1]
 local n = tonumber(ARGV[2])
@@ -34,14 +36,14 @@ local ctx = {
   policy = parse_policy(5),
 }
 local pending = {}
-for i = 3, n + 1 do pending[#pending + 1] = KEYS[i] end
+for i = 4, n + 2 do pending[#pending + 1] = KEYS[i] end
 local fence = shard_fence(KEYS[2], now)
 
 local horizon = tonumber(ARGV[12])
 local rebalanced, left = 0, 0
 local stranded = {}
 for i = 1, tonumber(ARGV[11]) do
-  local key = KEYS[n + 1 + i]
+  local key = KEYS[n + 2 + i]
   local base = 12 + (i - 1) * 5
   stranded[i] = 0
   local p = rule_params(ctx, tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
@@ -78,4 +80,5 @@ for i = 1, tonumber(ARGV[11]) do
     mark_changed(key, pending, now)
   end
 end
+if rebalanced > 0 then ring_bell(KEYS[3]) end
 return { rebalanced, left, stranded }

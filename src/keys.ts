@@ -4,6 +4,9 @@
 // Shard marker:  qf:{s<shard>}:m             (recovery fence; its absence means the data was lost)
 // Peer backlog:  qf:{s<shard>}:p:<peer>      (ZSET of keys not yet delivered to that peer, by change version)
 // Watch set:     qf:{s<shard>}:w             (SET of keys whose view showed a hungry peer; swept each sync round)
+// Fast lane:     qf:{s<shard>}:f             (SET of keys to send to every peer now)
+// Bell:          qf:{s<shard>}:b             (LIST, at most one element: rung by a script that added to the
+//                                             shard's fast-lane, pending or watch set; the publisher blocks on it)
 // Region meta:   qf:meta                     (region, fingerprint, started, fence, heard:<region>)
 // Publisher:     qf:meta:publisher           (lock: one gossip publisher per region)
 // Recovery:      qf:meta:recovery            (lock: one process of the region runs the start-up check)
@@ -78,6 +81,15 @@ export function watchSetKey(shard: number): string {
  */
 export function fastSetKey(shard: number): string {
   return `${KEY_PREFIX}:${shardTag(shard)}:f`;
+}
+
+/**
+ * The shard's bell qf:{s<n>}:b: a list holding at most one element, pushed (lua/includes/bell.lua) by every script
+ * that added a key to the shard's fast-lane set, a peer's pending set or the watch set, when it was empty. The
+ * publisher blocks on the 64 bells (BLMPOP) instead of polling the sets.
+ */
+export function bellKey(shard: number): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:b`;
 }
 
 /** The shard a state key lives in. */

@@ -13,6 +13,7 @@
 --- @include "includes/sliding_log"
 --- @include "includes/concurrency"
 --- @include "includes/read_rule"
+--- @include "includes/bell"
 
 local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
 
@@ -35,11 +36,14 @@ local function decide(KEYS, ARGV)
   for i = 1, peers do pending[i] = KEYS[1 + i] end
   -- A region's first admission of a key in a window/epoch, and a false denial, put the key on the fast lane: idle
   -- peers hand it their allowance at once instead of a sync interval later.
-  local fast, first_key = nil, 2 + peers
+  -- Whatever the call queued (pending or fast lane) rings the shard's bell once, at the end.
+  local fast, bell, first_key = nil, nil, 2 + peers
   if n > 1 then
     fast = KEYS[2 + peers]
-    first_key = 3 + peers
+    bell = KEYS[3 + peers]
+    first_key = 4 + peers
   end
+  local queued = false
 
   local decisions = {}
   local all_allowed = 1
@@ -61,6 +65,7 @@ local function decide(KEYS, ARGV)
       if decision.federated then
         mark_changed(decision.key, pending, now)
         if decision.first and fast then redis.call('SADD', fast, decision.key) end
+        queued = true
       end
     end
     -- A false denial (this region ran out while the federation has room) sends the key's state at once, so a
@@ -73,6 +78,7 @@ local function decide(KEYS, ARGV)
         mark_changed(decision.key, pending, now)
       end
       if fast then redis.call('SADD', fast, decision.key) end
+      queued = true
     end
     reply[#reply + 1] = decision.allowed and 1 or 0
     reply[#reply + 1] = decision.remaining
@@ -83,5 +89,6 @@ local function decide(KEYS, ARGV)
     -- concurrency) is exact, its remaining.
     reply[#reply + 1] = decision.quota or decision.remaining
   end
+  if queued and bell then ring_bell(bell) end
   return reply
 end

@@ -5,7 +5,7 @@
 import { Redis } from 'ioredis';
 import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../store/client.ts';
-import type { PeerStatus } from '../federation/peers.ts';
+import { peerSilentAfterMs, type PeerStatus } from '../federation/peers.ts';
 import type { Topology } from '../protocol/index.ts';
 import { KEY_SHARDS, peerPendingKey } from '../keys.ts';
 import type { LinkView } from './types.ts';
@@ -31,7 +31,7 @@ export interface LinkProbeOptions {
   federation?: FederationStatusLike | undefined;
   /** PING peers' Redis servers directly (default true). */
   probePeers?: boolean;
-  /** A peer silent longer than this is shown down (default: 5 sync intervals, at least 3 s). */
+  /** A peer silent longer than this is shown down (default: federation/peers.ts peerSilentAfterMs). */
   staleAfterMs?: number;
   now?: () => number;
 }
@@ -69,7 +69,7 @@ async function backlogTo(redis: RegionRedis, peerIndex: number): Promise<number>
 export function createLinkProbe(options: LinkProbeOptions): LinkProbe {
   const { config, topology } = options;
   const now = options.now ?? Date.now;
-  const staleAfterMs = options.staleAfterMs ?? Math.max(3_000, 5 * config.federation.syncIntervalMs);
+  const staleAfterMs = options.staleAfterMs ?? peerSilentAfterMs(config.federation.syncIntervalMs);
   const peers = config.federation.peers;
   const clients = new Map<string, Redis>();
   const lastReached = new Map<string, number>();

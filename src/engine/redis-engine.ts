@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
 import { topologyOf, type Topology } from '../protocol/index.ts';
-import { KEY_SHARDS, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.ts';
+import { KEY_SHARDS, peerPendingKey, shardMarkerKey } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
@@ -17,7 +17,7 @@ import { createDecideBatcher } from './decide-batcher.ts';
 import type { RedisEngineTuning } from './redis-engine-tuning.ts';
 import { withScripts, type ScriptedRedis } from '../store/commands.ts';
 import { decideCaller } from '../store/decide-caller.ts';
-import { decideCall, decideRuleArgs, parseDecideReply, type DecideReply } from '../store/decide-calls.ts';
+import { decideCall, decideRuleArgs, decideShardKeys, parseDecideReply, type DecideReply } from '../store/decide-calls.ts';
 import {
   refundCall,
   releaseLeasesCall,
@@ -150,14 +150,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
   // Everything of a decide call that does not change per request, built once: the shard's fixed keys and
   // each rule's script arguments (cost and lease id are filled in per call).
   const fixedKeysOf: string[][] = [];
-  for (let shard = 0; shard < KEY_SHARDS; shard++) {
-    const keys = [shardMarkerKey(shard)];
-    if (federated) {
-      for (const peer of topology.peerIndexes) keys.push(peerPendingKey(shard, peer));
-      keys.push(fastSetKey(shard));
-    }
-    fixedKeysOf.push(keys);
-  }
+  for (let shard = 0; shard < KEY_SHARDS; shard++) fixedKeysOf.push(decideShardKeys(shard, federated ? topology.peerIndexes : undefined));
   const scriptArgs = (rule: Rule) => decideRuleArgs(rule, config.federation.leakageBudget, regions);
   const ruleArgs = new Map(config.rules.map((rule) => [rule, scriptArgs(rule)]));
   // A rule object of another config (a caller's own matchRules) is built per call, as before.

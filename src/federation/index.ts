@@ -14,11 +14,13 @@ import { peerTargets } from './gossip/connections.ts';
 import { createFingerprintWatch } from './fingerprints.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
+import { markLanesWithWork, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
+import { createDirtyShards, pollingShards } from './gossip/dirty-shards.ts';
 import { FAST_LANE_MS } from './gossip/fast-lane.ts';
 import { createPublisher } from './gossip/publisher.ts';
 import { startGossipWorker, type GossipWorker } from './gossip/worker.ts';
 import { federationMetrics } from './metrics.ts';
-import { createPeerBook, type PeerStatus } from './peers.ts';
+import { createPeerBook, heartbeatIntervalMs, type PeerStatus } from './peers.ts';
 import { recheckAfterReconnect, recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
 import { markAllPending } from './resync.ts';
 import { topologyOf, type Topology } from '../protocol/index.ts';
@@ -60,6 +62,13 @@ const FINGERPRINT_CHECK_MS = 5_000;
 
 /** Bounds on background work, derived from the sync interval. */
 const COMMAND_TIMEOUT_MS = 5_000;
+
+/**
+ * How often every shard is looked at whatever its bell said (a safety net for a bell lost with a reply; on a single
+ * Redis one EXISTS per lane finds the lanes with any work), and how often a process that does not publish counts
+ * the pending sets for its backlog gauge.
+ */
+const FULL_PASS_MS = 10_000;
 
 function duplicateClient(redis: RegionRedis): RegionRedis {
   const overrides = { commandTimeout: COMMAND_TIMEOUT_MS, enableAutoPipelining: true };
@@ -115,6 +124,12 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   const peers = createPeerBook(config.region, peerList, metrics, logger);
   const addTimeoutMs = Math.max(1_000, 5 * interval);
   const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, addTimeoutMs, logger));
+  // On a single Redis the publisher waits on the shards' bells and looks only at the shards that rang; a multi-key
+  // blocking read cannot span a cluster's slots, so on a Redis Cluster every lane polls every shard.
+  const bellsUsable = !(local instanceof Cluster);
+  const dirty = bellsUsable ? createDirtyShards(topology.peerIndexes) : pollingShards();
+  // A reconnect of the federation's client may follow lost replies or a Redis that lost its data.
+  local.on('ready', () => dirty.markAll());
 
   const publisher = createPublisher({
     config,
@@ -126,7 +141,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     peers,
     logger,
     addTimeoutMs,
-    heartbeatMs: Math.max(interval, 1_000),
+    heartbeatMs: heartbeatIntervalMs(interval),
+    dirty,
   });
   const fingerprints = createFingerprintWatch(topology.fingerprint, logger);
   let fingerprintsCheckedAt = 0;
@@ -169,8 +185,25 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     });
   };
 
-  // Whether this process held the publisher lock at its last round: only the holder runs the fast lane.
+  // Whether this process held the publisher lock at its last round: only the holder waits on the bells and runs
+  // the fast lane.
   let leader = false;
+  let bells: BellWaiter | undefined;
+  let fullPassAt = Date.now();
+  let sampledAt = 0;
+  const lead = (holding: boolean) => {
+    if (holding === leader) return;
+    leader = holding;
+    if (holding) {
+      // Taking over: whatever the previous holder had not sent is looked at now.
+      dirty.markAll();
+      if (bellsUsable && !stopped) bells = startBellWaiter(local as Redis, dirty, wakeFast, logger, FAST_LANE_MS);
+      wakeFast();
+    } else {
+      bells?.stop();
+      bells = undefined;
+    }
+  };
   const round = async () => {
     try {
       if (recovery === undefined) await recover();
@@ -183,11 +216,20 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         recheckRedis = false;
         if (fence > 0) publisher.requestResync();
       }
-      leader = await lock.hold();
+      lead(await lock.hold());
+      if (leader && Date.now() - fullPassAt >= FULL_PASS_MS) {
+        fullPassAt = Date.now();
+        if (bellsUsable) await markLanesWithWork(local as Redis, dirty, topology.peerIndexes);
+        wakeFast();
+      }
       if (leader) await publisher.round();
-      else await publisher.sampleBacklog();
+      else if (Date.now() - sampledAt >= FULL_PASS_MS) {
+        sampledAt = Date.now();
+        await publisher.sampleBacklog();
+      }
       if (Date.now() - fingerprintsCheckedAt >= FINGERPRINT_CHECK_MS) await checkFingerprints();
     } catch (error) {
+      dirty.markAll();
       logger.warn({ event: 'federation.round_failed', error: (error as Error).message }, 'federation round failed; retrying next interval');
     }
   };
@@ -209,27 +251,48 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   };
 
   // The fast lane: keys queued by decide.lua (first admission in a window/epoch) and apply_gossip.lua (grants)
-  // go out every FAST_LANE_MS instead of waiting for the next round. Never overlaps itself.
+  // go out when the bells wake the publisher instead of waiting for the next round, at most once per
+  // FAST_LANE_MS; it runs again while a shard is left dirty for it (on a cluster: always, every FAST_LANE_MS).
+  // Never overlaps itself.
   let fastTimer: NodeJS.Timeout | undefined;
-  const fastTick = () => {
+  let fastRunning = false;
+  let fastWanted = false;
+  let fastStartedAt = 0;
+  function wakeFast(): void {
+    fastWanted = true;
+    if (stopped || fastRunning || fastTimer !== undefined) return;
+    fastTimer = setTimeout(runFast, Math.max(0, fastStartedAt + FAST_LANE_MS - Date.now()));
+  }
+  function runFast(): void {
+    fastTimer = undefined;
+    if (stopped || !fastWanted) return;
+    fastWanted = false;
+    fastRunning = true;
+    fastStartedAt = Date.now();
     const run = leader && worker !== undefined ? publisher.fastRound() : Promise.resolve(0);
     void run.finally(() => {
-      if (!stopped) fastTimer = setTimeout(fastTick, FAST_LANE_MS);
+      fastRunning = false;
+      // Not the holder: the fast lane waits until this process takes the lock (lead() wakes it).
+      if (leader && (fastWanted || dirty.pending('fast'))) wakeFast();
     });
-  };
+  }
 
   await exclusive();
   if (recovery === undefined)
     logger.warn({ event: 'federation.recovery_deferred' }, 'Redis not reachable: recovery check deferred to the next rounds');
   timer = setTimeout(tick, interval);
-  fastTimer = setTimeout(fastTick, FAST_LANE_MS);
+  wakeFast();
 
   return {
     topology,
     get recovery() {
       return recovery;
     },
-    flush: exclusive,
+    // Everything pending goes out, whether or not its bell was heard yet.
+    flush: () => {
+      dirty.markAll();
+      return exclusive();
+    },
     updateRules(next) {
       current = next;
       applier = applierFor(next);
@@ -239,6 +302,9 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       stopped = true;
       clearTimeout(timer);
       clearTimeout(fastTimer);
+      bells?.stop();
+      bells = undefined;
+      dirty.markAll();
       await orAfter(exclusive(), Math.max(2_000, 2 * addTimeoutMs), undefined);
       await orAfter(
         lock.release().catch(() => undefined),

@@ -4,6 +4,22 @@ import type { Logger } from 'pino';
 import { connectionOptionsFromUrl } from '../store/client.ts';
 import type { FederationMetrics } from './metrics.ts';
 
+/** The least time between two heartbeats to an idle peer (a heartbeat says "alive", not "nothing changed"). */
+export const IDLE_HEARTBEAT_MS = 5_000;
+
+/** How long a link may stay silent before a heartbeat goes to the peer: the idle heartbeat interval, or the sync interval if longer. */
+export function heartbeatIntervalMs(syncIntervalMs: number): number {
+  return Math.max(syncIntervalMs, IDLE_HEARTBEAT_MS);
+}
+
+/**
+ * How long nothing may be heard from a healthy peer (batches or heartbeats) before it reads as silent: three
+ * heartbeat intervals, and at least five sync intervals.
+ */
+export function peerSilentAfterMs(syncIntervalMs: number): number {
+  return Math.max(3 * heartbeatIntervalMs(syncIntervalMs), 5 * syncIntervalMs);
+}
+
 export interface PeerStatus {
   name: string;
   index: number;

@@ -3,7 +3,7 @@
 // batches, so the wiped region rebuilds its views, its own row as the peers saw it included.
 import { Cluster, type Redis } from 'ioredis';
 import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
-import { KEY_PREFIX, STATE_KEY_PATTERN, peerPendingKey, ruleNameOf, shardOfKey } from '../keys.ts';
+import { KEY_PREFIX, STATE_KEY_PATTERN, bellKey, peerPendingKey, ruleNameOf, shardOfKey } from '../keys.ts';
 
 /** Keys examined per SCAN step; the scan is bounded in steps as well (a safety net, not a limit in practice). */
 const SCAN_COUNT = 500;
@@ -33,6 +33,14 @@ export async function markAllPending(redis: Redis | Cluster, config: Pick<Config
       }),
     );
     marked += states.length;
+    // Ring the bells of the shards marked (as a script that queues a key does: lua/includes/bell.lua), so the
+    // publisher, waiting on them, sends at once.
+    const shards = new Set(states.map((key) => shardOfKey(key)));
+    await Promise.all(
+      [...shards].map(async (shard) => {
+        if ((await redis.llen(bellKey(shard))) === 0) await redis.rpush(bellKey(shard), '1');
+      }),
+    );
   };
   // Keys live on every primary of a cluster: scan each one (a replica holds copies, scanning it would only repeat).
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];

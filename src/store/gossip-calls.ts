@@ -2,7 +2,7 @@
 // (rebalance watched keys), take_pending.lua / ack_pending.lua (what to send a peer), screen_gossip.lua
 // (refuse oversized queued jobs). Each builder lays out KEYS and ARGV as its script documents them.
 import type { Config, Rule } from '../config/schema.ts';
-import { fastSetKey, peerPendingKey, shardMarkerKey, shardOfKey, watchSetKey } from '../keys.ts';
+import { bellKey, fastSetKey, peerPendingKey, shardMarkerKey, shardOfKey, watchSetKey } from '../keys.ts';
 import { REBALANCE, type RebalancePolicy } from '../protocol/index.ts';
 import { scriptBudget, type Topology } from '../protocol/index.ts';
 import type { QuotafedCommands, ScriptedRedis } from './commands.ts';
@@ -47,6 +47,7 @@ export function applyGossipCall(
     shardMarkerKey(shard),
     watchSetKey(shard),
     fastSetKey(shard),
+    bellKey(shard),
     ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)),
   ];
   const args: (string | number)[] = [
@@ -101,7 +102,12 @@ export function sweepCall(
   options: { now?: number; policy?: RebalancePolicy; strandedHorizonMs?: number } = {},
 ): ScriptCall {
   const n = topology.regions.length;
-  const keys = [watchSetKey(shard), shardMarkerKey(shard), ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer))];
+  const keys = [
+    watchSetKey(shard),
+    shardMarkerKey(shard),
+    bellKey(shard),
+    ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)),
+  ];
   const args: (string | number)[] = [
     topology.selfIndex,
     n,

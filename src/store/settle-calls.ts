@@ -2,6 +2,7 @@
 // request denied), release_leases.lua (free a concurrency lease), settle_fallback.lua (write the local
 // fallback's admissions into Redis once it answers again).
 import type { Algorithm } from '../config/schema.ts';
+import { bellKey, shardOfKey } from '../keys.ts';
 import type { Topology } from '../protocol/index.ts';
 import type { ScriptedRedis } from './commands.ts';
 import { integerReply } from './replies.ts';
@@ -52,8 +53,8 @@ export interface SettleItem {
 }
 
 /**
- * Writes local-fallback admissions of one shard: KEYS the pending sets then the state keys; ARGV as decide plus per item
- * period/window/count.
+ * Writes local-fallback admissions of one shard: KEYS the pending sets, the shard's bell (federated only), then the
+ * state keys; ARGV as decide plus per item period/window/count.
  */
 export function settleFallbackCall(
   topology: Pick<Topology, 'selfIndex' | 'unitsCsv' | 'maxClockSkewMs'>,
@@ -63,7 +64,9 @@ export function settleFallbackCall(
 ): ScriptCall {
   const args: (string | number)[] = [topology.selfIndex, regions, topology.unitsCsv, topology.maxClockSkewMs, items.length];
   for (const item of items) args.push(item.period, item.windowStart, item.count);
-  return { keys: [...pendingKeys, ...items.map((item) => item.key)], args };
+  // The bell of the items' shard (one shard per call), rung when the call queued a key for the peers.
+  const bell = pendingKeys.length > 0 && items.length > 0 ? [bellKey(shardOfKey(items[0]!.key))] : [];
+  return { keys: [...pendingKeys, ...bell, ...items.map((item) => item.key)], args };
 }
 
 /** Sends a settle_fallback.lua call; its reply as the script answers it. */

@@ -14,10 +14,12 @@ import {
   DECIDE_RULE_WIDTH,
   DECIDE_RULES_AFTER,
   decideCall,
+  decideShardKeys,
   parseDecideReply,
   type DecideRuleArgs,
 } from '../../src/store/decide-calls.ts';
 import type { DecideScriptName } from '../../src/store/library.ts';
+import { bellKey, fastSetKey, peerPendingKey, shardMarkerKey } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
 /** The decide family's Lua files other than read_rule.lua. */
@@ -118,5 +120,43 @@ describe('the decide argument layout', () => {
         expect(shadowAlone.rules[0]!.quotaRemaining).toBe(1);
       });
     }
+
+    it("a federated call's shard keys are decide.lua's: marker, pending sets, fast-lane set, bell, then the rules", async () => {
+      expect(decideShardKeys(5)).toEqual([shardMarkerKey(5)]);
+      const keys = decideShardKeys(5, [0, 2]);
+      expect(keys).toEqual([shardMarkerKey(5), peerPendingKey(5, 0), peerPendingKey(5, 2), fastSetKey(5), bellKey(5)]);
+      const federated = (tag: string) =>
+        decideCall({
+          fixedKeys: keys,
+          ruleKeys: [`qf:{s5}:fw:${tag}`],
+          rules: [FW],
+          topology: { selfIndex: 1, unitsCsv: '333333,333334,333333', maxClockSkewMs: skew },
+          regions: 3,
+          cost: 1,
+          leaseId: `lease-${tag}`,
+          now,
+        });
+      const caller = decideCaller(redis, { script: 'decide' });
+      // An intact shard (no data loss to fence).
+      await redis.hset(shardMarkerKey(5), 'fence', 0);
+      for (const [i, decide] of [
+        (c: (string | number)[]) => redis.decide(...(c as [number, ...(string | number)[]])),
+        (c: (string | number)[]) => caller(c),
+        async (c: (string | number)[]) => (await caller.batch([c, c]))[0],
+      ].entries()) {
+        await redis.del(bellKey(5), fastSetKey(5));
+        const tag = `federated-${i}`;
+        const reply = parseDecideReply(await decide(federated(tag)), 1);
+        expect(reply.allAllowed).toBe(true);
+        // The first admission went on the fast lane and to both peers' pending sets, and rang the bell once.
+        expect(await redis.sismember(fastSetKey(5), `qf:{s5}:fw:${tag}`)).toBe(1);
+        expect(await redis.zscore(peerPendingKey(5, 0), `qf:{s5}:fw:${tag}`)).not.toBeNull();
+        expect(await redis.zscore(peerPendingKey(5, 2), `qf:{s5}:fw:${tag}`)).not.toBeNull();
+        expect(await redis.llen(bellKey(5))).toBe(1);
+        // A bell already rung is left as it is.
+        await decide(federated(tag));
+        expect(await redis.llen(bellKey(5))).toBe(1);
+      }
+    });
   });
 });

@@ -1,19 +1,21 @@
 // The fast lane: the keys queued in the fast-lane sets (decide.lua: a first admission in a window/epoch;
 // apply_gossip.lua: a grant) go to every peer now, not at the next sync round; then each is forgotten in that
-// peer's pending set where the version sent is still the newest.
+// peer's pending set where the version sent is still the newest. It looks only at the shards dirty for it
+// (dirty-shards.ts: their bell rang), and runs when the publisher is woken, at most once per FAST_LANE_MS.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { ackPendingCall, runAckPending } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { KEY_SHARDS, fastSetKey, shardOfKey } from '../../keys.ts';
+import { fastSetKey, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot } from './cells.ts';
+import type { DirtyShards } from './dirty-shards.ts';
 import type { GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
 import { fitToSize, type Sender } from './sender.ts';
 
-/** How often the fast lane runs (and so the least time between two fast sends of one key). */
+/** The least time between two fast-lane runs (and so between two fast sends of one key). */
 export const FAST_LANE_MS = 20;
 
 /** Keys taken from one shard's fast-lane set per fast round. */
@@ -27,17 +29,30 @@ export interface FastLaneDeps {
   metrics: FederationMetrics;
   logger: Logger;
   sender: Sender;
+  /** The shards to look at. */
+  dirty: DirtyShards;
 }
 
 /** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
-export function createFastLane({ config, topology, redis, links, metrics, logger, sender }: FastLaneDeps): () => Promise<number> {
+export function createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty }: FastLaneDeps): () => Promise<number> {
   const region = config.region;
   const n = topology.regions.length;
   return async () => {
     try {
-      // One command per shard (their keys live in different cluster slots), issued together.
-      const perShard = await Promise.all(
-        Array.from({ length: KEY_SHARDS }, (_, shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)),
+      // One command per dirty shard (their keys live in different cluster slots), issued together.
+      const shards = dirty.take('fast');
+      if (shards.length === 0) return 0;
+      let perShard: string[][];
+      try {
+        perShard = await Promise.all(shards.map((shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)));
+      } catch (error) {
+        dirty.keep('fast', shards);
+        throw error;
+      }
+      // A full take may have left keys behind: that shard stays dirty.
+      dirty.keep(
+        'fast',
+        shards.filter((_, i) => perShard[i]!.length >= FAST_KEYS_PER_SHARD),
       );
       const popped = perShard.flat();
       if (popped.length === 0) return 0;
@@ -74,7 +89,8 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
       );
       return entries.length;
     } catch (error) {
-      // Local Redis trouble: the keys are still pending and go out with the next sync round.
+      // Local Redis trouble: the keys are still pending and go out with the next sync round; look at everything.
+      dirty.markAll();
       logger.debug({ event: 'federation.fast_lane_failed', error: (error as Error).message }, 'fast lane round failed');
       return 0;
     }

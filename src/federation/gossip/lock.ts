@@ -14,15 +14,24 @@ export interface PublisherLock {
 }
 
 // Renew and release are compare-and-act scripts (lua/renew_lock.lua, lua/release_lock.lua), so an instance
-// never extends or deletes a lock another instance took after its own expired.
+// never extends or deletes a lock another instance took after its own expired. A held lock is renewed once a
+// third of its ttl has passed since it was last taken or renewed (not on every call): until then at least two
+// thirds of the ttl are left, so no other instance can hold it.
 export function createPublisherLock(redis: ScriptedRedis, ttlMs: number): PublisherLock {
   const owner = randomUUID();
   let held = false;
+  let heldSince = 0;
   return {
     owner,
     async hold() {
-      if (held && (await runRenewLock(redis, renewLockCall(PUBLISHER_LOCK_KEY, owner, ttlMs)))) return true;
+      const asked = Date.now();
+      if (held && asked - heldSince < ttlMs / 3) return true;
+      if (held && (await runRenewLock(redis, renewLockCall(PUBLISHER_LOCK_KEY, owner, ttlMs)))) {
+        heldSince = asked;
+        return true;
+      }
       held = (await redis.set(PUBLISHER_LOCK_KEY, owner, 'PX', ttlMs, 'NX')) === 'OK';
+      if (held) heldSince = asked;
       return held;
     },
     async release() {

@@ -1,12 +1,14 @@
 // The sending half of gossip, composed: each round first sweeps the watch sets (watch-sweep.ts), then runs the
-// sync round to every peer (sync-round.ts); the fast lane (fast-lane.ts) runs on its own, faster timer. Both
-// lanes send through one sender (sender.ts), so their messages share one sequence and one last-sent clock.
+// sync round to every peer (sync-round.ts); the fast lane (fast-lane.ts) runs on its own, when woken. Both
+// lanes send through one sender (sender.ts), so their messages share one sequence and one last-sent clock. Every
+// lane looks only at the shards dirty for it (dirty-shards.ts); without `dirty`, at every shard (polling).
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
+import { pollingShards, type DirtyShards } from './dirty-shards.ts';
 import { createFastLane } from './fast-lane.ts';
 import type { PeerLink } from './peer-link.ts';
 import { createSender } from './sender.ts';
@@ -27,21 +29,24 @@ export interface PublisherDeps {
   addTimeoutMs: number;
   /** Send a heartbeat when nothing was sent to a peer for this long. */
   heartbeatMs: number;
+  /** The shards each lane looks at (their bells rang); every shard, always, when omitted. */
+  dirty?: DirtyShards;
 }
 
 export interface Publisher {
   /** One publishing round to every peer: the watch sweep, then the sync round; never throws. */
   round(): Promise<void>;
-  /** One fast-lane round to every peer (run every FAST_LANE_MS); returns the keys sent; never throws. */
+  /** One fast-lane round to every peer (run when woken, at most every FAST_LANE_MS); returns the keys sent; never throws. */
   fastRound(): Promise<number>;
   /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
   requestResync(): void;
-  /** Keys pending per peer, sampled from the pending sets (also updates the backlog gauge). */
+  /** Keys pending per peer, counted in every pending set (also updates the backlog gauge). */
   sampleBacklog(): Promise<Map<number, number[]>>;
 }
 
 export function createPublisher(deps: PublisherDeps): Publisher {
   const { config, topology, redis, links, metrics, peers, logger } = deps;
+  const dirty = deps.dirty ?? pollingShards();
   const sender = createSender({ config, topology, metrics, peers, addTimeoutMs: deps.addTimeoutMs });
   const sweep = createWatchSweep({
     region: config.region,
@@ -50,9 +55,10 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     redis,
     metrics,
     logger,
+    dirty,
   });
-  const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs });
-  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender });
+  const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty });
+  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty });
   return {
     sampleBacklog: sync.sampleBacklog,
     fastRound,

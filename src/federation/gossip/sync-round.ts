@@ -3,6 +3,8 @@
 // add resolved forget them (ack_pending.lua, version-guarded). A failed add leaves everything pending: nothing is
 // lost, and the backlog stays bounded by the number of keys because newer state supersedes older unsent state.
 // A peer asked to resend everything gets a `resync` first; an idle peer gets a heartbeat.
+// Only shards dirty for the peer (dirty-shards.ts: their bell rang) are counted (ZCARD) and taken from; a shard
+// stays dirty while a take left keys behind or the send failed, and the backlog gauge sums the known counts.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { ackPendingCall, runAckPending, runTakePending, takePendingCall } from '../../store/gossip-calls.ts';
@@ -11,6 +13,7 @@ import { KEY_SHARDS, peerPendingKey } from '../../keys.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot } from './cells.ts';
+import type { DirtyShards } from './dirty-shards.ts';
 import { LIMITS, type GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
 import { fitToSize, measured, type Sender } from './sender.ts';
@@ -25,6 +28,8 @@ export interface SyncRoundDeps {
   sender: Sender;
   /** Send a heartbeat when nothing was sent to a peer for this long. */
   heartbeatMs: number;
+  /** The shards to look at, per peer. */
+  dirty: DirtyShards;
 }
 
 export interface SyncRound {
@@ -32,34 +37,42 @@ export interface SyncRound {
   run(): Promise<void>;
   /** Ask every peer to send everything again; retried each round until sent. */
   requestResync(): void;
-  /** Keys pending per peer, sampled from the pending sets (also updates the backlog gauge). */
+  /** Keys pending per peer, counted in every pending set (also updates the backlog gauge). */
   sampleBacklog(): Promise<Map<number, number[]>>;
 }
 
-export function createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs }: SyncRoundDeps): SyncRound {
+export function createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs, dirty }: SyncRoundDeps): SyncRound {
   const n = topology.regions.length;
   const maxKeys = Math.min(config.federation.maxBatchKeys, LIMITS.maxEntries);
   const resyncWanted = new Set<string>();
+  // Per peer: the pending count of each shard as last counted, less what was forgotten since.
+  const known = new Map<number, number[]>(links.map((link) => [link.index, new Array<number>(KEY_SHARDS).fill(0)]));
   let rotation = 0;
 
-  const sampleBacklog = async (): Promise<Map<number, number[]>> => {
-    const counts = new Map<number, number[]>();
-    await Promise.all(
-      links.map(async (link) => {
-        const perShard = await Promise.all(
-          Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(peerPendingKey(shard, link.index))),
-        );
-        counts.set(link.index, perShard);
-        peers.backlog(
-          link.name,
-          perShard.reduce((a, b) => a + b, 0),
-        );
-      }),
+  const countsOf = (link: PeerLink): number[] => known.get(link.index)!;
+  const reportBacklog = (link: PeerLink) =>
+    peers.backlog(
+      link.name,
+      countsOf(link).reduce((a, b) => a + b, 0),
     );
-    return counts;
+
+  /** Counts the pending sets of `shards` for one peer (ZCARD). */
+  const count = async (link: PeerLink, shards: readonly number[]): Promise<void> => {
+    const fresh = await Promise.all(shards.map((shard) => redis.zcard(peerPendingKey(shard, link.index))));
+    const counts = countsOf(link);
+    shards.forEach((shard, i) => {
+      counts[shard] = fresh[i]!;
+    });
+    reportBacklog(link);
   };
 
-  const publishTo = async (link: PeerLink, perShard: readonly number[], start: number): Promise<void> => {
+  const sampleBacklog = async (): Promise<Map<number, number[]>> => {
+    const all = Array.from({ length: KEY_SHARDS }, (_, shard) => shard);
+    await Promise.all(links.map((link) => count(link, all)));
+    return new Map(links.map((link) => [link.index, [...countsOf(link)]]));
+  };
+
+  const publishTo = async (link: PeerLink, start: number): Promise<void> => {
     if (resyncWanted.has(link.name)) {
       if (!(await sender.send(link, [measured(sender.build(link, 'resync', []))]))) return;
       resyncWanted.delete(link.name);
@@ -68,16 +81,42 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
       logger.info({ event: 'federation.resync_requested', peer: link.name }, `asked ${link.name} to resend everything`);
     }
 
+    const dirtyShards = dirty.take(link.index);
+    try {
+      await count(link, dirtyShards);
+    } catch (error) {
+      dirty.keep(link.index, dirtyShards);
+      throw error;
+    }
+    const counts = countsOf(link);
+
     // Spread the batch over the shards that have something, starting at a rotating shard for fairness.
     const allotted: [number, number][] = [];
+    const left: number[] = [];
     let budget = maxKeys;
-    for (let i = 0; i < KEY_SHARDS && budget > 0; i++) {
+    for (let i = 0; i < KEY_SHARDS; i++) {
       const shard = (start + i) % KEY_SHARDS;
-      const take = Math.min(perShard[shard] ?? 0, budget);
+      const pending = counts[shard]!;
+      if (pending === 0) continue;
+      const take = Math.min(pending, budget);
       if (take > 0) allotted.push([shard, take]);
+      // Keys left behind (the batch is full): counted again next round.
+      if (take < pending) left.push(shard);
       budget -= take;
     }
+    dirty.keep(link.index, left);
+    const allottedShards = allotted.map(([shard]) => shard);
 
+    try {
+      if (!(await deliver(link, allotted))) dirty.keep(link.index, allottedShards);
+    } catch (error) {
+      dirty.keep(link.index, allottedShards);
+      throw error;
+    }
+  };
+
+  /** Takes the allotted keys, sends them (or a heartbeat), forgets what was delivered; false when the send failed. */
+  const deliver = async (link: PeerLink, allotted: readonly [number, number][]): Promise<boolean> => {
     const entries: GossipEntry[] = [];
     const acks = new Map<number, { key: string; version: string }[]>();
     const replies = await Promise.all(allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(shard, link.index, take))));
@@ -100,13 +139,26 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
           fitToSize(entries, (chunk) => sender.build(link, 'gossip', chunk)),
         ))
       )
-        return;
+        return false;
     } else if (Date.now() - sender.lastSentAt(link.name) >= heartbeatMs) {
       await sender.send(link, [measured(sender.build(link, 'heartbeat', []))]);
     }
-    await Promise.all(
-      [...acks].filter(([, ack]) => ack.length > 0).map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))),
+    const forgotten = await Promise.all(
+      [...acks].map(
+        async ([shard, ack]) => [shard, ack.length > 0 ? await runAckPending(redis, ackPendingCall(shard, link.index, ack)) : 0] as const,
+      ),
     );
+    // Delivered: what was forgotten leaves the count. A key that changed meanwhile stays pending (its change rang
+    // the bell); a shard with keys still counted is counted again next round.
+    const counts = countsOf(link);
+    const again: number[] = [];
+    for (const [shard, removed] of forgotten) {
+      counts[shard] = Math.max(0, counts[shard]! - removed);
+      if (counts[shard]! > 0) again.push(shard);
+    }
+    dirty.keep(link.index, again);
+    reportBacklog(link);
+    return true;
   };
 
   return {
@@ -119,19 +171,13 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
       }
     },
     async run() {
-      let counts: Map<number, number[]>;
-      try {
-        counts = await sampleBacklog();
-      } catch (error) {
-        logger.debug({ event: 'federation.backlog_failed', error: (error as Error).message }, 'could not read the pending sets');
-        return;
-      }
       const start = rotation;
       rotation = (rotation + 1) % KEY_SHARDS;
       await Promise.all(
         links.map((link) =>
-          publishTo(link, counts.get(link.index) ?? [], start).catch((error: unknown) => {
-            // Local Redis trouble (not the link): the keys stay pending and the next round tries again.
+          publishTo(link, start).catch((error: unknown) => {
+            // Local Redis trouble (not the link): the keys stay pending and the next round looks at every shard.
+            dirty.markAll();
             logger.warn(
               { event: 'federation.publish_failed', peer: link.name, error: (error as Error).message },
               'publishing round failed',

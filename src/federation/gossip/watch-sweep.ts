@@ -1,5 +1,6 @@
 // The watch sweep (sweep_watch.lua): keys whose view showed a hungry peer are rebalanced again each sync round,
-// since a starved peer's denials send nothing.
+// since a starved peer's denials send nothing. A round looks only at the shards whose watch set had keys at the
+// last look or whose bell rang since (dirty-shards.ts).
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { runSweepWatch, sweepCall } from '../../store/gossip-calls.ts';
@@ -7,49 +8,74 @@ import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, STATE_KEY_PATTERN, ruleNameOf, watchSetKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { Topology } from '../../protocol/index.ts';
+import type { DirtyShards } from './dirty-shards.ts';
 
 /** Watched keys swept per shard and round: bounds one round's work (a random sample when there are more). */
 const SWEEP_KEYS_PER_SHARD = 256;
 
+/** What one sweep did: keys rebalanced, the shards where it rebalanced any, and the shards still watched. */
+export interface SweepOutcome {
+  rebalanced: number;
+  changed: number[];
+  watched: number[];
+}
+
+const ALL_SHARDS: readonly number[] = Array.from({ length: KEY_SHARDS }, (_, shard) => shard);
+
 /**
- * Rebalances the watched keys of every shard once (the sync loop's sweep); returns the keys rebalanced.
- * `onStranded` hears, per rule, the allowance left unused in windows that end before the next sweep while a
- * peer is hungry.
+ * Rebalances the watched keys of `shards` (every shard when omitted) once. `onStranded` hears, per rule, the
+ * allowance left unused in windows that end before the next sweep while a peer is hungry.
  */
+export async function sweepShards(
+  redis: ScriptedRedis,
+  config: Config,
+  topology: Topology,
+  shards: readonly number[] = ALL_SHARDS,
+  onStranded?: (rule: string, amount: number) => void,
+): Promise<SweepOutcome> {
+  const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
+  const members = await Promise.all(shards.map((shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)));
+  const watched: number[] = [];
+  const changed: number[] = [];
+  const swept = await Promise.all(
+    members.map(async (keys, i) => {
+      const shard = shards[i]!;
+      if (keys.length === 0) return 0;
+      const live: { key: string; rule: Rule }[] = [];
+      const stale: string[] = [];
+      for (const key of keys) {
+        const rule = STATE_KEY_PATTERN.test(key) ? rules.get(ruleNameOf(key)) : undefined;
+        if (rule) live.push({ key, rule });
+        else stale.push(key);
+      }
+      // A key of a rule that is gone (or no longer federated) has nothing to rebalance.
+      if (stale.length > 0) await redis.srem(watchSetKey(shard), ...stale);
+      // A full sample may have left keys unseen.
+      if (keys.length >= SWEEP_KEYS_PER_SHARD) watched.push(shard);
+      if (live.length === 0) return 0;
+      const call = sweepCall(topology, shard, live, config.federation.leakageBudget, {
+        strandedHorizonMs: config.federation.syncIntervalMs,
+      });
+      const reply = await runSweepWatch(redis, call);
+      if (keys.length < SWEEP_KEYS_PER_SHARD && reply.unwatched < live.length) watched.push(shard);
+      if (reply.rebalanced > 0) changed.push(shard);
+      reply.stranded.forEach((amount, j) => {
+        if (amount > 0) onStranded?.(live[j]!.rule.name, amount);
+      });
+      return reply.rebalanced;
+    }),
+  );
+  return { rebalanced: swept.reduce((a, b) => a + b, 0), changed, watched };
+}
+
+/** Rebalances the watched keys of every shard once (what a sweep does); returns the keys rebalanced. */
 export async function sweepWatched(
   redis: ScriptedRedis,
   config: Config,
   topology: Topology,
   onStranded?: (rule: string, amount: number) => void,
 ): Promise<number> {
-  const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
-  const members = await Promise.all(
-    Array.from({ length: KEY_SHARDS }, (_, shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)),
-  );
-  const swept = await Promise.all(
-    members.map(async (keys, shard) => {
-      if (keys.length === 0) return 0;
-      const watched: { key: string; rule: Rule }[] = [];
-      const stale: string[] = [];
-      for (const key of keys) {
-        const rule = STATE_KEY_PATTERN.test(key) ? rules.get(ruleNameOf(key)) : undefined;
-        if (rule) watched.push({ key, rule });
-        else stale.push(key);
-      }
-      // A key of a rule that is gone (or no longer federated) has nothing to rebalance.
-      if (stale.length > 0) await redis.srem(watchSetKey(shard), ...stale);
-      if (watched.length === 0) return 0;
-      const call = sweepCall(topology, shard, watched, config.federation.leakageBudget, {
-        strandedHorizonMs: config.federation.syncIntervalMs,
-      });
-      const reply = await runSweepWatch(redis, call);
-      reply.stranded.forEach((amount, i) => {
-        if (amount > 0) onStranded?.(watched[i]!.rule.name, amount);
-      });
-      return reply.rebalanced;
-    }),
-  );
-  return swept.reduce((a, b) => a + b, 0);
+  return (await sweepShards(redis, config, topology, ALL_SHARDS, onStranded)).rebalanced;
 }
 
 export interface WatchSweepDeps {
@@ -61,15 +87,26 @@ export interface WatchSweepDeps {
   redis: ScriptedRedis;
   metrics: FederationMetrics;
   logger: Logger;
+  /** The shards to look at. */
+  dirty: DirtyShards;
 }
 
 /** One sweep of the watch sets with the rules in force, stranded allowance counted; never throws. */
-export function createWatchSweep({ region, currentConfig, topology, redis, metrics, logger }: WatchSweepDeps): () => Promise<void> {
+export function createWatchSweep({ region, currentConfig, topology, redis, metrics, logger, dirty }: WatchSweepDeps): () => Promise<void> {
   return async () => {
+    const shards = dirty.take('watch');
+    if (shards.length === 0) return;
     try {
-      await sweepWatched(redis, currentConfig(), topology, (rule, amount) => metrics.stranded.inc({ region, rule }, amount));
+      const outcome = await sweepShards(redis, currentConfig(), topology, shards, (rule, amount) =>
+        metrics.stranded.inc({ region, rule }, amount),
+      );
+      // Shards still watched are swept again next round. What was rebalanced is pending now: the sync round that
+      // follows sends it without waiting for the bell the sweep rang.
+      dirty.keep('watch', outcome.watched);
+      for (const shard of outcome.changed) dirty.mark(shard);
     } catch (error) {
-      // Local Redis trouble: the watched keys stay watched and the next round sweeps them.
+      // Local Redis trouble: the watched keys stay watched and the next round sweeps every shard.
+      dirty.markAll();
       logger.debug({ event: 'federation.sweep_failed', error: (error as Error).message }, 'could not sweep the watch sets');
     }
   };

@@ -1,0 +1,112 @@
+// The publisher's wait on the shards' bells (keys.ts bellKey, rung by lua/includes/bell.lua): one blocking
+// connection runs BLMPOP over the 64 bells, then LMPOP until none is left, marks each rung shard dirty and wakes
+// the publisher. A single Redis only: a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
+// Losing a bell can only delay a send, never lose a key (the key stays in its set): every shard is marked dirty
+// after any error or reconnect of this connection, and the publisher's full passes catch anything else.
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { KEY_SHARDS, bellKey, fastSetKey, peerPendingKey, shardOfKey, watchSetKey } from '../../keys.ts';
+import type { DirtyShards, Lane } from './dirty-shards.ts';
+
+/** How long one BLMPOP blocks (s): an idle region asks again this often. */
+export const BELL_WAIT_S = 5;
+/** Pause after a failed wait (Redis down) before the next one. */
+const RETRY_MS = 1_000;
+
+const SHARDS: readonly number[] = Array.from({ length: KEY_SHARDS }, (_, shard) => shard);
+const BELLS: readonly string[] = SHARDS.map(bellKey);
+
+/**
+ * A full pass on a single Redis: one EXISTS over each lane's 64 sets (an empty set does not exist), and every shard
+ * dirty for the lanes that have any key at all. The cross-slot EXISTS is why this is for a single Redis only.
+ */
+export async function markLanesWithWork(redis: Redis, dirty: DirtyShards, peerIndexes: readonly number[]): Promise<void> {
+  const lanes: [Lane, string[]][] = [
+    ['fast', SHARDS.map(fastSetKey)],
+    ['watch', SHARDS.map(watchSetKey)],
+    ...peerIndexes.map((peer): [Lane, string[]] => [peer, SHARDS.map((shard) => peerPendingKey(shard, peer))]),
+  ];
+  const found = await Promise.all(lanes.map(([, keys]) => redis.exists(...keys)));
+  lanes.forEach(([lane], i) => {
+    if (found[i]! > 0) dirty.keep(lane, SHARDS);
+  });
+}
+
+export interface BellWaiter {
+  /** Stops waiting (drops the blocking connection). */
+  stop(): void;
+}
+
+/**
+ * Waits on the bells over a duplicate of `redis` (its command timeout above the block time) until stopped;
+ * `onRing` runs after every wake with its shards marked in `dirty` (every shard after an error or reconnect).
+ * Two wakes are at least `gapMs` apart (the fast lane's least gap): bells that ring meanwhile stay rung, so a
+ * busy shard's scripts find them rung and cost one LLEN each.
+ */
+export function startBellWaiter(redis: Redis, dirty: DirtyShards, onRing: () => void, logger: Logger, gapMs = 0): BellWaiter {
+  const blocking = redis.duplicate({
+    commandTimeout: BELL_WAIT_S * 1_000 + 5_000,
+    enableAutoPipelining: false,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+  });
+  let stopped = false;
+  const everything = () => {
+    dirty.markAll();
+    onRing();
+  };
+  blocking.on('error', (error: Error) => logger.debug({ event: 'federation.bell_error', error: error.message }, 'bell connection error'));
+  // A (re)connect may follow a lost reply or a Redis that lost its data: look at everything once.
+  blocking.on('ready', everything);
+  const markPopped = (popped: [key: string, members: string[]] | null): boolean => {
+    if (popped === null) return false;
+    dirty.mark(shardOfKey(popped[0]));
+    return true;
+  };
+
+  const untilReady = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        blocking.off('ready', done);
+        resolve();
+      };
+      const timer = setTimeout(done, RETRY_MS);
+      timer.unref();
+      blocking.once('ready', done);
+    });
+
+  void (async () => {
+    while (!stopped) {
+      if (blocking.status !== 'ready') {
+        // Connecting (or reconnecting: its 'ready' marks everything dirty).
+        await untilReady();
+        continue;
+      }
+      try {
+        if (!markPopped(await blocking.blmpop(BELL_WAIT_S, KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) continue;
+        const wokeAt = Date.now();
+        // BLMPOP pops one list: collect the other rung bells before waking the publisher. Bounded: under load a
+        // bell rings again as soon as it is popped, and the publisher must still be woken.
+        for (let more = 1; more < KEY_SHARDS; more++) {
+          if (!markPopped(await blocking.lmpop(KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) break;
+        }
+        onRing();
+        const rest = wokeAt + gapMs - Date.now();
+        if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest).unref());
+      } catch (error) {
+        if (stopped) break;
+        logger.debug({ event: 'federation.bell_wait_failed', error: (error as Error).message }, 'waiting on the bells failed');
+        everything();
+        await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref());
+      }
+    }
+  })();
+
+  return {
+    stop() {
+      stopped = true;
+      blocking.disconnect();
+    },
+  };
+}

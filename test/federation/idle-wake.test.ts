@@ -1,0 +1,117 @@
+// An idle federated region costs its Redis almost nothing, and gossip wakes on work: three real regions (real
+// redis-server processes, BullMQ workers and publishers) left alone are measured with INFO commandstats, then a
+// first admission in one region reaches a peer without waiting for a sync round.
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ConfigInput } from '../../src/config/schema.ts';
+import { federationKeyView } from '../../src/federation/admin-view.ts';
+import { startTestFederation, type TestFederation } from '../support/federation.ts';
+import { eventually, sleep } from '../support/wait.ts';
+
+const IDLE_LIMIT_PER_S = 100;
+const MEASURE_MS = 10_000;
+/** The wake test's sync interval: long enough that a key cannot arrive by waiting for a round. */
+const SLOW_SYNC_MS = 2_000;
+const RULES: ConfigInput['rules'] = [
+  { name: 'fw', match: { endpoints: ['/fw'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: '60s' },
+];
+
+/** Calls per command from INFO commandstats. */
+async function commandCalls(redis: Redis): Promise<Map<string, number>> {
+  const info = await redis.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(match[1]!, Number(match[2]));
+  return calls;
+}
+
+describe('an idle federated region', () => {
+  let fed: TestFederation;
+  beforeAll(async () => {
+    // The default sync interval.
+    fed = await startTestFederation({ syncIntervalMs: 100, rules: RULES });
+  });
+  afterAll(() => fed?.close());
+
+  it(`runs at most ${IDLE_LIMIT_PER_S} Redis commands/s`, async () => {
+    const redis = fed.region('a').redis;
+    // Settle: start-up work (recovery, first full passes, queue set-up) is over.
+    await sleep(3_000);
+    const before = await commandCalls(redis);
+    const started = Date.now();
+    await sleep(MEASURE_MS);
+    const after = await commandCalls(redis);
+    const seconds = (Date.now() - started) / 1000;
+    const deltas = [...after].map(([name, calls]) => [name, calls - (before.get(name) ?? 0)] as const).filter(([, d]) => d > 0);
+    // The test's own INFO call between the two reads.
+    const total = deltas.reduce((sum, [, d]) => sum + d, 0) - 1;
+    const perSecond = total / seconds;
+    console.log(`idle region: ${perSecond.toFixed(1)} commands/s`, Object.fromEntries(deltas.sort((x, y) => y[1] - x[1])));
+    expect(perSecond).toBeLessThanOrEqual(IDLE_LIMIT_PER_S);
+  }, 30_000);
+});
+
+describe('gossip wakes on work', () => {
+  let fed: TestFederation;
+  beforeAll(async () => {
+    fed = await startTestFederation({ names: ['a', 'b'], syncIntervalMs: SLOW_SYNC_MS, rules: RULES });
+  });
+  afterAll(() => fed?.close());
+
+  it("a first admission reaches the peer's state without waiting for a sync round", async () => {
+    const a = fed.region('a');
+    const b = fed.region('b');
+    // Settle: the start-up rounds are over.
+    await sleep(500);
+    const took: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const apiKey = `wake-${i}-${Math.random().toString(36).slice(2)}`;
+      const started = Date.now();
+      expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw' })).allowed).toBe(true);
+      await eventually(
+        async () => {
+          const view = await federationKeyView(b.config, b.redis, 'fw', { apiKey, endpoint: '/fw' });
+          return view.windows.find((w) => w.current)?.consumption.a === 1 || undefined;
+        },
+        SLOW_SYNC_MS,
+        "b to see a's admission",
+        2,
+      );
+      took.push(Date.now() - started);
+      // The next key starts between rounds too.
+      await sleep(137);
+    }
+    took.sort((x, y) => x - y);
+    console.log(`first admission to the peer's state: ${took.join(', ')} ms`);
+    expect(took[2]).toBeLessThanOrEqual(100);
+    expect(took[4]).toBeLessThan(SLOW_SYNC_MS / 4);
+  });
+});
+
+describe('a shard left with work stays dirty', () => {
+  let fed: TestFederation;
+  beforeAll(async () => {
+    // Four keys per sync round: most shards' keys are left behind by each round's take.
+    fed = await startTestFederation({ names: ['a', 'b'], syncIntervalMs: 100, maxBatchKeys: 4, rules: RULES });
+  });
+  afterAll(() => fed?.close());
+
+  it('keys beyond one batch go out in the next rounds, not at the next full pass', async () => {
+    const a = fed.region('a');
+    const b = fed.region('b');
+    const keys = Array.from({ length: 24 }, (_, i) => `left-${i}-${Math.random().toString(36).slice(2)}`);
+    const seen = (apiKey: string, count: number) => async () =>
+      (await federationKeyView(b.config, b.redis, 'fw', { apiKey, endpoint: '/fw' })).windows.find((w) => w.current)?.consumption.a ===
+      count;
+    const admitAll = async () => {
+      for (const apiKey of keys) expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw' })).allowed).toBe(true);
+    };
+    // First admissions go on the fast lane.
+    await admitAll();
+    for (const apiKey of keys) await eventually(seen(apiKey, 1), 5_000, `b to see ${apiKey}'s first admission`);
+    // Second admissions only wait in the pending sets: 24 keys at 4 a round take 6 rounds (≈ 0.6 s).
+    const started = Date.now();
+    await admitAll();
+    for (const apiKey of keys) await eventually(seen(apiKey, 2), 5_000, `b to see ${apiKey}'s second admission`);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});
