@@ -14,7 +14,11 @@
   ARGV[6]  now override in ms ('' = Redis TIME)
   then 9 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
   leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id, shadow (1|0)
+  then the gossip horizon H in ms (protocol admission-gossip.ts gossipHorizonMs)
   (read through includes/read_rule.lua)
+
+  A federated admission marks the key for the peers (pending sets, fast lane) only when it is loud
+  (includes/admission_gossip.lua): a key far below this region's share sends nothing.
 
   Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial,
   quota_remaining }

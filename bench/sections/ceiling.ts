@@ -60,7 +60,7 @@ export const ceilingSection: Section = async (ctx) => {
       fixedKeys: ['qf:{s1}:m'],
       ruleKeys: [key],
       rules: [{ head: [code, HIGH_LIMIT, 60_000, HIGH_LIMIT], budget: 0, leaseTtl: 30_000, shadow: 0 }],
-      topology: { selfIndex: 0, unitsCsv: '1', maxClockSkewMs: 1000 },
+      topology: { selfIndex: 0, unitsCsv: '1', maxClockSkewMs: 1000, horizonMs: 600 },
       regions: 1,
       cost: 1,
       leaseId: '',

@@ -7,6 +7,7 @@
 --- @include "includes/federation"
 --- @include "includes/window_decide"
 --- @include "includes/bucket_share"
+--- @include "includes/admission_gossip"
 --- @include "includes/fixed_window"
 --- @include "includes/sliding_window"
 --- @include "includes/token_bucket"
@@ -22,7 +23,7 @@ local function decide(KEYS, ARGV)
   local now = now_ms(now_override)
   local self, units, skew = read_context(ARGV, 0)
   local peers = n - 1
-  local ctx = { n = n, self = self, skew = skew, fence = 0 }
+  local ctx = { n = n, self = self, skew = skew, fence = 0, horizon = read_horizon(ARGV, 0, rule_count) }
   if n > 1 then
     ctx.units = parse_units(units, n)
     -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
@@ -34,8 +35,8 @@ local function decide(KEYS, ARGV)
 
   local pending = {}
   for i = 1, peers do pending[i] = KEYS[1 + i] end
-  -- A region's first admission of a key in a window/epoch, and a false denial, put the key on the fast lane: idle
-  -- peers hand it their allowance at once instead of a sync interval later.
+  -- An admission that turns a key loud, a loud key's first admission in a window/epoch, and a false denial put
+  -- the key on the fast lane: idle peers hand it their allowance at once instead of a sync interval later.
   -- Whatever the call queued (pending or fast lane) rings the shard's bell once, at the end.
   local fast, bell, first_key = nil, nil, 2 + peers
   if n > 1 then
@@ -62,9 +63,11 @@ local function decide(KEYS, ARGV)
     -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
     if all_allowed == 1 and decision.allowed then
       decision.commit()
-      if decision.federated then
+      -- A silent admission (admission_gossip.lua: far below the region's share, nobody else talks of the key)
+      -- sends nothing; a loud one goes with the next round, or on the fast lane when the peers must see it now.
+      if decision.federated and decision.gossip ~= 'silent' then
         mark_changed(decision.key, pending, now)
-        if decision.first and fast then redis.call('SADD', fast, decision.key) end
+        if decision.gossip == 'fast' and fast then redis.call('SADD', fast, decision.key) end
         queued = true
       end
     end

@@ -71,8 +71,12 @@ local function federated_window(p, rule, ctx, now, sliding)
   local counts = sum_cells(cells_of(state.slots, id, n, true).c, n)
   local before = sum_cells(cells_of(state.slots, id - 1, n, true).c, n)
   if window_forfeited(p, ctx.fence, id) then before = -1 end
-  -- This region's first admission in the window: the key goes on the fast lane.
-  verdict.first = cells_of(state.slots, id, n, true).c[r] == 0
+  -- How an admission goes to the peers (admission_gossip.lua), from the state before it.
+  local cells = cells_of(state.slots, id, n, true)
+  local allowance = math.huge
+  if not p.unbounded then allowance = window_allowance(p, cells, r, id) end
+  verdict.gossip = admission_gossip(peer_talks(cells, n, r), cells.c[r], cells.t[r], allowance - cells.c[r] - rule.cost,
+    allowance, rule.cost, silent_share(p), p.horizon, now)
   return verdict, counts, before, store, touch
 end
 
@@ -92,7 +96,7 @@ local function window_rule(rule, ctx, now, sliding)
     reset_at = reset_at,
     retry_after = verdict.allowed and 0 or math.max(1, reset_at - now),
     federated = ctx.n > 1,
-    first = verdict.first == true,
+    gossip = verdict.gossip,
     false_denial = verdict.false_denial == true,
   }
   -- (previous < 0: the window is forfeited, nothing helps before it ends.)

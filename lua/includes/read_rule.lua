@@ -10,6 +10,8 @@
   then 9 values per rule, rule i's at ARGV[6 + (i - 1) * 9 + 1 .. 9]: algorithm (tb|fw|sw|sl|cc), limit,
   period ms, burst, cost, leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id,
   shadow (1|0)
+  then, after the last rule (ARGV[6 + m * 9 + 1]), the gossip horizon H in ms (protocol admission-gossip.ts
+  gossipHorizonMs; read by the federated paths only)
 
   Every function takes `at`: argv[at + j] is the call's ARGV[j] (0 for a script's own ARGV; a batch passes
   where the call starts in its own). The positions are numbers, not named locals: a local captured by these
@@ -24,6 +26,11 @@ end
 -- What the general rule loop reads: self index, share units csv, max clock skew ms.
 local function read_context(argv, at)
   return tonumber(argv[at + 1]), argv[at + 3], tonumber(argv[at + 4])
+end
+
+-- The gossip horizon H (ms) after the call's `rule_count` rules.
+local function read_horizon(argv, at, rule_count)
+  return tonumber(argv[at + 6 + rule_count * 9 + 1])
 end
 
 --[[

@@ -28,19 +28,21 @@ local function federated_bucket(rule, ctx, now)
       store_bucket(p, state, verdict.bucket)
     end
   end
-  -- This region's first admission in the epoch: the key goes on the fast lane.
-  local first = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period)).c[p.self] == 0
-  return verdict.tokens, bucket_capacity(p, share), bucket_rate(p, share), store, first, verdict.false_denial == true, touch,
-    verdict.quota
+  -- How an admission goes to the peers (admission_gossip.lua), from the bucket before it.
+  local cells = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period))
+  local capacity = bucket_capacity(p, share)
+  local gossip = admission_gossip(peer_talks(cells, p.n, p.self), cells.c[p.self], cells.t[p.self],
+    verdict.tokens - rule.cost, capacity, rule.cost, silent_share(p), p.horizon, now)
+  return verdict.tokens, capacity, bucket_rate(p, share), store, gossip, verdict.false_denial == true, touch, verdict.quota
 end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  local tokens, capacity, rate, store, first, false_denial, touch, quota
+  local tokens, capacity, rate, store, gossip, false_denial, touch, quota
   if ctx.n == 1 then
     tokens, capacity, rate, store = single_region_bucket(rule, now)
   else
-    tokens, capacity, rate, store, first, false_denial, touch, quota = federated_bucket(rule, ctx, now)
+    tokens, capacity, rate, store, gossip, false_denial, touch, quota = federated_bucket(rule, ctx, now)
   end
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, cost, period, now)
   local remaining = math.max(0, math.floor(after))
@@ -53,7 +55,7 @@ local function token_bucket(rule, ctx, now)
     reset_at = reset_at,
     retry_after = retry_after,
     federated = ctx.n > 1,
-    first = first == true,
+    gossip = gossip,
     false_denial = false_denial == true,
     commit = store,
     touch = touch,

@@ -64,6 +64,16 @@ export {
   type Slot,
   type WindowSlot,
 } from './slots.ts';
+export {
+  admissionGossip,
+  bucketAdmissionGossip,
+  gossipHorizonMs,
+  peerTalks,
+  silentShare,
+  windowAdmissionGossip,
+  type AdmissionFacts,
+  type AdmissionGossip,
+} from './admission-gossip.ts';
 export { ruleFederationParams, topologyOf, type Topology } from './topology.ts';
 export {
   decideWindow,

@@ -5,6 +5,7 @@
 // parse_units) and the region index as `self`.
 import { createHash } from 'node:crypto';
 import type { Config, Rule } from '../config/schema.ts';
+import { gossipHorizonMs } from './admission-gossip.ts';
 import { federationParams, shareUnits, type FederationParams } from './params.ts';
 
 /** The federation as this region indexes it: what every script call and protocol parameter set is built from. */
@@ -21,6 +22,8 @@ export interface Topology {
   /** Peer indexes (every index but selfIndex), ascending. */
   peerIndexes: readonly number[];
   maxClockSkewMs: number;
+  /** The gossip horizon H (ms) of the admission gossip test (gossipHorizonMs of the sync interval). */
+  horizonMs: number;
   /** Identifies regions + weights; gossip from a federation with another fingerprint is rejected. */
   fingerprint: string;
 }
@@ -48,6 +51,7 @@ export function topologyOf(config: Pick<Config, 'region' | 'federation'>): Topol
     unitsCsv: units.join(','),
     peerIndexes: regions.map((_, index) => index).filter((index) => index !== selfIndex),
     maxClockSkewMs: config.federation.maxClockSkewMs,
+    horizonMs: gossipHorizonMs(config.federation.syncIntervalMs),
     fingerprint,
   };
 }

@@ -27,6 +27,9 @@ export const DECIDE_RULE_ARGV = {
   shadow: 9,
 } as const;
 
+/** After the last rule: its values, by their offset after the last rule's last value. */
+export const DECIDE_TAIL_ARGV = { horizon: 1 } as const;
+
 /** A rule's part of a decide call that does not change per request (cost and lease id are per call). */
 export interface DecideRuleArgs {
   head: readonly [code: string, limit: number, period: number, capacity: number];
@@ -65,7 +68,7 @@ export interface DecideInputs {
   ruleKeys: readonly string[];
   /** Each rule's fixed arguments (decideRuleArgs), in rule order. */
   rules: readonly DecideRuleArgs[];
-  topology: Pick<Topology, 'selfIndex' | 'unitsCsv' | 'maxClockSkewMs'>;
+  topology: Pick<Topology, 'selfIndex' | 'unitsCsv' | 'maxClockSkewMs' | 'horizonMs'>;
   regions: number;
   cost: number;
   leaseId: string;
@@ -104,6 +107,7 @@ export function decideCall(input: DecideInputs): (string | number)[] {
     call[at + DECIDE_RULE_ARGV.leaseId] = input.leaseId;
     call[at + DECIDE_RULE_ARGV.shadow] = shadow;
   }
+  call[argv + DECIDE_RULES_AFTER + ruleCount * DECIDE_RULE_WIDTH + DECIDE_TAIL_ARGV.horizon] = topology.horizonMs;
   return call;
 }
 

@@ -49,7 +49,7 @@ describe('decide through Redis Functions', () => {
         fixedKeys: [shardMarkerKey(shardOf('b'))],
         ruleKeys: [key],
         rules: [{ head: ['fw', 3, 60_000, 3], budget: 0, leaseTtl: 30_000, shadow: 0 }],
-        topology: { selfIndex: 0, unitsCsv: '1000000', maxClockSkewMs: 1000 },
+        topology: { selfIndex: 0, unitsCsv: '1000000', maxClockSkewMs: 1000, horizonMs: 600 },
         regions: 1,
         cost: 1,
         leaseId: '',
@@ -74,6 +74,8 @@ describe('decide through Redis Functions', () => {
         30_000,
         '',
         0,
+        // the gossip horizon after the last rule
+        600,
       ]);
       viaScript.push(parseDecideReply(await redis.evalsha(sha, ...(call as [number, ...(string | number)[]])), 1));
     }

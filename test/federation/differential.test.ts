@@ -15,16 +15,19 @@ import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../..
 import { decodeState, flattenSlot, unflattenSlot, type SlotCells } from '../../src/federation/gossip/cells.ts';
 import type { GossipEntry } from '../../src/store/gossip-calls.ts';
 import {
+  bucketAdmissionGossip,
   bucketHasHungryPeer,
   decideBucket,
   decideWindow,
   federationParams,
+  gossipHorizonMs,
   mergeBucket,
   mergeWindow,
   newWindowState,
   sweepBucket,
   sweepWindow,
   windowAllowance,
+  windowAdmissionGossip,
   windowCells,
   windowHasHungryPeer,
   windowIdAt,
@@ -42,6 +45,8 @@ import { useRedis } from '../harness/redis.ts';
 const server = await useRedis();
 const NAMES = ['a', 'b', 'c'];
 const API_KEY = 'differential-caller';
+// The engines' sync interval is the default 100 ms.
+const HORIZON_MS = gossipHorizonMs(100);
 const KEY = ruleKey('rule', { principal: API_KEY, dimensions: [API_KEY] });
 const SHARD = shardOfKey(KEY);
 
@@ -226,6 +231,7 @@ function toEpochSlot(slot: SlotCells, n: number): EpochSlot {
 
 const stats = {
   fastFirst: 0,
+  silentAdmissions: 0,
   gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
   watchJoins: 0,
   runs: 0,
@@ -346,12 +352,15 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const r = op.r % n;
         fenceOnScriptCall(r);
         const now = localNow(r);
+        const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
         const decision = await engines[r]!.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost });
         const outcome = decision.outcomes[0]!;
         const s = spec[r]!;
-        // The fast lane: decide.lua queues a region's first admission of the key in a window/epoch, and a false denial.
-        const id = Math.floor(now / setup.periodMs);
-        const ownBefore = (windowed ? s.window.slots : (s.bucket?.slots ?? [])).find((slot) => slot.id === id)?.c[r] ?? 0;
+        // How an admission goes to the peers (admission_gossip.lua against protocol admission-gossip.ts): silent
+        // (no change version, no fast lane), with the next round, or on the fast lane; a false denial is queued too.
+        const gossip = windowed
+          ? windowAdmissionGossip(s.params, s.window, now, op.cost, HORIZON_MS)
+          : bucketAdmissionGossip(s.params, s.bucket, s.fence, now, op.cost, HORIZON_MS);
         let allowed: boolean;
         let remaining: number;
         let quotaRemaining: number;
@@ -374,8 +383,13 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         expect(quotaRemaining, `quota never below the region's remaining (${trace.join(' ')})`).toBeGreaterThanOrEqual(outcome.remaining);
         expect(outcome.falseDenial ?? false, `false denial (${trace.join(' ')})`).toBe(falseDenial);
         const queued = await clients[r]!.srem(fastSetKey(SHARD), KEY);
-        expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe((allowed && ownBefore === 0) || falseDenial);
-        if (allowed && ownBefore === 0) stats.fastFirst++;
+        expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe((allowed && gossip === 'fast') || falseDenial);
+        if (allowed) {
+          const versionAfter = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
+          expect(versionAfter > versionBefore, `gossiped admission (${gossip}; ${trace.join(' ')})`).toBe(gossip !== 'silent');
+          if (gossip === 'silent') stats.silentAdmissions++;
+        }
+        if (allowed && gossip === 'fast') stats.fastFirst++;
         return;
       }
       case 'send': {
@@ -684,6 +698,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.changedMerges).toBeGreaterThan(0);
     expect(stats.sweeps).toBeGreaterThan(0);
     expect(stats.fastFirst).toBeGreaterThan(0);
+    expect(stats.silentAdmissions).toBeGreaterThan(0);
     // Denials by this region's share while its view had headroom: both sides flagged them alike.
     expect(stats.falseDenials).toBeGreaterThan(0);
     // Free donors now give at the merge, so a sweep that still transfers is rare: the short run in the fast

@@ -12,6 +12,11 @@ const IDLE_LIMIT_PER_S = 100;
 const MEASURE_MS = 10_000;
 /** The wake test's sync interval: long enough that a key cannot arrive by waiting for a round. */
 const SLOW_SYNC_MS = 2_000;
+/**
+ * A first admission that crosses the watermark: two regions share 300 + 15 (budget 5%), so a region's share is
+ * 157 and a key below 90% of it (141) stays silent (src/protocol/admission-gossip.ts).
+ */
+const LOUD_COST = 150;
 const RULES: ConfigInput['rules'] = [
   { name: 'fw', match: { endpoints: ['/fw'] }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: '60s' },
 ];
@@ -57,7 +62,7 @@ describe('gossip wakes on work', () => {
   });
   afterAll(() => fed?.close());
 
-  it("a first admission reaches the peer's state without waiting for a sync round", async () => {
+  it("an admission that turns a key loud reaches the peer's state without waiting for a sync round", async () => {
     const a = fed.region('a');
     const b = fed.region('b');
     // Settle: the start-up rounds are over.
@@ -66,11 +71,11 @@ describe('gossip wakes on work', () => {
     for (let i = 0; i < 5; i++) {
       const apiKey = `wake-${i}-${Math.random().toString(36).slice(2)}`;
       const started = Date.now();
-      expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw' })).allowed).toBe(true);
+      expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw', cost: LOUD_COST })).allowed).toBe(true);
       await eventually(
         async () => {
           const view = await federationKeyView(b.config, b.redis, 'fw', { apiKey, endpoint: '/fw' });
-          return view.windows.find((w) => w.current)?.consumption.a === 1 || undefined;
+          return view.windows.find((w) => w.current)?.consumption.a === LOUD_COST || undefined;
         },
         SLOW_SYNC_MS,
         "b to see a's admission",
@@ -102,16 +107,17 @@ describe('a shard left with work stays dirty', () => {
     const seen = (apiKey: string, count: number) => async () =>
       (await federationKeyView(b.config, b.redis, 'fw', { apiKey, endpoint: '/fw' })).windows.find((w) => w.current)?.consumption.a ===
       count;
-    const admitAll = async () => {
-      for (const apiKey of keys) expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw' })).allowed).toBe(true);
+    const admitAll = async (cost: number) => {
+      for (const apiKey of keys)
+        expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw', cost })).allowed).toBe(true);
     };
-    // First admissions go on the fast lane.
-    await admitAll();
-    for (const apiKey of keys) await eventually(seen(apiKey, 1), 5_000, `b to see ${apiKey}'s first admission`);
+    // First admissions cross the watermark: the keys turn loud and go on the fast lane.
+    await admitAll(LOUD_COST);
+    for (const apiKey of keys) await eventually(seen(apiKey, LOUD_COST), 5_000, `b to see ${apiKey}'s first admission`);
     // Second admissions only wait in the pending sets: 24 keys at 4 a round take 6 rounds (≈ 0.6 s).
     const started = Date.now();
-    await admitAll();
-    for (const apiKey of keys) await eventually(seen(apiKey, 2), 5_000, `b to see ${apiKey}'s second admission`);
+    await admitAll(1);
+    for (const apiKey of keys) await eventually(seen(apiKey, LOUD_COST + 1), 5_000, `b to see ${apiKey}'s second admission`);
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 });

@@ -56,7 +56,7 @@ describe('accuracy when healthy: syncIntervalMs 100, 50 ms one way, L = 1000/min
     }
   }
 
-  it('gossip makes an admission visible in the other regions within one sync interval plus the latency', () => {
+  it('gossip makes a gossiped admission visible in the other regions within one sync interval plus the latency', () => {
     const { stats } = simulate(healthy({ kind: 'even' }, 20), 1);
     expect(stats.syncLagMs.length).toBeGreaterThan(1_000);
     expect(percentile(stats.syncLagMs, 99)).toBeLessThanOrEqual(100 + 50 + 10);

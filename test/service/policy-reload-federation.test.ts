@@ -46,9 +46,11 @@ describe('policy reload in a federation', () => {
       write('eu-west', [base, added]);
       for (const service of services) expect((await service.reloadPolicy()).ok).toBe(true);
 
+      // One admission of cost 50 crosses the watermark of this region's share (52 of 100 + 5): the key turns
+      // loud and is gossiped (a small admission far below the share is silent: src/protocol/admission-gossip.ts).
       const check = await fetch(`${services[0]!.url}/v1/check`, {
         method: 'POST',
-        body: JSON.stringify({ apiKey: 'k', method: 'GET', path: '/' }),
+        body: JSON.stringify({ apiKey: 'k', method: 'GET', path: '/', cost: 50 }),
       });
       expect(((await check.json()) as { allowed: boolean }).allowed).toBe(true);
       // The new rule's state reaches eu-west's Redis: its gossip worker knows the rule after the reload.

@@ -4,10 +4,12 @@
 // drive it; the same seed always yields the same trace. This file ties the parts together: events.ts (the
 // queue), links.ts (links and their faults), traffic.ts (arrivals), statistics.ts (measurements), state.ts.
 import {
+  bucketAdmissionGossip,
   bucketHasHungryPeer,
   decideBucket,
   decideWindow,
   federationParams,
+  gossipHorizonMs,
   mergeBucket,
   mergeWindow,
   newBucket,
@@ -15,9 +17,11 @@ import {
   sweepBucket,
   sweepWindow,
   windowCells,
+  windowAdmissionGossip,
   windowForfeited,
   windowHasHungryPeer,
   windowIdAt,
+  type AdmissionGossip,
   type BucketState,
   type EpochSlot,
   type WindowSlot,
@@ -186,23 +190,22 @@ class Simulation {
     let allowed: boolean;
     let falseDenial: boolean;
     let state: KeyState | undefined;
+    // How an admission goes to the peers (decide.lua: admission_gossip), from the state before it.
+    let gossip: AdmissionGossip;
+    const horizonMs = gossipHorizonMs(this.scenario.syncIntervalMs);
     if (this.windowed) {
-      const decision = decideWindow(
-        params,
-        (held as WindowState | undefined) ?? newWindow(params),
-        region.fence,
-        local,
-        cost,
-        this.sliding,
-      );
+      const before = (held as WindowState | undefined) ?? newWindow(params);
+      const decision = decideWindow(params, before, region.fence, local, cost, this.sliding);
       allowed = decision.allowed;
       falseDenial = decision.falseDenial;
       state = decision.state;
+      gossip = windowAdmissionGossip(params, before, local, cost, horizonMs);
     } else {
       const decision = decideBucket(params, held as BucketState | undefined, region.fence, local, cost);
       allowed = decision.allowed;
       falseDenial = decision.falseDenial;
       state = decision.state;
+      gossip = bucketAdmissionGossip(params, held as BucketState | undefined, region.fence, local, cost, horizonMs);
     }
     const window = windowIdAt(local, params.periodMs);
     // decide.lua: a false denial refreshes the region's t (demand), goes to the peers, and on the fast lane.
@@ -221,12 +224,13 @@ class Simulation {
     if (!allowed && falseDenial && state !== undefined) this.fastLane(region, spec.key);
     if (!allowed || !state) return;
     this.stats.admitted += cost;
-    const first = held === undefined || ownCount(this.slotsOf(held), window, region.index) === 0;
-    this.changed(region, spec.key, state);
-    if (first) this.fastLane(region, spec.key);
+    if (gossip === 'silent') region.keys.set(spec.key, state);
+    else this.changed(region, spec.key, state);
+    if (gossip === 'fast') this.fastLane(region, spec.key);
     const own = this.slotsOf(state);
     const value = ownCount(own, window, region.index);
-    this.lag.admitted(this.regions, region.index, spec.key, window, value, this.now);
+    // Sync lag is that of the admissions the peers are sent (a silent one is, by design, not sent).
+    if (gossip !== 'silent') this.lag.admitted(this.regions, region.index, spec.key, window, value, this.now);
   }
 
   private slotsOf(state: KeyState): Slots {

@@ -1,0 +1,40 @@
+--[[
+  Which admissions the peers must hear of: src/protocol/admission-gossip.ts (silentShare, peerTalks,
+  admissionGossip) line for line, in the same order of float operations. A key far below its region's share
+  stays silent (no pending mark, no fast lane); it turns loud near its share (the watermark), when its pace
+  reaches the share within the horizon, or when a peer shows in its slot. Silence only delays messages;
+  the bound never depended on when they are sent.
+  Returns 'silent', 'round' or 'fast'.
+]]
+local SILENT_SHARE = 0.9
+
+-- ω = min(0.9, L/(L+B)); 0 without a budget (plain gossip: every admission is sent).
+local function silent_share(p)
+  if p.unbounded then return 0 end
+  return math.min(SILENT_SHARE, p.limit / (p.limit + p.budget))
+end
+
+-- Whether a peer of r shows in the slot: a count of its own, or a transfer to or from r (cells a decision reads).
+local function peer_talks(slot, n, r)
+  for o = 0, n - 1 do
+    if o ~= r and (slot.c[o] ~= 0 or slot.x[o][r] ~= 0 or slot.x[r][o] ~= 0) then return true end
+  end
+  return false
+end
+
+-- room: what r may still admit after the admission; share: its whole allowance there; cost: the admission's;
+-- horizon: H in ms.
+local function admission_gossip(talks, own_before, last_at, room, share, cost, silent, horizon, now)
+  local first = own_before == 0
+  if talks or silent == 0 then
+    if first then return 'fast' end
+    return 'round'
+  end
+  local watermark = silent * share
+  local used = share - room
+  local slow = first or (now - last_at) * room > horizon
+  if used <= watermark and slow then return 'silent' end
+  -- Above the watermark before this admission too: the peers heard of the key when it crossed.
+  if used - cost > watermark then return 'round' end
+  return 'fast'
+end

@@ -1,0 +1,147 @@
+// Which admissions the peers must hear of. Messages only move rights and refresh views (docs/federation.md §2:
+// the bound is kept by each region's own check against its allowance), so a key far below its region's share
+// needs none: it stays silent. A key turns loud, and is gossiped as before, once it nears its share (the
+// watermark), once it runs fast enough to reach its share within a few round trips, or once a peer shows in
+// its slot (a peer admitted it there, or allowance moved between them).
+// Lua mirror: lua/includes/admission_gossip.lua (admission_gossip).
+import { bucketCapacity, epochCells, newBucket, refill, shareAt, type BucketState } from './bucket-share.ts';
+import { windowIdAt, type Fence, type FederationParams } from './params.ts';
+import type { EpochSlot, WindowSlot } from './slots.ts';
+import { windowAllowance, windowCells, type WindowState } from './window-decide.ts';
+
+/** How an admission goes to the peers: not at all, with the next sync round, or on the fast lane now. */
+export type AdmissionGossip = 'silent' | 'round' | 'fast';
+
+/** The most of its share a silent key may use: a fraction ω ≤ L/(L+B), so that all silent regions admit ≤ L. */
+export const SILENT_SHARE = 0.9;
+
+/** How many sync intervals ahead a key's rate is projected (the horizon H of the burst test), at the least. */
+export const HORIZON_SYNC_INTERVALS = 30;
+
+/**
+ * ω = min(SILENT_SHARE, L/(L+B)): while every region holds a key below ω of its share, the federation admitted
+ * at most ω·(L+B) ≤ L, so the global view has nothing to add. 0 without a budget (unbounded: plain gossip).
+ */
+export function silentShare(params: FederationParams): number {
+  if (params.budget === null) return 0;
+  return Math.min(SILENT_SHARE, params.limit / (params.limit + params.budget));
+}
+
+/** The horizon H (ms) of the burst test for a federation gossiping every `syncIntervalMs`. */
+export function gossipHorizonMs(syncIntervalMs: number): number {
+  return HORIZON_SYNC_INTERVALS * syncIntervalMs;
+}
+
+/**
+ * Whether a peer of `self` shows in this slot: it admitted there (a count) or moved allowance to or from `self`
+ * (a transfer). These are the cells a decision reads anyway.
+ */
+export function peerTalks(slot: WindowSlot | EpochSlot, self: number): boolean {
+  const n = slot.c.length;
+  for (let o = 0; o < n; o++) {
+    if (o === self) continue;
+    if (slot.c[o]! !== 0 || slot.x[o]![self]! !== 0 || slot.x[self]![o]! !== 0) return true;
+  }
+  return false;
+}
+
+/** What admissionGossip needs of one admission, all read before it. */
+export interface AdmissionFacts {
+  /** A peer shows in the admission's slot (peerTalks). */
+  talks: boolean;
+  /** This region's count in the admission's slot before it (0: its first admission there). */
+  ownBefore: number;
+  /** This region's last admission (or demand) time in that slot before it; 0 when none. */
+  lastAt: number;
+  /** What the region may still admit after it: windows its allowance less its count, buckets its tokens. */
+  room: number;
+  /** The region's whole allowance there: windows l_r, buckets cap_r(σ). */
+  share: number;
+  /** The admission's cost. */
+  cost: number;
+  /** silentShare(params). */
+  silent: number;
+  horizonMs: number;
+  now: number;
+}
+
+/**
+ * How region r's admission goes to the peers.
+ *
+ * - Loud, as every key was before this rule: when a peer talks about the key, or there is no budget (plain
+ *   gossip), a first admission in the slot goes on the fast lane and any other with the next round.
+ * - Silent: r used at most ω of its share (share − room ≤ ω·share) and its pace does not reach the share
+ *   within H: a first admission, or (now − lastAt)·room > H, the time since its previous admission times what
+ *   is left.
+ * - Otherwise, while no peer shows: the fast lane when this admission crosses the watermark or keeps the pace
+ *   below it (the peers see the demand now), the next round once the key is above the watermark already.
+ *
+ * Silence only delays messages, and when a message is sent is no part of the bound (§2, §3).
+ *
+ * @example
+ * ```ts
+ * // 1 of a 350 share used, nobody else talks: silent.
+ * admissionGossip({ talks: false, ownBefore: 0, lastAt: 0, room: 349, share: 350, cost: 1, silent: 0.9, horizonMs: 3_000, now: 1 }); // 'silent'
+ * ```
+ */
+export function admissionGossip(facts: AdmissionFacts): AdmissionGossip {
+  const first = facts.ownBefore === 0;
+  if (facts.talks || facts.silent === 0) return first ? 'fast' : 'round';
+  const watermark = facts.silent * facts.share;
+  const used = facts.share - facts.room;
+  const slow = first || (facts.now - facts.lastAt) * facts.room > facts.horizonMs;
+  if (used <= watermark && slow) return 'silent';
+  // Above the watermark before this admission too: the peers heard of the key when it crossed.
+  if (used - facts.cost > watermark) return 'round';
+  return 'fast';
+}
+
+/** admissionGossip of an admission decideWindow made from `state` (before) at `now` for `cost`. */
+export function windowAdmissionGossip(
+  params: FederationParams,
+  state: WindowState,
+  now: number,
+  cost: number,
+  horizonMs: number,
+): AdmissionGossip {
+  const r = params.self;
+  const id = windowIdAt(now, params.periodMs);
+  const cells = windowCells(state, id);
+  const share = params.budget === null ? Infinity : windowAllowance(params, cells, r);
+  return admissionGossip({
+    talks: peerTalks(cells, r),
+    ownBefore: cells.c[r]!,
+    lastAt: cells.t[r]!,
+    room: share - cells.c[r]! - cost,
+    share,
+    cost,
+    silent: silentShare(params),
+    horizonMs,
+    now,
+  });
+}
+
+/** admissionGossip of an admission decideBucket made from `state` (before; undefined: a new bucket) at `now`. */
+export function bucketAdmissionGossip(
+  params: FederationParams,
+  state: BucketState | undefined,
+  fence: Fence,
+  now: number,
+  cost: number,
+  horizonMs: number,
+): AdmissionGossip {
+  const r = params.self;
+  const current = state ?? newBucket(params, fence, now);
+  const cells = epochCells(current.slots, windowIdAt(now, params.periodMs));
+  return admissionGossip({
+    talks: peerTalks(cells, r),
+    ownBefore: cells.c[r]!,
+    lastAt: cells.t[r]!,
+    room: refill(params, current, fence, now) - cost,
+    share: bucketCapacity(params, shareAt(params, current.slots, fence, now)),
+    cost,
+    silent: silentShare(params),
+    horizonMs,
+    now,
+  });
+}
