@@ -18,7 +18,7 @@ import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
 import { tokenMatches } from './admin.ts';
 import type { QuotafedEnv } from './env.ts';
 import { RATE_LIMITED_BODY, rateLimitHeaders, type RuleLookup } from './headers.ts';
-import { apiKeyFromHeaders, clientIp, type IdentitySettings } from './identity.ts';
+import { apiKeyFromHeaders, clientIp, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 
 export const AUTH_REQUEST_PATH = '/v1/auth';
@@ -71,7 +71,7 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
     const realIp = c.req.header('x-real-ip')?.trim();
     const request: RequestContext = {
       apiKey: key.apiKey,
-      ip: realIp && isIP(realIp) ? realIp : clientIp(c, options.identity),
+      ip: realIp && isIP(realIp) ? ipKey(realIp, ipv6PrefixOf(options.identity)) : clientIp(c, options.identity),
       method: method.toUpperCase(),
       path: canonical.path,
     };

@@ -19,7 +19,7 @@ import {
   remainingOf,
   type RuleLookup,
 } from './headers.ts';
-import { checkApiKey, clientIp, type IdentitySettings } from './identity.ts';
+import { checkApiKey, clientIp, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } from './path.ts';
 import { readBodyText } from './read-body.ts';
@@ -189,7 +189,7 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     const request: RequestContext = {
       apiKey: key.apiKey,
       // Without an explicit client IP the caller's own address is the identity (a sidecar per client).
-      ip: data.ip ?? clientIp(c, options.identity),
+      ip: data.ip !== undefined ? ipKey(data.ip, ipv6PrefixOf(options.identity)) : clientIp(c, options.identity),
       method: data.method,
       path: data.path,
       cost: data.cost ?? 1,

@@ -157,7 +157,12 @@ export function ipKey(address: string, prefix: number): string {
 
 /** The client IP as rules key it: `clientAddress`, an IPv6 one cut to `identity.clientIp.ipv6Prefix`. */
 export function clientIp(c: Context, settings: IdentitySettings): string {
-  return ipKey(clientAddress(c, settings), (settings.clientIp ?? DEFAULT_CLIENT_IP).ipv6Prefix);
+  return ipKey(clientAddress(c, settings), ipv6PrefixOf(settings));
+}
+
+/** The prefix IPv6 callers are keyed by (identity.clientIp.ipv6Prefix, /64 by default). */
+export function ipv6PrefixOf(settings: IdentitySettings): number {
+  return (settings.clientIp ?? DEFAULT_CLIENT_IP).ipv6Prefix;
 }
 
 export type IdentifyResult = { ok: true; request: RequestContext } | { ok: false; status: 400 | 401; reason: string };

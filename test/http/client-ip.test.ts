@@ -116,6 +116,22 @@ describe('client IP through the service', async () => {
     expect(await admitted(full, xff('2001:db8:aa:bd::2'))).toBe(true);
   });
 
+  it("keys an IPv6 caller named by /v1/check's ip or nginx's X-Real-IP by its prefix too", async () => {
+    const v6 = await start('ipv6-named', { clientIp: { hops: 1 } });
+    const checkFor = async (ip: string) =>
+      (
+        (await (await fetch(`${v6.url}/v1/check`, { method: 'POST', body: JSON.stringify({ method: 'GET', path: '/', ip }) })).json()) as {
+          allowed: boolean;
+        }
+      ).allowed;
+    expect(await checkFor('2001:db8:cc:dd::1')).toBe(true);
+    expect(await checkFor('2001:db8:cc:dd:9:8:7:6')).toBe(false); // same /64
+    const auth = async (ip: string) =>
+      (await fetch(`${v6.url}/v1/auth`, { headers: { 'X-Real-IP': ip, 'X-Original-URI': '/', 'X-Original-Method': 'GET' } })).status;
+    expect(await auth('2001:db8:ee:ff::1')).toBe(204);
+    expect(await auth('2001:db8:ee:ff::2')).not.toBe(204); // same /64, denied
+  });
+
   it('the gateway forwards the chain and the full client address, not the prefix key', async () => {
     const gateway = await start('gateway', { clientIp: { hops: 2 } }, true);
     const before = upstream.seen.length;
