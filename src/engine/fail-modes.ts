@@ -1,13 +1,14 @@
 // What is decided when Redis did not decide. A `failMode: closed` rule is rejected, always: only Redis can prove
-// a request is within quota. A `failMode: open` rule is admitted, or, while the breaker is open and the rule uses
-// the local fallback, decided in memory against this instance's share.
+// a request is within quota. A `failMode: open` rule is admitted, or, when it uses the local fallback, decided in
+// memory against this instance's share: from the first failed or timed-out decision, whether or not the breaker
+// has opened yet, so every degraded admission of such a rule is counted.
 import type { Config, Rule } from '../config/schema.ts';
 import type { LocalFallback } from './local-fallback.ts';
 import { bindingOutcome } from './redis-engine.ts';
 import { outcomeBase } from './rules.ts';
 import type { Decision, Lease, MatchedRule, RuleOutcome } from './types.ts';
 
-/** A `failMode: open` rule decided by the local fallback while the breaker is open (never a closed rule). */
+/** A `failMode: open` rule decided by the local fallback when Redis does not decide (never a closed rule). */
 function usesFallback(rule: Rule, settings: Config['breaker']): boolean {
   return rule.failMode === 'open' && (rule.localFallback ?? settings.localFallback);
 }
@@ -17,16 +18,14 @@ export interface DegradedInput {
   cost: number;
   /** Epoch ms of the decision. */
   at: number;
-  /** The breaker is open: rules that use the local fallback are decided by it. */
-  breakerOpen: boolean;
   settings: Config['breaker'];
   local: LocalFallback;
 }
 
-/** The decision of the fail modes (and, breaker open, the local fallback) for rules Redis did not decide. */
-export function degradedDecision({ matched, cost, at, breakerOpen, settings, local }: DegradedInput): Decision {
+/** The decision of the fail modes (and the local fallback) for rules Redis did not decide. */
+export function degradedDecision({ matched, cost, at, settings, local }: DegradedInput): Decision {
   const waitMs = Math.max(1_000, settings.probeIntervalMs * settings.successThreshold);
-  const fallbackInputs = breakerOpen ? matched.filter((entry) => usesFallback(entry.rule, settings)) : [];
+  const fallbackInputs = matched.filter((entry) => usesFallback(entry.rule, settings));
   const fixed: (RuleOutcome | undefined)[] = matched.map(({ rule }) => {
     if (fallbackInputs.length > 0 && usesFallback(rule, settings)) return undefined;
     const base = outcomeBase(rule);

@@ -1,6 +1,7 @@
 // Writes what the local fallback admitted into Redis, against the windows it was admitted in, so this region's
-// later decisions and, through gossip, the peers count it. Runs when the breaker closes; what fails stays
-// unsettled and is retried after the next successful Redis decision (or the next close).
+// later decisions and, through gossip, the peers count it. Runs when the breaker closes, and after the next
+// successful Redis decision when the fallback admitted while the breaker stayed closed; what fails stays unsettled
+// and is retried after the next successful Redis decision (or the next close).
 import { withDeadline } from '../deadline.ts';
 import type { Logger } from '../log.ts';
 import { fallbackSettledTotal } from '../metrics.ts';
@@ -11,8 +12,10 @@ import type { LocalFallback } from './local-fallback.ts';
 export interface FallbackSettlement {
   /** Settles what is unsettled now (or joins the settlement in flight); never rejects. */
   settle(): Promise<void>;
-  /** Settles again if the last settlement failed. */
+  /** Settles again if the last settlement failed, or local admissions are waiting (markPending). */
   retryIfFailed(): void;
+  /** Local admissions were made while the breaker stayed closed: settle after the next successful decision. */
+  markPending(): void;
 }
 
 export interface FallbackSettlementOptions {
@@ -62,6 +65,9 @@ export function createFallbackSettlement({ local, current, deadlineMs, now, log 
     settle,
     retryIfFailed() {
       if (settleAgain) void settle();
+    },
+    markPending() {
+      settleAgain = true;
     },
   };
 }

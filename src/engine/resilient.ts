@@ -98,15 +98,15 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     onClosed: () => void settlement.settle(),
   });
 
-  const degraded = (matched: readonly MatchedRule[], request: RequestContext): Decision =>
-    degradedDecision({
-      matched,
-      cost: request.cost ?? 1,
-      at: now(),
-      breakerOpen: breaker.state === 'open',
-      settings: current.config.breaker,
-      local,
-    });
+  const degraded = (matched: readonly MatchedRule[], request: RequestContext): Decision => {
+    const decision = degradedDecision({ matched, cost: request.cost ?? 1, at: now(), settings: current.config.breaker, local });
+    // Admitted locally while the breaker is still closed: written to Redis after its next answer (an open breaker
+    // settles when it closes).
+    if (breaker.state === 'closed' && decision.outcomes.some((outcome) => outcome.source === 'local-fallback' && outcome.allowed)) {
+      settlement.markPending();
+    }
+    return decision;
+  };
   const redis: RedisDecisionContext = { current, deadlineMs, breaker, settlement, log, degraded };
   const releasing: LeaseReleaseContext = { local, current, breaker, deadlineMs, log };
 

@@ -53,9 +53,11 @@ describe('local fallback in a federation', () => {
       logger: silentLogger(),
     });
     try {
-      await engine.decide({ apiKey: 'k', ip: '', method: 'GET', path: '/open' }); // opens the breaker (fail-open)
+      // The failure that opens the breaker is already decided (and counted) by the local fallback.
+      const first = await engine.decide({ apiKey: 'k', ip: '', method: 'GET', path: '/open' });
+      expect(first.outcomes[0]!.source).toBe('local-fallback');
       expect(engine.breaker.state).toBe('open');
-      let admitted = 0;
+      let admitted = first.allowed ? 1 : 0;
       for (let i = 0; i < 400; i++) if ((await engine.decide({ apiKey: 'k', ip: '', method: 'GET', path: '/open' })).allowed) admitted++;
       // Three equal weights: share units 333333 each; floor(300·u/S) + floor(15·u/S) = 99 + 4.
       expect(admitted).toBe(Math.floor((300 * 333_333) / 1_000_000) + Math.floor((15 * 333_333) / 1_000_000));

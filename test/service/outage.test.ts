@@ -130,23 +130,23 @@ describe('Redis outage', async () => {
   it('enforces limit / instancesPerRegion in memory for a fail-open rule while open, and writes it to Redis after', async () => {
     await eventually(async () => (await breakerOf(fallback)) === 'closed', 20_000, 'the fallback instance to be ready');
     await redis.kill('SIGKILL');
-    // The first failures (below the threshold) follow the fail mode: open (admitted, not counted anywhere).
+    // The first failures (below the threshold) are decided by the local fallback already: admitted and counted.
     for (let i = 0; i < 3; i++) expect((await timed(`${fallback.url}/shared`)).res.status).toBe(200);
     expect(fallback.engine.breaker.state).toBe('open');
     // A fail-closed rule is never decided locally: rejected for the whole outage.
     for (let i = 0; i < 3; i++) expect((await timed(`${fallback.url}/closed`)).res.status).toBe(429);
 
-    // Open: this instance's share of 10 across 2 instances is 5.
+    // Open: this instance's share of 10 across 2 instances is 5, of which the first failures took 3.
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) {
       const attempt = await timed(`${fallback.url}/shared`);
       expect(attempt.ms).toBeLessThan(HANG_BOUND_MS);
       statuses.push(attempt.res.status);
     }
-    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+    expect(statuses).toEqual([200, 200, 429, 429, 429, 429, 429, 429]);
     const page = await metrics(fallback);
     expect(await metricValue(page, 'quotafed_degraded_admissions_total', { mode: 'local-fallback' })).toBe(5);
-    expect(await metricValue(page, 'quotafed_decisions_total', { rule: 'shared', source: 'local-fallback', outcome: 'limited' })).toBe(3);
+    expect(await metricValue(page, 'quotafed_decisions_total', { rule: 'shared', source: 'local-fallback', outcome: 'limited' })).toBe(6);
 
     await redis.restart();
     await eventually(async () => (await breakerOf(fallback)) === 'closed', 20_000, 'the breaker to close');
