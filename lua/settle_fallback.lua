@@ -3,7 +3,7 @@
   admitted in, so later decisions of this region and (through the pending ZSETs, i.e. gossip) the peers count
   it. Window algorithms only (fixedWindow, slidingWindow: the same cells). The count is added whatever the
   allowance says: it was already admitted. A window Redis no longer keeps (its slot holds a newer window) is
-  skipped.
+  skipped; a window after Redis's current one (a gateway clock ahead) is counted in the current window.
 
   KEYS[1 .. p]     pending ZSETs of the p peers, qf:{s<n>}:p:<peer index> (one shard; none when alone)
   KEYS[p+1]        federated only (n > 1): the shard's bell qf:{s<n>}:b (rung when a key was queued:
@@ -36,8 +36,11 @@ for i = 1, count do
   local key = KEYS[first_key - 1 + i]
   local period, start, cost = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
   local id = math.floor(start / period)
-  local k = slot_index(id)
   local current = math.floor(now / period)
+  -- A window in the future (the gateway's clock ahead of Redis): counted now, in the current window. Taken as
+  -- given, its slot could be the current window's, whose counts it would replace.
+  if id > current then id, start = current, now end
+  local k = slot_index(id)
   local held = tonumber(redis.call('HGET', key, 'w' .. label(k)))
   if id > current - KEPT_WINDOWS and (held == nil or held <= id) then
     local p = { n = n, self = r, skew = tonumber(ARGV[4]), period = period }

@@ -41,6 +41,13 @@ describe('settling local fallback admissions', async () => {
       const next = await engine.decide(request);
       // Single region: 20 - 1 - 4 - 1. Federated (two equal weights, budget 0): a's allowance 10 - 1 - 4 - 1.
       expect(next.outcomes[0]!.remaining).toBe(federated ? 4 : 14);
+      // A window in the future (a gateway clock three periods ahead of Redis: the current window's slot) is
+      // counted in the current window; it neither replaces that slot's counts nor is lost.
+      await engine.settle([
+        { rule: matched!.rule, key: matched!.key, shard: matched!.shard, windowStart: windowStart + 3 * 3_600_000, count: 2 },
+      ]);
+      const later = await engine.decide(request);
+      expect(later.outcomes[0]!.remaining).toBe(federated ? 1 : 11);
       if (federated) expect(await redis.zscore(peerPendingKey(matched!.shard, 1), matched!.key)).not.toBeNull();
     });
   }
