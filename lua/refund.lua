@@ -5,18 +5,21 @@
   which only errs on the safe side. The acknowledgement and recency cells (a, t) stay: they never decrease.
   Refunded tokens are clamped by the next refill to the cap in force (protocol.ts refill).
 
-  KEYS     the state keys of the rules to refund
-  ARGV[1]  self index   ARGV[2] decide's now (ms)
+  KEYS     the state keys of the rules to refund, then the refund's marker qf:{s<n>}:rf:<refund id> (same slot)
+  ARGV[1]  self index   ARGV[2] decide's now (ms)   ARGV[3] how long the marker lives (ms)
   then 4 values per key: algorithm (tb|fw|sw|sl|cc), period ms, cost, lease id
-  Returns the number of keys refunded.
+  Returns the number of keys refunded; 0 when this refund ran before (the marker exists: the client sent the same
+  command again, as ioredis does after a reconnect), so a request's cost is never returned twice.
 ]]
 --- @include "includes/federation"
 local self_index = ARGV[1]
 local now = tonumber(ARGV[2])
+local rules = #KEYS - 1
+if not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
 local refunded = 0
-for i = 1, #KEYS do
+for i = 1, rules do
   local key = KEYS[i]
-  local base = 2 + (i - 1) * 4
+  local base = 3 + (i - 1) * 4
   local algorithm, period, cost, lease = ARGV[base + 1], tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), ARGV[base + 4]
   local id = math.floor(now / period)
   local k = slot_index(id)

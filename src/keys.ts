@@ -92,6 +92,14 @@ export function bellKey(shard: number): string {
   return `${KEY_PREFIX}:${shardTag(shard)}:b`;
 }
 
+/**
+ * Refund marker qf:{s<n>}:rf:<refund id>: written by refund.lua with its first run, so a refund the client sends
+ * again (ioredis resends unanswered commands after a reconnect) returns nothing twice. Expires after REFUND_MARK_MS.
+ */
+export function refundMarkerKey(shard: number, refundId: string): string {
+  return `${KEY_PREFIX}:${shardTag(shard)}:rf:${refundId}`;
+}
+
 /** The shard a state key lives in. */
 export function shardOfKey(stateKey: string): number {
   const match = /^qf:\{s(\d+)\}:/.exec(stateKey);

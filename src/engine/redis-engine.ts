@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
 import { topologyOf, type Topology } from '../protocol/index.ts';
-import { KEY_SHARDS, peerPendingKey, shardMarkerKey } from '../keys.ts';
+import { KEY_SHARDS, peerPendingKey, refundMarkerKey, shardMarkerKey } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
@@ -172,7 +172,8 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
 
   const refund = async (result: Awaited<ReturnType<typeof decideGroup>>, cost: number, leaseId: string) => {
     const rules = result.group.rules.map(({ key, rule }) => ({ key, algorithm: rule.algorithm, period: rule.period }));
-    await runRefund(redis, refundCall(topology.selfIndex, result.reply.now, rules, cost, leaseId));
+    const marker = refundMarkerKey(result.group.shard, randomUUID());
+    await runRefund(redis, refundCall(topology.selfIndex, result.reply.now, rules, cost, leaseId, marker));
   };
 
   const cached = (matched: readonly MatchedRule[], request: RequestContext): Decision | undefined => {

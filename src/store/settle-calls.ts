@@ -18,9 +18,23 @@ export interface RefundRule {
 }
 
 /** Undoes a decide of one identity: KEYS the state keys; ARGV self, decide's now, then code/period/cost/lease per key. */
-export function refundCall(selfIndex: number, now: number, rules: readonly RefundRule[], cost: number, leaseId: string): ScriptCall {
-  const keys = rules.map((rule) => rule.key);
-  const args: (string | number)[] = [selfIndex, now];
+/** How long refund.lua's marker of a refund lives: well beyond any resend of the same command. */
+export const REFUND_MARK_MS = 120_000;
+
+/**
+ * refund.lua's call: KEYS the rules' state keys (one shard), then the refund's marker (refundMarkerKey of the same
+ * shard and a refund id unique to this refund), so that the same refund delivered twice refunds once.
+ */
+export function refundCall(
+  selfIndex: number,
+  now: number,
+  rules: readonly RefundRule[],
+  cost: number,
+  leaseId: string,
+  marker: string,
+): ScriptCall {
+  const keys = [...rules.map((rule) => rule.key), marker];
+  const args: (string | number)[] = [selfIndex, now, REFUND_MARK_MS];
   for (const rule of rules) args.push(ALGORITHM_CODES[rule.algorithm], rule.period, cost, leaseId);
   return { keys, args };
 }

@@ -10,7 +10,7 @@ import { parseApplyGossipReply, parseScreenGossipReply, parseTakePendingReply } 
 import { runScript } from '../../src/store/script-call.ts';
 import { refundCall, runRefund } from '../../src/store/settle-calls.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
-import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
+import { refundMarkerKey, ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -47,8 +47,19 @@ describe('refundCall undoes decideCall', () => {
       const second = parseDecideReply(await redis.decide(...(decide(3) as [number, ...(string | number)[]])), 1);
       expect(second.rules[0]!.allowed).toBe(true);
       expect(await redis.hgetall(key)).not.toEqual(before);
-      expect(await runRefund(redis, refundCall(topology.selfIndex, second.now, [{ key, algorithm, period: rule.period }], 3, ''))).toBe(1);
+      const refund = refundCall(
+        topology.selfIndex,
+        second.now,
+        [{ key, algorithm, period: rule.period }],
+        3,
+        '',
+        refundMarkerKey(shardOf(principal), `r-${name}`),
+      );
+      expect(await runRefund(redis, refund)).toBe(1);
       // Same clock, so a token bucket's refill is zero: the tokens come back to the very same double.
+      expect(await redis.hgetall(key)).toEqual(before);
+      // The same refund delivered again (ioredis resends an unanswered command after a reconnect) returns nothing.
+      expect(await runRefund(redis, refund)).toBe(0);
       expect(await redis.hgetall(key)).toEqual(before);
     });
   }
