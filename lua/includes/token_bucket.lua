@@ -16,7 +16,8 @@ local function federated_bucket(rule, ctx, now)
   local function store()
     store_bucket(p, state, commit_bucket(p, verdict, ctx.fence, now, rule.cost))
   end
-  -- A false denial of a stored bucket is demand (protocol.ts decideBucket): this region's t in the epoch.
+  -- A false denial of a stored bucket is demand (protocol decideBucket): this region's t in the epoch, after the
+  -- bucket is refilled to now (the slot the epoch takes may hold an older epoch the refill still integrates).
   local touch = nil
   if bucket ~= nil then
     touch = function()
@@ -25,7 +26,7 @@ local function federated_bucket(rule, ctx, now)
       local slots = verdict.bucket.slots
       if slots[k].id ~= epoch then slots[k] = empty_slot(p.n, epoch, false) end
       slots[k].t[p.self] = math.max(slots[k].t[p.self], now)
-      store_bucket(p, state, verdict.bucket)
+      store_bucket(p, state, { tokens = verdict.tokens, last = now, sig = share_at(p, slots, ctx.fence, now), slots = slots })
     end
   end
   -- How an admission goes to the peers (admission_gossip.lua), from the bucket before it.

@@ -184,11 +184,14 @@ export function decideBucket(
     const falseDenial = bucketFalseDenial(params, current, fence, now, cost);
     const quotaRemaining = bucketQuotaRemaining(params, current, fence, now, tokens, 0);
     if (!falseDenial || state === undefined) return { allowed: false, remaining: tokens, quotaRemaining, falseDenial, state };
-    // Demand, as for windows: t[r] refreshed in the epoch's slot; tokens and refill time untouched.
+    // Demand, as for windows: t[r] refreshed in the epoch's slot. The bucket is refilled to now first, as an
+    // admission does: the slot the epoch takes may hold an older epoch that the refill since lastRefill still
+    // integrates, and integrating that past with the slot replaced would count it at another share.
     const touched = withEpochSlot(state.slots, epoch);
     const cells = touched[slotIndex(epoch)]!;
     cells.t[params.self] = Math.max(cells.t[params.self]!, now);
-    return { allowed: false, remaining: tokens, quotaRemaining, falseDenial, state: { ...state, slots: touched } };
+    const refilled = { tokens, lastRefill: now, sig: shareAt(params, touched, fence, now), slots: touched };
+    return { allowed: false, remaining: tokens, quotaRemaining, falseDenial, state: refilled };
   }
   const quotaRemaining = bucketQuotaRemaining(params, current, fence, now, tokens - cost, cost);
   const slots = withEpochSlot(current.slots, epoch);

@@ -340,12 +340,16 @@ describe('token bucket: region-local invariants', () => {
               expect(state).toEqual(before);
             }
             if (decision.falseDenial && state !== undefined) {
-              // Demand: only this region's t in the current epoch moves, to now; tokens and refill time stay.
+              // Demand: this region's t in the current epoch moves, to now, after the bucket is refilled to now;
+              // nothing is counted, and the touch gives no tokens later (the past is not integrated again at
+              // another share once the epoch's slot replaced an older one).
               expect(state).toEqual(before);
               const id = Math.floor(now / 1_000);
               const touched = structuredClone(decision.state)!;
-              expect(touched.tokens).toBe(state.tokens);
-              expect(touched.lastRefill).toBe(state.lastRefill);
+              expect(touched.tokens).toBe(refill(p, state, input.fence, now));
+              expect(touched.lastRefill).toBe(now);
+              for (const later of [now + 1, now + 250, now + 999])
+                expect(refill(p, touched, input.fence, later)).toBeLessThanOrEqual(refill(p, state, input.fence, later) + 1e-6);
               const cells = touched.slots.find((slot) => slot.id === id)!;
               expect(cells.t[r]).toBeGreaterThanOrEqual(now);
               expect(cells.c[r]).toBe(state.slots.find((slot) => slot.id === id)?.c[r] ?? 0);
