@@ -29,6 +29,16 @@ export function ruleArgs(rule: Rule, fallbackBudget: Config['federation']['leaka
   return [ALGORITHM_CODES[rule.algorithm], rule.limit, rule.period, rule.burst ?? rule.limit, scriptBudget(rule, fallbackBudget, regions)];
 }
 
+/** The federation's part of the apply_gossip and sweep_watch calls: self index, region count, share units, skew. */
+function federationArgs(topology: Topology): (string | number)[] {
+  return [topology.selfIndex, topology.regions.length, topology.unitsCsv, topology.maxClockSkewMs];
+}
+
+/** A shard's pending sets, one per peer, in peer index order. */
+function pendingKeys(topology: Topology, shard: number): string[] {
+  return topology.peerIndexes.map((peer) => peerPendingKey(shard, peer));
+}
+
 // ---- apply_gossip.lua ------------------------------------------------------------------------------------
 
 /** The apply_gossip.lua call for one entry. `now` pins the clock (tests); `policy` defaults to REBALANCE. */
@@ -42,19 +52,9 @@ export function applyGossipCall(
 ): ScriptCall {
   const shard = shardOfKey(entry.k);
   const n = topology.regions.length;
-  const keys = [
-    entry.k,
-    shardMarkerKey(shard),
-    watchSetKey(shard),
-    fastSetKey(shard),
-    bellKey(shard),
-    ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)),
-  ];
+  const keys = [entry.k, shardMarkerKey(shard), watchSetKey(shard), fastSetKey(shard), bellKey(shard), ...pendingKeys(topology, shard)];
   const args: (string | number)[] = [
-    topology.selfIndex,
-    n,
-    topology.unitsCsv,
-    topology.maxClockSkewMs,
+    ...federationArgs(topology),
     ...ruleArgs(rule, fallbackBudget, n),
     ...policyArgs(options.policy),
     senderIndex,
@@ -102,17 +102,9 @@ export function sweepCall(
   options: { now?: number; policy?: RebalancePolicy; strandedHorizonMs?: number } = {},
 ): ScriptCall {
   const n = topology.regions.length;
-  const keys = [
-    watchSetKey(shard),
-    shardMarkerKey(shard),
-    bellKey(shard),
-    ...topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)),
-  ];
+  const keys = [watchSetKey(shard), shardMarkerKey(shard), bellKey(shard), ...pendingKeys(topology, shard)];
   const args: (string | number)[] = [
-    topology.selfIndex,
-    n,
-    topology.unitsCsv,
-    topology.maxClockSkewMs,
+    ...federationArgs(topology),
     ...policyArgs(options.policy),
     options.now ?? '',
     watched.length,
