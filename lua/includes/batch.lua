@@ -15,3 +15,12 @@ local function batch_clock()
   local t = redis.call('TIME')
   return tostring(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end
+
+-- The batch's clock: a function that reads Redis TIME once, on first need, and answers that reading after.
+local function batch_clock_once()
+  local batch_now
+  return function()
+    if batch_now == nil then batch_now = batch_clock() end
+    return batch_now
+  end
+end

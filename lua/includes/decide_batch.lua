@@ -19,11 +19,7 @@ local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local replies = {}
   -- The batch's clock: one TIME read, on first need.
-  local batch_now
-  local function clock()
-    if batch_now == nil then batch_now = batch_clock() end
-    return batch_now
-  end
+  local clock = batch_clock_once()
   local call_args
   local k, a = 0, 1
   for i = 1, count do

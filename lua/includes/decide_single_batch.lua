@@ -16,11 +16,7 @@ local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local replies = {}
   -- The batch's clock: one TIME read, on first need.
-  local batch_now
-  local function clock()
-    if batch_now == nil then batch_now = batch_clock() end
-    return batch_now
-  end
+  local clock = batch_clock_once()
   -- The current arguments: args[at + j] is ARGV[j] (j <= size); call_args their copy, once decide needs one.
   local at, size, call_args
   -- Their one-rule path, if they take it: the function, its numbers, and the pinned clock ('' for none).
