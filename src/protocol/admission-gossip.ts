@@ -15,8 +15,10 @@ export type AdmissionGossip = 'silent' | 'round' | 'fast';
 /** The most of its share a silent key may use: a fraction ω ≤ L/(L+B), so that all silent regions admit ≤ L. */
 export const SILENT_SHARE = 0.9;
 
-/** How many sync intervals ahead a key's rate is projected (the horizon H of the burst test), at the least. */
+/** How many sync intervals ahead a key's rate is projected (the horizon H of the burst test)... */
 export const HORIZON_SYNC_INTERVALS = 30;
+/** ...and at least this long (ms), so that short sync intervals do not silence keys that run at a steady pace. */
+export const HORIZON_FLOOR_MS = 10_000;
 
 /**
  * ω = min(SILENT_SHARE, L/(L+B)): while every region holds a key below ω of its share, the federation admitted
@@ -29,7 +31,7 @@ export function silentShare(params: FederationParams): number {
 
 /** The horizon H (ms) of the burst test for a federation gossiping every `syncIntervalMs`. */
 export function gossipHorizonMs(syncIntervalMs: number): number {
-  return HORIZON_SYNC_INTERVALS * syncIntervalMs;
+  return Math.max(HORIZON_SYNC_INTERVALS * syncIntervalMs, HORIZON_FLOOR_MS);
 }
 
 /**

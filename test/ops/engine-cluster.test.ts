@@ -172,6 +172,7 @@ describe('federation with a cluster region', () => {
     const metaOwner = await cluster.primaryPortFor(META_KEY);
     const eastUrl = cluster.nodes.find((node) => node.port !== metaOwner)!.url;
     const rules: ConfigInput['rules'] = [{ name: 'fed-fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 1_000, period: '1h' }];
+    const LOUD = 480;
     const federation = { syncIntervalMs: 50, maxClockSkewMs: 200, secret: 'cluster-federation-secret-0123' };
     const eastConfig = clusterConfig({
       region: 'east',
@@ -217,9 +218,12 @@ describe('federation with a cluster region', () => {
 
     // Keys on every primary of the cluster region.
     const keys = primaries().map((port, i) => principalOn(port, `fed-${i}`));
-    for (const key of keys) for (let i = 0; i < 3; i++) expect((await east.engine.decide(get(key))).allowed).toBe(true);
+    // Each key's first admission crosses the watermark of its region's share (525 of 1,000 + 50), so the keys are
+    // loud and every admission is gossiped (a key far below its share stays silent: admission-gossip.ts).
+    const admit = (engine: typeof east.engine, key: string, cost: number) => engine.decide({ ...get(key), cost });
+    for (const key of keys) for (let i = 0; i < 3; i++) expect((await admit(east.engine, key, i === 0 ? LOUD : 1)).allowed).toBe(true);
     const westKey = principalOn(primaries()[0]!, 'fed-west');
-    for (let i = 0; i < 4; i++) expect((await westRegion.engine.decide(get(westKey))).allowed).toBe(true);
+    for (let i = 0; i < 4; i++) expect((await admit(westRegion.engine, westKey, i === 0 ? LOUD : 1)).allowed).toBe(true);
 
     const seen = async (region: typeof east, key: string, from: string, count: number) =>
       eventually(
@@ -230,8 +234,8 @@ describe('federation with a cluster region', () => {
         10_000,
         `${region.config.region} to see ${count} of ${from} for ${key}`,
       );
-    for (const key of keys) await seen(westRegion, key, 'east', 3);
-    await seen(east, westKey, 'west', 4);
+    for (const key of keys) await seen(westRegion, key, 'east', LOUD + 2);
+    await seen(east, westKey, 'west', LOUD + 3);
 
     // The inbound queue on the cluster lives in one slot under {qf}.
     const queueSlots = new Set<unknown>();
