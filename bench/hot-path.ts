@@ -1,5 +1,5 @@
 // `npx tsx bench/hot-path.ts [fixedWindow|tokenBucket]`: CPU per decision of the engine alone and under the
-// resilient wrapper (the way the service decides), with and without the micro-batcher and the lean script,
+// resilient wrapper (the way the service decides), with and without the micro-batcher and the single-region script,
 // through Redis Functions and through EVALSHA, 100,000 keys, 64 callers. CPU time per decision holds up on a
 // busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size).
 import { createTunedRedisEngine } from '../src/engine/redis-engine.ts';
@@ -23,7 +23,7 @@ const VARIANTS = {
   'before (no batch, decide.lua)': { batch: false, singleRegionScript: false },
   'single-region script only': { batch: false, singleRegionScript: true },
   'batch only': { batch: true, singleRegionScript: false },
-  'batch + lean (default)': {},
+  'batch + single-region (default)': {},
   'default, EVALSHA': { redisFunctions: false },
   'resilient + default': {},
 } as const satisfies Record<string, RedisEngineTuning>;

@@ -10,6 +10,12 @@ local function batch_error(reply)
   return redis.error_reply(tostring(reply))
 end
 
+-- A call's reply in its place: the reply when the call ran (pcall's ok), else its error.
+local function batch_reply(ok, reply)
+  if ok then return reply end
+  return batch_error(reply)
+end
+
 -- Redis TIME in ms, as the text decide's now_ms reads (the now override).
 local function batch_clock()
   local t = redis.call('TIME')

@@ -46,16 +46,7 @@ local function decide(KEYS, ARGV)
   end
   local queued = false
 
-  local decisions = {}
-  local all_allowed = 1
-  for i = 1, rule_count do
-    local rule, code, shadow = read_rule(ARGV, 0, i, KEYS[first_key - 1 + i])
-    local decision = algorithms[code](rule, ctx, now)
-    decision.shadow = shadow
-    decision.key = rule.key
-    decisions[i] = decision
-    if not decision.allowed and not decision.shadow then all_allowed = 0 end
-  end
+  local decisions, all_allowed = decide_rules(algorithms, KEYS, ARGV, first_key, rule_count, ctx, now)
 
   local reply = { all_allowed, now }
   for i = 1, rule_count do

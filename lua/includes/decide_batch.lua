@@ -36,11 +36,7 @@ local function decide_batch(keys, args)
     pin_clock(call_args, clock)
     k, a = k + nk, a + na
     local ok, reply = pcall(decide, call_keys, call_args)
-    if ok then
-      replies[i] = reply
-    else
-      replies[i] = batch_error(reply)
-    end
+    replies[i] = batch_reply(ok, reply)
   end
   return replies
 end

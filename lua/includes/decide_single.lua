@@ -24,15 +24,7 @@ local function decide(KEYS, ARGV)
   end
   local _, _, skew = read_context(ARGV, 0)
   local ctx = { n = 1, self = 0, skew = skew, fence = 0 }
-  local decisions = {}
-  local all_allowed = 1
-  for i = 1, rule_count do
-    local rule, code, shadow = read_rule(ARGV, 0, i, KEYS[1 + i])
-    local decision = algorithms[code](rule, ctx, now)
-    decision.shadow = shadow
-    decisions[i] = decision
-    if not decision.allowed and not decision.shadow then all_allowed = 0 end
-  end
+  local decisions, all_allowed = decide_rules(algorithms, KEYS, ARGV, 2, rule_count, ctx, now)
 
   local reply = { all_allowed, now }
   for i = 1, rule_count do

@@ -61,11 +61,7 @@ local function decide_batch(keys, args)
       ok, reply = pcall(decide, call_keys, call_args)
     end
     k = k + nk
-    if ok then
-      replies[i] = reply
-    else
-      replies[i] = batch_error(reply)
-    end
+    replies[i] = batch_reply(ok, reply)
   end
   return replies
 end

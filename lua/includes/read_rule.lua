@@ -76,3 +76,22 @@ end
 local function pin_clock(argv, clock)
   if argv[6] == '' then argv[6] = clock() end
 end
+
+--[[
+  Every rule of the call decided by its algorithm (`algorithms`: code -> function(rule, ctx, now)), nothing
+  committed yet; rule i's state key is KEYS[first_key - 1 + i]. Returns the decisions (each with `shadow` and
+  `key` set) and 1 when no non-shadow rule denies, else 0.
+]]
+local function decide_rules(algorithms, keys, argv, first_key, rule_count, ctx, now)
+  local decisions = {}
+  local all_allowed = 1
+  for i = 1, rule_count do
+    local rule, code, shadow = read_rule(argv, 0, i, keys[first_key - 1 + i])
+    local decision = algorithms[code](rule, ctx, now)
+    decision.shadow = shadow
+    decision.key = rule.key
+    decisions[i] = decision
+    if not decision.allowed and not decision.shadow then all_allowed = 0 end
+  end
+  return decisions, all_allowed
+end
