@@ -62,7 +62,8 @@ const run = (durationS: number) =>
     ],
   }) as Promise<AutocannonResult>;
 
-interface AutocannonResult {
+/** The part of autocannon's result the benches read (also bench/lib/keyed-load.ts). */
+export interface AutocannonResult {
   requests: { total: number; average: number };
   latency: { p50: number; p99: number };
   duration: number;

@@ -1,6 +1,7 @@
 // A load generator for /v1/check with one API key per request drawn from a distribution (bench/lib/key-draw.ts),
 // in its own process: `tsx bench/lib/keyed-load.ts <json>`. Runs autocannon and prints one JSON line of figures.
 import { createRequire } from 'node:module';
+import type { AutocannonResult, LoadFigures } from '../http/load.ts';
 import { keyDraw, type KeyDistribution } from './key-draw.ts';
 
 // autocannon ships no types.
@@ -19,25 +20,11 @@ export interface KeyedLoadOptions {
   seed?: number;
 }
 
-export interface KeyedLoadFigures {
+/** What one keyed run reports: the HTTP load's figures, with the requests answered in the measured run. */
+export type KeyedLoadFigures = Omit<LoadFigures, 'allRequests'> & {
   /** Requests answered. */
   requests: number;
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  statuses: Record<string, number>;
-  errors: number;
-  timeouts: number;
-}
-
-interface AutocannonResult {
-  requests: { total: number };
-  latency: { p50: number; p99: number };
-  duration: number;
-  errors: number;
-  timeouts: number;
-  statusCodeStats?: Record<string, { count: number }>;
-}
+};
 
 const options = JSON.parse(process.argv[2]!) as KeyedLoadOptions;
 // The bench holds our stdin open; if it dies, stop generating load at once.
