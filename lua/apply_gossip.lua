@@ -95,6 +95,8 @@ else
 end
 
 if changed then
+  -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
+  redis.call('HDEL', key, 'z')
   mark_changed(key, pending, now)
   if hungry_peer then redis.call('SADD', watch, key) end
   if granted then redis.call('SADD', fast, key) end

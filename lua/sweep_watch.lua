@@ -77,6 +77,8 @@ for i = 1, tonumber(ARGV[11]) do
     left = left + redis.call('SREM', watch, key)
   elseif changed then
     rebalanced = rebalanced + 1
+    -- A transfer is in the hash now: never silent again (federation.lua load_silent).
+    redis.call('HDEL', key, 'z')
     mark_changed(key, pending, now)
   end
 end

@@ -190,24 +190,30 @@ local function load_bucket(p, key, for_decision, now)
   return state, bucket
 end
 
+-- How long a federated bucket key lives after a write (store_bucket says why).
+local function federated_bucket_ttl(period, skew, capacity, budget, limit)
+  return 3 * period + skew + math.ceil((capacity + budget) * period / limit) + 1000
+end
+
 --[[
   Writes a bucket. A single region keeps only tokens and last_refill. A federated key outlives the span in
   which its view can still change σ (the latest kept epoch + 2 periods + skew) plus a refill to full from
   empty at its base share (C + B)·P/L: once it expires, a new (full) bucket is what it would hold anyway.
 ]]
 local function store_bucket(p, state, bucket)
-  redis.call('HSET', state.key, 'tokens', fmt(bucket.tokens), 'last_refill', fmt(bucket.last))
+  local sets = { 'tokens', fmt(bucket.tokens), 'last_refill', fmt(bucket.last) }
   local ttl
   if p.n > 1 then
-    redis.call('HSET', state.key, 'sig', fmt(bucket.sig))
-    store_slots(state, bucket.slots)
-    ttl = 3 * p.period + p.skew + math.ceil((p.capacity + p.budget) * p.period / p.limit) + 1000
+    sets[5], sets[6] = 'sig', fmt(bucket.sig)
+    store_slots(state, bucket.slots, sets)
+    ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit)
   else
     local share = share_at(p, bucket.slots, 0, bucket.last)
     local rate = bucket_rate(p, share)
     local full_in = 0
     if rate > 0 then full_in = math.ceil((bucket_capacity(p, share) - bucket.tokens) / rate) end
     ttl = full_in + 1000
+    redis.call('HSET', state.key, unpack(sets))
   end
   redis.call('PEXPIRE', state.key, ttl)
 end

@@ -240,11 +240,110 @@ local function load_state(key, n, with_a, extra_names, ids, cells)
   return state
 end
 
+--[[
+  A silent key: field z = 1 says the hash holds no cell of another region and no transfer, only this region's
+  slot ids and its own c, t and (windows) a[r][r]. Every key starts so; apply_gossip.lua and sweep_watch.lua drop
+  z when they write (a peer's cells or a transfer arrive only through them), and the other writers (decide,
+  settle_fallback, refund) write only this region's cells. A key without z is read by load_state.
+  The request path reads a silent key with one short HMGET (z, the slot ids, this region's cells of the current
+  and previous slot, `extra_names`) and decides it with the same functions over a view whose other cells are the
+  shared zeros; the decision is the one load_state's view would give (the cells it does not read are 0).
+]]
+local function silent_slot(n, id, r, with_a)
+  local zero = zero_slot(n, with_a)
+  local slot = { id = id, c = {}, t = {}, x = zero.x }
+  for o = 0, n - 1 do slot.c[o], slot.t[o] = 0, 0 end
+  if with_a then
+    -- Only this region's acknowledgement row is ever written (acknowledge); the others stay the shared zeros.
+    slot.a = {}
+    for o = 0, n - 1 do slot.a[o] = zero.a[o] end
+    slot.a[r] = {}
+    for d = 0, n - 1 do slot.a[r][d] = 0 end
+  end
+  return slot
+end
+
+--[[
+  Loads a silent key for a decision at slot `current` (and `previous`, whose own count it reads too). Returns nil
+  when the key holds state but no z (load_state then reads it); a key with no state at all loads as silent.
+]]
+local function load_silent(key, n, r, with_a, extra_names, current, previous)
+  local own = '.' .. label(r)
+  local kc = label(current)
+  local names = { 'z', 'w0', 'w1', 'w2', 'c' .. kc .. own, 't' .. kc .. own, 'c' .. label(previous) .. own }
+  if with_a then names[8] = 'a' .. kc .. own .. own end
+  local first_extra = #names
+  for i, name in ipairs(extra_names) do names[first_extra + i] = name end
+  local values = redis.call('HMGET', key, unpack(names))
+  if values[1] == false then
+    for i = 2, #names do
+      if values[i] ~= false then return nil end
+    end
+  end
+  local slots = empty_slots(n, with_a)
+  local held = {}
+  for k = 0, KEPT_WINDOWS - 1 do
+    local id = tonumber(values[2 + k])
+    held[k] = id or -1
+    if id ~= nil then slots[k] = silent_slot(n, id, r, with_a) end
+  end
+  local old = { c = tonumber(values[5]) or 0, t = tonumber(values[6]) or 0, a = 0 }
+  if with_a then old.a = tonumber(values[8]) or 0 end
+  local slot = slots[current]
+  if slot.id >= 0 then
+    slot.c[r], slot.t[r] = old.c, old.t
+    if with_a then slot.a[r][r] = old.a end
+  end
+  if slots[previous].id >= 0 then slots[previous].c[r] = tonumber(values[7]) or 0 end
+  local extra = {}
+  for i, name in ipairs(extra_names) do extra[name] = values[first_extra + i] end
+  return {
+    key = key, n = n, with_a = with_a, silent = true, had_z = values[1] ~= false, self = r, current = current,
+    held = held, old = old, slots = slots, extra = extra,
+  }
+end
+
+-- Writes a silent key's current slot back (decisions write no other): its id if new, this region's cells as
+-- they differ from what was loaded (a replaced slot's fields are the old window's, so the same rule applies),
+-- and z on a new key; `sets` (field, value pairs) go in the same HSET.
+local function store_silent(state, slots, sets)
+  local k, r = state.current, state.self
+  local slot = slots[k]
+  local dels = {}
+  if not state.had_z then
+    sets[#sets + 1] = 'z'
+    sets[#sets + 1] = '1'
+  end
+  if slot.id >= 0 then
+    local kl, own = label(k), '.' .. label(r)
+    if slot.id ~= state.held[k] then
+      sets[#sets + 1] = 'w' .. kl
+      sets[#sets + 1] = fmt(slot.id)
+    end
+    local function cell(name, value, old)
+      if value == 0 then
+        if old ~= 0 then dels[#dels + 1] = name end
+      elseif value ~= old then
+        sets[#sets + 1] = name
+        sets[#sets + 1] = fmt(value)
+      end
+    end
+    cell('c' .. kl .. own, slot.c[r], state.old.c)
+    cell('t' .. kl .. own, slot.t[r], state.old.t)
+    if state.with_a then cell('a' .. kl .. own .. own, slot.a[r][r], state.old.a) end
+  end
+  if #dels > 0 then redis.call('HDEL', state.key, unpack(dels)) end
+  if #sets > 0 then redis.call('HSET', state.key, unpack(sets)) end
+end
+
 -- Writes the slots back: what differs from what was loaded. A slot now holding another window loses every
 -- cell of the window it held first (all of them, also those that were not read, a/y cells included).
-local function store_slots(state, slots)
+-- `sets` (optional field, value pairs) go in the same HSET.
+local function store_slots(state, slots, sets)
+  if sets == nil then sets = {} end
+  if state.silent then return store_silent(state, slots, sets) end
   local plan = state.plan
-  local sets, dels, reset = {}, {}, {}
+  local dels, reset = {}, {}
   for k, held in pairs(state.held) do
     if held >= 0 and slots[k].id ~= held then
       reset[k] = true

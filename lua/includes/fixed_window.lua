@@ -49,7 +49,8 @@ local function federated_window(p, rule, ctx, now, sliding)
   local current, previous = slot_index(id), slot_index(id - 1)
   local ids = { [current] = true }
   if sliding then ids[previous] = true end
-  local state = load_state(rule.key, n, true, {}, ids, function(plan, k)
+  -- A silent key (federation.lua load_silent): this region's cells alone, in one short read.
+  local state = load_silent(rule.key, n, r, true, {}, current, previous) or load_state(rule.key, n, true, {}, ids, function(plan, k)
     if k == current then
       plan_row_cells(plan, n, k, r, true, true, true)
     else

@@ -8,8 +8,13 @@
 -- single_region_bucket and bucket_verdict (shared with the single-region library).
 --- @include "includes/bucket_single"
 
+--- @include "includes/silent_bucket"
+
 local function federated_bucket(rule, ctx, now)
   local p = rule_params(ctx, rule.limit, rule.period, rule.burst, rule.budget)
+  -- A silent key (silent_bucket.lua) is decided in scalars from one short read.
+  local tokens, capacity, rate, store, gossip, false_denial, touch, quota = silent_bucket(p, rule, ctx.fence, now)
+  if tokens ~= nil then return tokens, capacity, rate, store, gossip, false_denial, touch, quota end
   local state, bucket = load_bucket(p, rule.key, true, now)
   local verdict = decide_bucket(p, bucket, ctx.fence, now, rule.cost)
   local share = share_at(p, verdict.bucket.slots, ctx.fence, now)

@@ -231,6 +231,10 @@ function toEpochSlot(slot: SlotCells, n: number): EpochSlot {
 
 const stats = {
   fastFirst: 0,
+  /** Decisions on a key in the silent layout (z: own cells alone), per algorithm. */
+  silentLayout: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
+  /** Decisions on a key in the general layout (no z), per algorithm. */
+  generalLayout: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
   silentAdmissions: 0,
   gives: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
   watchJoins: 0,
@@ -353,6 +357,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         fenceOnScriptCall(r);
         const now = localNow(r);
         const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
+        if ((await clients[r]!.hget(KEY, 'z')) === '1') stats.silentLayout[algorithm]++;
+        else if ((await clients[r]!.exists(KEY)) === 1) stats.generalLayout[algorithm]++;
         const decision = await engines[r]!.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost });
         const outcome = decision.outcomes[0]!;
         const s = spec[r]!;
@@ -523,6 +529,21 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
       expect(fence === null ? null : Number(fence), `fence of ${where}`).toBe(s.markerLost ? null : s.fence);
       expect(watched === 1, `watch set of ${where}`).toBe(s.watched);
       const state = decodeState(raw, n);
+      // The silent layout's invariant: no cell of another region, no transfer, no acknowledgement of a peer.
+      if (state.silent) {
+        for (const slot of state.slots) {
+          const others = [
+            ...slot.c.filter((_, o) => o !== r),
+            ...slot.t.filter((_, o) => o !== r),
+            ...slot.x,
+            ...slot.a.filter((_, i) => i !== r * n + r),
+          ];
+          expect(
+            others.every((value) => value === 0),
+            `silent key of ${where} holds only its own cells`,
+          ).toBe(true);
+        }
+      }
       const lua = new Map(state.slots.map((slot) => [((slot.id % 3) + 3) % 3, slot]));
       const expectSlots = (slots: readonly (WindowSlot | EpochSlot)[]) => {
         slots.forEach((slot, k) => {
@@ -699,6 +720,9 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.sweeps).toBeGreaterThan(0);
     expect(stats.fastFirst).toBeGreaterThan(0);
     expect(stats.silentAdmissions).toBeGreaterThan(0);
+    // Both layouts decided, for every algorithm: new keys start silent, a merge makes them general.
+    expect(Math.min(...Object.values(stats.silentLayout))).toBeGreaterThan(0);
+    expect(Math.min(...Object.values(stats.generalLayout))).toBeGreaterThan(0);
     // Denials by this region's share while its view had headroom: both sides flagged them alike.
     expect(stats.falseDenials).toBeGreaterThan(0);
     // Free donors now give at the merge, so a sweep that still transfers is rare: the short run in the fast

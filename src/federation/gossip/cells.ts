@@ -24,6 +24,8 @@ export interface DecodedState {
   version: number;
   /** Regional token-bucket fields, for the admin view. */
   regional: Record<string, string>;
+  /** The silent flag z: no cell of another region and no transfer is in the hash (lua/includes/federation.lua load_silent). */
+  silent: boolean;
 }
 
 /** Length of one flattened slot: id + c + x + a + t. */
@@ -55,6 +57,7 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
   const regional: Record<string, string> = {};
   let changedAt = 0;
   let version = 0;
+  let silent = false;
   for (const [field, value] of pairs) {
     const slotId = SLOT_ID.exec(field);
     if (slotId) {
@@ -68,6 +71,7 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
     }
     if (field === 't') changedAt = Number(value);
     else if (field === 'v') version = Number(value);
+    else if (field === 'z') silent = value === '1';
     else regional[field] = value;
   }
   for (const [kind, k, o, d, value] of cells) {
@@ -79,7 +83,7 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
       (kind === 'x' ? slot.x : slot.a)[o * n + d] = value;
     }
   }
-  return { slots: slots.filter((slot): slot is SlotCells => slot !== undefined), changedAt, version, regional };
+  return { slots: slots.filter((slot): slot is SlotCells => slot !== undefined), changedAt, version, regional, silent };
 }
 
 export function flattenSlot(slot: SlotCells): number[] {
