@@ -18,6 +18,8 @@
   buckets: y[o][d], tokens moved), n values t[o]
 
   Returns { changed (1|0), lag ms (now - sender's change time), granted (1|0: this region gave in the merge) }
+  An entry whose sender's change time is not after the key's reset mark r (reset_key.lua) + the max clock skew
+  changes nothing: it is what an operator's reset forgot.
 ]]
 --- @include "includes/clock"
 --- @include "includes/federation"
@@ -71,6 +73,12 @@ local function own_given(slots)
 end
 
 local changed, hungry_peer, granted = false, false, false
+-- An operator reset the key (reset_key.lua): what the sender changed before it (within the skew) is what the
+-- reset forgot, and stays forgotten.
+local reset_at = tonumber(redis.call('HGET', key, 'r'))
+if reset_at ~= nil and sender_time <= reset_at + ctx.skew then
+  return { 0, now - sender_time, 0 }
+end
 if is_bucket then
   local state, bucket = load_bucket(p, key)
   local merged

@@ -74,6 +74,15 @@ export interface LimitResult {
 export interface Limiter {
   /** Decide one call for `identifier`, spending `cost` (default 1). */
   limit(identifier: string, options?: { cost?: number }): Promise<LimitResult>;
+  /**
+   * What `limit` would answer for `identifier` and `cost` now, spending nothing (no count, token or lease).
+   *
+   * @example
+   * ```ts
+   * const { allowed, remaining } = await limiter.peek('api-key-42'); // the same answer as limit(), nothing spent
+   * ```
+   */
+  peek(identifier: string, options?: { cost?: number }): Promise<LimitResult>;
   /** Hand back concurrency leases (`result.leases`) when the work is done; other algorithms take none. */
   release(leases: readonly Lease[]): Promise<void>;
 }
@@ -98,20 +107,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
     rules: [{ name: options.name ?? 'limit', by: ['apiKey'], failMode: options.failMode ?? 'closed', ...options.limit }],
   });
   const engine = createRedisEngine({ config, redis: options.redis });
+  const decide = async (identifier: string, cost: number, peek: boolean): Promise<LimitResult> => {
+    const decision = await engine.decide({ apiKey: identifier, ip: '', method: 'GET', path: '/', cost, peek });
+    const binding = decision.binding!;
+    return {
+      allowed: decision.allowed,
+      limit: binding.limit,
+      remaining: binding.remaining,
+      resetAtMs: binding.resetAtMs,
+      retryAfterMs: binding.retryAfterMs,
+      leases: decision.leases,
+      decision,
+    };
+  };
   return {
-    async limit(identifier, limitOptions = {}) {
-      const decision = await engine.decide({ apiKey: identifier, ip: '', method: 'GET', path: '/', cost: limitOptions.cost ?? 1 });
-      const binding = decision.binding!;
-      return {
-        allowed: decision.allowed,
-        limit: binding.limit,
-        remaining: binding.remaining,
-        resetAtMs: binding.resetAtMs,
-        retryAfterMs: binding.retryAfterMs,
-        leases: decision.leases,
-        decision,
-      };
-    },
+    limit: (identifier, limitOptions = {}) => decide(identifier, limitOptions.cost ?? 1, false),
+    peek: (identifier, peekOptions = {}) => decide(identifier, peekOptions.cost ?? 1, true),
     release: (leases) => engine.release(leases),
   };
 }

@@ -142,6 +142,20 @@ export const timeToGrantSeconds = new Histogram({
   registers: [registry],
 });
 
+export const peeksTotal = new Counter({
+  name: 'quotafed_peeks_total',
+  help: 'Decisions answered without spending anything (POST /v1/check with "consume": false, limiter.peek), by rule and what the decision would be.',
+  labelNames: ['rule', 'outcome'] as const,
+  registers: [registry],
+});
+
+export const keyResetsTotal = new Counter({
+  name: 'quotafed_key_resets_total',
+  help: 'Operator resets of the state a request is counted against (POST /admin/keys/reset), by rule and scope (region or federation).',
+  labelNames: ['rule', 'scope'] as const,
+  registers: [registry],
+});
+
 export const nearLimitTotal = new Counter({
   name: 'quotafed_near_limit_total',
   help: 'Admitted decisions that used at least 80% of the rule limit (like envoy ratelimit near_limit).',

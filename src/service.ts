@@ -18,6 +18,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './http/federation-admin.ts';
+import { keyResetRoutes } from './http/key-reset.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
 import { configLastReloadSuccessTimestampSeconds, labelRegion, recordConfigReload, registerDefaultMetrics, registry } from './metrics.ts';
@@ -232,6 +233,16 @@ export async function startRegionService(config: Config, options: RegionServiceO
   policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
   if (federation) policy.onChange((next) => federation.updateRules(next));
   const adminRoutes = [...(options.adminRoutes ?? [])];
+  adminRoutes.push(
+    keyResetRoutes({
+      get config() {
+        return policy.config;
+      },
+      redis,
+      forget: (keys) => engine.forget(keys),
+      logger,
+    }),
+  );
   if (federation) {
     adminRoutes.push(
       federationAdminRoutes({

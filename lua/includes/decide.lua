@@ -45,6 +45,8 @@ local function decide(KEYS, ARGV)
     first_key = 4 + peers
   end
   local queued = false
+  -- A peek answers the decision and writes nothing.
+  local peek = read_peek(ARGV, 0, rule_count)
 
   local decisions, all_allowed = decide_rules(algorithms, KEYS, ARGV, first_key, rule_count, ctx, now)
 
@@ -52,7 +54,7 @@ local function decide(KEYS, ARGV)
   for i = 1, rule_count do
     local decision = decisions[i]
     -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
-    if all_allowed == 1 and decision.allowed then
+    if all_allowed == 1 and decision.allowed and not peek then
       decision.commit()
       -- A silent admission (admission_gossip.lua: far below the region's share, nobody else talks of the key)
       -- sends nothing; a loud one goes with the next round, or on the fast lane when the peers must see it now.
@@ -66,7 +68,7 @@ local function decide(KEYS, ARGV)
     -- donor sees the hunger a sync interval sooner; the grant comes back on the fast lane as well.
     -- It is demand too: the rule refreshes this region's admission time (never its count) and the key goes to
     -- the peers, so they keep seeing this region hungry while it waits (protocol.ts decideWindow/decideBucket).
-    if decision.false_denial and decision.federated then
+    if decision.false_denial and decision.federated and not peek then
       if decision.touch then
         decision.touch()
         mark_changed(decision.key, pending, now)

@@ -17,7 +17,8 @@ local function decide(KEYS, ARGV)
   local now = now_ms(now_override)
   -- One fixed-window or token-bucket rule: the same decision without the general loop's tables
   -- (single_region.lua).
-  if rule_count == 1 then
+  local peek = read_peek(ARGV, 0, rule_count)
+  if rule_count == 1 and not peek then
     local code, limit, period, burst, cost, skew, shadow = read_first_rule(ARGV, 0)
     if code == 'fw' then return single_fixed_window(KEYS[2], limit, period, burst, cost, skew, shadow, now) end
     if code == 'tb' then return single_token_bucket(KEYS[2], limit, period, burst, cost, skew, shadow, now) end
@@ -30,7 +31,8 @@ local function decide(KEYS, ARGV)
   for i = 1, rule_count do
     local decision = decisions[i]
     -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
-    if all_allowed == 1 and decision.allowed then decision.commit() end
+    -- A peek answers the decision and writes nothing.
+    if all_allowed == 1 and decision.allowed and not peek then decision.commit() end
     reply[#reply + 1] = decision.allowed and 1 or 0
     reply[#reply + 1] = decision.remaining
     reply[#reply + 1] = decision.reset_at

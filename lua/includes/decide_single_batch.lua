@@ -29,7 +29,8 @@ local function decide_batch(keys, args)
       at, size, call_args, single = a, na, nil, nil
       -- decide_single.lua's test: one region, one rule, a fixed window or a token bucket.
       local n, rule_count, override = read_call(args, a)
-      if n == 1 and rule_count == 1 then
+      -- (A peek takes decide: the one-rule paths always write what they admit.)
+      if n == 1 and rule_count == 1 and not read_peek(args, a, rule_count) then
         local code
         code, limit, period, burst, cost, skew, shadow = read_first_rule(args, a, na)
         if code == 'fw' then

@@ -11,7 +11,8 @@
   period ms, burst, cost, leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id,
   shadow (1|0)
   then, after the last rule (ARGV[6 + m * 9 + 1]), the gossip horizon H in ms (protocol admission-gossip.ts
-  gossipHorizonMs; read by the federated paths only)
+  gossipHorizonMs; read by the federated paths only), and (ARGV[6 + m * 9 + 2]) peek: 1 = answer what the
+  decision would be and write nothing (no count, token, lease, gossip mark or fast lane), else 0
 
   Every function takes `at`: argv[at + j] is the call's ARGV[j] (0 for a script's own ARGV; a batch passes
   where the call starts in its own). The positions are numbers, not named locals: a local captured by these
@@ -31,6 +32,11 @@ end
 -- The gossip horizon H (ms) after the call's `rule_count` rules.
 local function read_horizon(argv, at, rule_count)
   return tonumber(argv[at + 6 + rule_count * 9 + 1])
+end
+
+-- Whether the call only peeks (decides, writes nothing), after the horizon.
+local function read_peek(argv, at, rule_count)
+  return argv[at + 6 + rule_count * 9 + 2] == '1'
 end
 
 --[[

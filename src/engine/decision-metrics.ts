@@ -1,10 +1,17 @@
 // The decision metrics, recorded once per decision by the resilient engine, so every front end (gateway,
 // /v1/check, the embedded middleware) is observed the same way.
-import { decisionsTotal, degradedAdmissionsTotal, nearLimitTotal } from '../metrics.ts';
+import { decisionsTotal, degradedAdmissionsTotal, nearLimitTotal, peeksTotal } from '../metrics.ts';
 import type { Decision } from './types.ts';
 
-/** Counts each outcome by rule, endpoint, verdict and source; near-limit admissions; degraded admissions. */
-export function recordDecision(decision: Decision, endpoint: string): void {
+/**
+ * Counts each outcome by rule, endpoint, verdict and source; near-limit admissions; degraded admissions. A peek
+ * (nothing spent) is counted apart, in quotafed_peeks_total, so the decision counters stay what was decided.
+ */
+export function recordDecision(decision: Decision, endpoint: string, peek = false): void {
+  if (peek) {
+    for (const outcome of decision.outcomes) peeksTotal.inc({ rule: outcome.rule, outcome: outcome.allowed ? 'allowed' : 'limited' });
+    return;
+  }
   for (const outcome of decision.outcomes) {
     const verdict = outcome.allowed ? 'allowed' : outcome.shadow ? 'shadow_limited' : 'limited';
     decisionsTotal.inc({ rule: outcome.rule, endpoint, outcome: verdict, source: outcome.source });

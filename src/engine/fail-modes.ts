@@ -20,10 +20,12 @@ export interface DegradedInput {
   at: number;
   settings: Config['breaker'];
   local: LocalFallback;
+  /** Only the answer: the local fallback counts nothing (RequestContext.peek). */
+  peek?: boolean | undefined;
 }
 
 /** The decision of the fail modes (and the local fallback) for rules Redis did not decide. */
-export function degradedDecision({ matched, cost, at, settings, local }: DegradedInput): Decision {
+export function degradedDecision({ matched, cost, at, settings, local, peek }: DegradedInput): Decision {
   const waitMs = Math.max(1_000, settings.probeIntervalMs * settings.successThreshold);
   const fallbackInputs = matched.filter((entry) => usesFallback(entry.rule, settings));
   const fixed: (RuleOutcome | undefined)[] = matched.map(({ rule }) => {
@@ -40,8 +42,8 @@ export function degradedDecision({ matched, cost, at, settings, local }: Degrade
   } else {
     // A request a closed rule rejects anyway consumes nothing locally.
     const rejected = fixed.some((o) => o !== undefined && !o.allowed && !o.shadow);
-    const result = local.decide(fallbackInputs, cost, at, !rejected);
-    leases = rejected ? [] : result.leases;
+    const result = local.decide(fallbackInputs, cost, at, !rejected && peek !== true);
+    leases = rejected || peek === true ? [] : result.leases;
     let next = 0;
     outcomes = fixed.map((o) => o ?? result.outcomes[next++]!);
   }

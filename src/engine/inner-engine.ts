@@ -18,6 +18,17 @@ export interface MatchedDecider {
   cached?(matched: readonly MatchedRule[], request: RequestContext): Decision | undefined;
 }
 
+/** An inner engine with a memory of denials per state key (the Redis engine's over-limit cache). */
+export interface Forgetter {
+  forget(keys: readonly string[]): void;
+}
+
+/** The engine as a Forgetter, when it is one. */
+export function asForgetter(engine: DecisionEngine): Forgetter | undefined {
+  const candidate = engine as Partial<Forgetter>;
+  return typeof candidate.forget === 'function' ? (candidate as Forgetter) : undefined;
+}
+
 /** An inner engine that can write local-fallback admissions into Redis (the Redis engine). */
 export interface Settler {
   settle(items: readonly Unsettled[]): Promise<void>;

@@ -20,6 +20,8 @@ export interface OverLimitCache {
   /** Cache a denial until its retry time, or for at most `maxMs`. */
   remember(key: string, outcome: RuleOutcome, cost: number, maxMs?: number): void;
   clear(): void;
+  /** Drops what is remembered for these state keys (an operator reset them). */
+  forget(keys: readonly string[]): void;
   readonly size: number;
 }
 
@@ -65,6 +67,9 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
       const holdMs = Math.min(outcome.retryAfterMs, maxMs);
       if (holdMs < MIN_CACHE_MS) return;
       entries.set(key, { untilMs: now() + holdMs, cost, outcome });
+    },
+    forget(keys) {
+      for (const key of keys) entries.delete(key);
     },
     clear() {
       entries.clear();

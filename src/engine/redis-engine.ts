@@ -64,6 +64,8 @@ export interface RedisDecisionEngine extends DecisionEngine {
   cached(matched: readonly MatchedRule[], request: RequestContext): Decision | undefined;
   /** Write local-fallback admissions into their windows (settle_fallback.lua, one call per shard). */
   settle(items: readonly Unsettled[]): Promise<void>;
+  /** Forget the over-limit cache's denials of these state keys (an operator reset them). */
+  forget(keys: readonly string[]): void;
 }
 
 function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
@@ -156,7 +158,12 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
   // A rule object of another config (a caller's own matchRules) is built per call, as before.
   const argsOf = (rule: Rule) => ruleArgs.get(rule) ?? scriptArgs(rule);
 
-  const decideGroup = async (group: ShardGroup, cost: number, leaseId: string): Promise<{ group: ShardGroup; reply: DecideReply }> => {
+  const decideGroup = async (
+    group: ShardGroup,
+    cost: number,
+    leaseId: string,
+    peek: boolean,
+  ): Promise<{ group: ShardGroup; reply: DecideReply }> => {
     const call = decideCall({
       fixedKeys: fixedKeysOf[group.shard] ?? [shardMarkerKey(group.shard)],
       ruleKeys: group.rules.map((entry) => entry.key),
@@ -166,6 +173,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
       cost,
       leaseId,
       now: options.nowMs ? options.nowMs() : '',
+      peek,
     });
     return { group, reply: parseDecideReply(await callDecide(call, group.shard), group.rules.length) };
   };
@@ -189,20 +197,22 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     const hit = cached(matched, request);
     if (hit) return hit;
 
-    const needsLease = matched.some((entry) => entry.rule.algorithm === 'concurrency' || entry.rule.algorithm === 'slidingLog');
+    // A peek writes nothing: no lease to take, nothing to refund.
+    const peek = request.peek === true;
+    const needsLease = !peek && matched.some((entry) => entry.rule.algorithm === 'concurrency' || entry.rule.algorithm === 'slidingLog');
     const leaseId = needsLease ? randomUUID() : '';
     let results: Awaited<ReturnType<typeof decideGroup>>[];
     try {
       const groups = groupByShard(matched);
       results =
         groups.length === 1
-          ? [await decideGroup(groups[0]!, cost, leaseId)]
-          : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId)));
+          ? [await decideGroup(groups[0]!, cost, leaseId, peek)]
+          : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId, peek)));
     } catch (error) {
       throw storeError(error);
     }
     const allowed = results.every((result) => result.reply.allAllowed);
-    if (!allowed && results.length > 1) {
+    if (!allowed && results.length > 1 && !peek) {
       try {
         await Promise.all(results.filter((result) => result.reply.allAllowed).map((result) => refund(result, cost, leaseId)));
       } catch (error) {
@@ -231,12 +241,12 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
         };
         if (falseDenial) {
           outcome.falseDenial = true;
-          falseDenialsTotal.inc({ rule: rule.name });
+          if (!peek) falseDenialsTotal.inc({ rule: rule.name });
         }
         outcomes.push(outcome);
-        if (timeToGrant && FEDERATED_ALGORITHMS.has(rule.algorithm) && !rule.shadow)
+        if (timeToGrant && !peek && FEDERATED_ALGORITHMS.has(rule.algorithm) && !rule.shadow)
           timeToGrant.decided(rule.name, key, rule.period, result.reply.now, allowed && ruleAllowed, falseDenial);
-        if (allowed && outcome.allowed && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
+        if (allowed && outcome.allowed && !peek && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
         // A false denial is not cached: the federation has room, and a grant may come within a round trip.
         if (!outcome.allowed && !falseDenial && !rule.shadow && rule.algorithm !== 'concurrency') {
           cache?.remember(
@@ -277,6 +287,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     decideMatched,
     cached,
     settle,
+    forget: (keys) => cache?.forget(keys),
     async decide(request: RequestContext): Promise<Decision> {
       return decideMatched(matchRules(config, request), request);
     },

@@ -12,7 +12,7 @@ import { recordDecision } from './decision-metrics.ts';
 import { endpointOf } from './endpoint.ts';
 import { degradedDecision } from './fail-modes.ts';
 import { createFallbackSettlement } from './fallback-settlement.ts';
-import type { EngineInUse } from './inner-engine.ts';
+import { asForgetter, type EngineInUse } from './inner-engine.ts';
 import { releaseLeases, type LeaseReleaseContext } from './lease-release.ts';
 import { decideByRedis, defaultDecisionDeadlineMs, type RedisDecisionContext } from './redis-decision.ts';
 import { createRegionFallback } from './region-fallback.ts';
@@ -42,6 +42,8 @@ export interface ResilientEngine extends DecisionEngine {
    * local fallback stay (an outage in progress stays an outage); in-flight decisions finish on the old engine.
    */
   swap(next: { config: Config; inner: DecisionEngine }): Promise<void>;
+  /** Forget what this process remembers of these state keys (the over-limit cache): an operator reset them. */
+  forget(keys: readonly string[]): void;
 }
 
 export interface ResilientEngineOptions {
@@ -99,10 +101,21 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   });
 
   const degraded = (matched: readonly MatchedRule[], request: RequestContext): Decision => {
-    const decision = degradedDecision({ matched, cost: request.cost ?? 1, at: now(), settings: current.config.breaker, local });
+    const decision = degradedDecision({
+      matched,
+      cost: request.cost ?? 1,
+      at: now(),
+      settings: current.config.breaker,
+      local,
+      peek: request.peek,
+    });
     // Admitted locally while the breaker is still closed: written to Redis after its next answer (an open breaker
     // settles when it closes).
-    if (breaker.state === 'closed' && decision.outcomes.some((outcome) => outcome.source === 'local-fallback' && outcome.allowed)) {
+    if (
+      breaker.state === 'closed' &&
+      request.peek !== true &&
+      decision.outcomes.some((outcome) => outcome.source === 'local-fallback' && outcome.allowed)
+    ) {
       settlement.markPending();
     }
     return decision;
@@ -141,7 +154,8 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
         decision = degraded(matched, request);
       } else {
         decision = await decideByRedis(redis, matched, request);
-        const budget = waitBudgetMs(decision, rulesByName);
+        // A peek never waits for a grant: it answers what the decision is now.
+        const budget = request.peek === true ? 0 : waitBudgetMs(decision, rulesByName);
         if (budget > 0) {
           decision = await waitForGrant(
             grantWaits,
@@ -153,9 +167,12 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
           );
         }
       }
-      recordDecision(decision, endpoint);
+      recordDecision(decision, endpoint, request.peek === true);
       limiterOverheadSeconds.observe((performance.now() - started) / 1000);
       return { ...decision, endpoint };
+    },
+    forget(keys) {
+      asForgetter(current.inner)?.forget(keys);
     },
     release: (leases: readonly Lease[]) => releaseLeases(releasing, leases),
     async close() {

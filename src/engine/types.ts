@@ -21,6 +21,11 @@ export interface RequestContext {
   cost?: number;
   /** An Envoy rate limit descriptor (gRPC ShouldRateLimit): only rules with `match.envoy` decide it. */
   descriptor?: DescriptorRequest;
+  /**
+   * Answer what the decision would be and spend nothing: no count, token or lease, nothing gossiped, no wait for
+   * a grant, nothing counted by the local fallback (`POST /v1/check` with `"consume": false`, `limiter.peek`).
+   */
+  peek?: boolean;
 }
 
 /** One descriptor of an Envoy RateLimitRequest, with the request's domain. */

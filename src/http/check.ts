@@ -54,6 +54,8 @@ export function checkBodySchema(identity: IdentitySettings, paths: PathSettings 
         return z.NEVER;
       }),
     cost: z.number().int().positive().max(1_000_000).optional(),
+    /** false: answer what the decision would be and spend nothing (RequestContext.peek). */
+    consume: z.boolean().optional(),
   });
 }
 
@@ -71,7 +73,31 @@ const ReleaseBody = z.strictObject({
 
 export type CheckBody = z.output<ReturnType<typeof checkBodySchema>>;
 
-function reasons(error: z.ZodError): string[] {
+/**
+ * The request a /v1/check body stands for (also what POST /admin/keys/reset clears): the API key as the
+ * identity settings accept it, the client IP (the body's, keyed by the IPv6 prefix, else the caller's own
+ * address: a sidecar per client), method, canonical path, cost and whether it only peeks. Not ok when the API
+ * key is refused (its status and reason).
+ */
+export function checkRequest(
+  c: Context,
+  data: CheckBody,
+  identity: IdentitySettings,
+): { ok: true; request: RequestContext } | { ok: false; status: number; reason: string } {
+  const key = checkApiKey(data.apiKey, identity);
+  if (!key.ok) return { ok: false, status: key.status, reason: key.reason };
+  const request: RequestContext = {
+    apiKey: key.apiKey,
+    ip: data.ip !== undefined ? ipKey(data.ip, ipv6PrefixOf(identity)) : clientIp(c, identity),
+    method: data.method,
+    path: data.path,
+    cost: data.cost ?? 1,
+  };
+  if (data.consume === false) request.peek = true;
+  return { ok: true, request };
+}
+
+export function reasons(error: z.ZodError): string[] {
   return error.issues.map((issue) => `${issue.path.length ? issue.path.join('.') : '(body)'}: ${issue.message}`);
 }
 
@@ -79,7 +105,7 @@ function reasons(error: z.ZodError): string[] {
  * JSON whatever the Content-Type says (`curl -d` sends form encoding by default and means JSON), at most
  * CHECK_BODY_LIMIT_BYTES (413 above).
  */
-async function readJson(c: Context): Promise<{ ok: true; value: unknown } | { ok: false; response: Response }> {
+export async function readJson(c: Context): Promise<{ ok: true; value: unknown } | { ok: false; response: Response }> {
   const body = await readBodyText(c, CHECK_BODY_LIMIT_BYTES);
   if (!body.ok) return body;
   try {
@@ -108,7 +134,7 @@ export interface CheckAnswer {
 export function checkAnswer(
   decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>,
   at: number,
-  options: { cost?: number; rules?: RuleLookup | undefined } = {},
+  options: { cost?: number; rules?: RuleLookup | undefined; peek?: boolean | undefined } = {},
 ): CheckAnswer {
   const binding = decision.binding;
   const impossible = costExceedsLimit(decision, options.cost ?? 1);
@@ -142,6 +168,8 @@ export function checkAnswer(
   };
   const degraded = degradedSource(decision);
   if (degraded !== undefined) body.degraded = degraded;
+  // `"consume": false`: the answer of the decision, nothing spent.
+  if (options.peek === true) body.consumed = false;
   if (impossible) body.error = costExceedsLimitReason(impossible, options.cost ?? 1);
   return { headers, json: JSON.stringify(body) };
 }
@@ -181,21 +209,11 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     if (!body.ok) return body.response;
     const parsed = schema.safeParse(body.value);
     if (!parsed.success) return jsonError(400, 'Invalid request body', { reasons: reasons(parsed.error) });
-    const data = parsed.data;
-
-    const key = checkApiKey(data.apiKey, options.identity);
-    if (!key.ok) return c.json({ allowed: false, status: key.status, error: key.reason }, 200);
-
-    const request: RequestContext = {
-      apiKey: key.apiKey,
-      // Without an explicit client IP the caller's own address is the identity (a sidecar per client).
-      ip: data.ip !== undefined ? ipKey(data.ip, ipv6PrefixOf(options.identity)) : clientIp(c, options.identity),
-      method: data.method,
-      path: data.path,
-      cost: data.cost ?? 1,
-    };
+    const built = checkRequest(c, parsed.data, options.identity);
+    if (!built.ok) return c.json({ allowed: false, status: built.status, error: built.reason }, 200);
+    const request = built.request;
     const decision = await options.engine.decide(request);
-    const { headers, json } = checkAnswer(decision, now(), { cost: request.cost, rules: options.rules });
+    const { headers, json } = checkAnswer(decision, now(), { cost: request.cost, rules: options.rules, peek: request.peek });
     return answer(c, headers, json);
   });
 

@@ -18,6 +18,7 @@ export const SCRIPTS = {
   sweepWatch: 'sweep_watch',
   renewLock: 'renew_lock',
   releaseLock: 'release_lock',
+  resetKey: 'reset_key',
 } as const;
 
 /** A script's command name (a key of SCRIPTS). */

@@ -28,7 +28,7 @@ export const DECIDE_RULE_ARGV = {
 } as const;
 
 /** After the last rule: its values, by their offset after the last rule's last value. */
-export const DECIDE_TAIL_ARGV = { horizon: 1 } as const;
+export const DECIDE_TAIL_ARGV = { horizon: 1, peek: 2 } as const;
 
 /** A rule's part of a decide call that does not change per request (cost and lease id are per call). */
 export interface DecideRuleArgs {
@@ -74,6 +74,8 @@ export interface DecideInputs {
   leaseId: string;
   /** A pinned clock (tests); '' lets the script read Redis TIME. */
   now: number | '';
+  /** Answer what the decision would be and write nothing (RequestContext.peek). */
+  peek?: boolean | undefined;
 }
 
 /**
@@ -107,7 +109,9 @@ export function decideCall(input: DecideInputs): (string | number)[] {
     call[at + DECIDE_RULE_ARGV.leaseId] = input.leaseId;
     call[at + DECIDE_RULE_ARGV.shadow] = shadow;
   }
-  call[argv + DECIDE_RULES_AFTER + ruleCount * DECIDE_RULE_WIDTH + DECIDE_TAIL_ARGV.horizon] = topology.horizonMs;
+  const tail = argv + DECIDE_RULES_AFTER + ruleCount * DECIDE_RULE_WIDTH;
+  call[tail + DECIDE_TAIL_ARGV.horizon] = topology.horizonMs;
+  call[tail + DECIDE_TAIL_ARGV.peek] = input.peek === true ? 1 : 0;
   return call;
 }
 
