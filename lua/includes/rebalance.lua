@@ -64,9 +64,12 @@ local function free_donor(p, slot, previous, r, now)
 end
 
 -- Hungry: active and not quiet, and used more than the hunger fraction of its allowance.
+-- (Denied while admitting nothing: t without a count, stamped by false denials, is demand too.)
 local function hungry(p, slot, d, allowance, now)
   local used = slot.c[d]
-  return used > 0 and used > p.policy.hunger * allowance and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
+  local demanding
+  if used > 0 then demanding = used > p.policy.hunger * allowance else demanding = slot.t[d] > 0 end
+  return demanding and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
 end
 
 -- A free donor's targets: hungry peers and peers admitting right now (not quiet).

@@ -41,12 +41,15 @@ function quietSpan(params: FederationParams): number {
   return Math.min(params.rebalance.idleMs / 5, params.periodMs / 20);
 }
 
-/** Hungry: active and not quiet, and used more than hungerFraction of its allowance. */
+/**
+ * Hungry: active and not quiet, and used more than hungerFraction of its allowance, or denied while admitting
+ * nothing: a region whose requests cost more than it holds admits nothing, yet its false denials stamp its t in the
+ * slot (decideWindow / decideBucket), and t without a count is that demand.
+ */
 export function hungry(params: FederationParams, slot: Slot, d: number, allowance: number, now: number): boolean {
   const used = slot.c[d]!;
-  return (
-    used > 0 && used > params.rebalance.hungerFraction * allowance && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now)
-  );
+  const demanding = used > 0 ? used > params.rebalance.hungerFraction * allowance : slot.t[d]! > 0;
+  return demanding && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now);
 }
 
 /** A free donor's targets: hungry peers and peers admitting right now (not quiet). */

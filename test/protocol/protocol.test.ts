@@ -485,6 +485,31 @@ describe('rights that move on demand', () => {
     expect(windowCells(busy, 5).x[1]).toEqual([0, 0, 0]);
   });
 
+  it('a peer whose requests cost more than it holds is hungry: its false denials are demand (issue 21, item 10)', () => {
+    const p = params({ leakageBudget: 0, weights: [1, 1, 1], limit: 30 });
+    const asked = federationParams({
+      regions: N,
+      self: 0,
+      weights: [1, 1, 1],
+      limit: 30,
+      periodMs: 1_000,
+      leakageBudget: 0,
+      maxClockSkewMs: 100,
+    });
+    // Region 0 holds 10 and asks for 12 at once: denied, a false denial (the window has room), nothing admitted.
+    const denied = decideWindow(asked, newWindowState(N), 0, 5_100, 12, false);
+    expect(denied.allowed).toBe(false);
+    expect(denied.falseDenial).toBe(true);
+    const seen = windowCells(denied.state, 5);
+    expect(seen.c[0]).toBe(0);
+    expect(seen.t[0]).toBe(5_100);
+    // Region 1 is busy itself (so no free donor) and hears of it: it gives to region 0, which then fits the request.
+    let giver = newWindowState(N);
+    for (let i = 0; i < 2; i++) giver = decideWindow(p, giver, 0, 5_090 + i, 1, false).state;
+    const merged = mergeWindow(p, giver, 0, 5_110, [seen]).state;
+    expect(windowCells(merged, 5).x[1]![0]).toBeGreaterThan(0);
+  });
+
   it('token buckets move tokens with share: the giver debits what the receiver credits, once, in the epoch only', () => {
     const giver = params({ self: 1, periodMs: 10_000 });
     const receiver = params({ self: 0, periodMs: 10_000 });
