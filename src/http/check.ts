@@ -133,7 +133,7 @@ export interface CheckAnswer {
  * did not decide, and `error` when the cost exceeds a rule's limit). `remaining` is the headers' count (the
  * federation's remaining quota as this region sees it), `regionRemaining` what this region can still admit on
  * its own; both and `reset` are null when nothing was counted (fail-open); `status` is 422 with no retryAfter
- * for a request that can never be admitted. When an allow or deny list decided, `list` says which
+ * for a request that can never be admitted, and the binding rule's `denial.status` (else 429) over a limit. When an allow or deny list decided, `list` says which
  * ({list, kind, source}); a denied caller's `status` is 403 with the reason in `error`.
  */
 export function checkAnswer(
@@ -148,7 +148,12 @@ export function checkAnswer(
   const remaining = binding ? remainingOf(binding) : undefined;
   const body: Record<string, unknown> = {
     allowed: decision.allowed,
-    status: decision.allowed ? 200 : impossible ? COST_EXCEEDS_LIMIT_STATUS : 429,
+    // What the caller should answer its client: the binding rule's own denial status when it sets one.
+    status: decision.allowed
+      ? 200
+      : impossible
+        ? COST_EXCEEDS_LIMIT_STATUS
+        : ((binding && options.rules?.(binding.rule)?.denial?.status) ?? 429),
     limit: binding?.limit ?? null,
     remaining: remaining ?? null,
     regionRemaining: (binding ? regionRemainingOf(binding) : undefined) ?? null,
