@@ -1,6 +1,6 @@
 // IP addresses and CIDR ranges as the allow and deny lists write them (`203.0.113.7`, `10.0.0.0/8`,
 // `2001:db8::/32`): parsed once, in one canonical spelling, so a config entry and an admin entry for the same
-// range are the same entry. Matching itself uses node's net.BlockList (src/engine/access-lists.ts).
+// range are the same entry. Matching (src/engine/access-lists.ts) looks up `networkKey`s, one set per prefix length.
 import { isIP } from 'node:net';
 
 /** One IP entry of a list: an address (prefix = the family's width) or a network and its prefix length. */
@@ -16,7 +16,7 @@ export interface IpRange {
 /** The eight 16-bit groups of a valid IPv6 address (an embedded IPv4 tail included; no zone id). */
 export function ipv6Groups(address: string): number[] {
   let text = address;
-  const tail = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  const tail = text.includes('.') ? /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text) : null;
   if (tail) {
     const [a, b, c, d] = tail.slice(1).map(Number) as [number, number, number, number];
     text = `${text.slice(0, tail.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
@@ -29,9 +29,11 @@ export function ipv6Groups(address: string): number[] {
 }
 
 /** The address's bits, most significant first: 4 bytes for IPv4, 16 for IPv6. */
-function bytesOf(address: string, family: 4 | 6): number[] {
+export function bytesOf(address: string, family: 4 | 6): number[] {
   if (family === 4) return address.split('.').map(Number);
-  return ipv6Groups(address).flatMap((group) => [group >> 8, group & 0xff]);
+  const bytes: number[] = [];
+  for (const group of ipv6Groups(address)) bytes.push(group >> 8, group & 0xff);
+  return bytes;
 }
 
 function textOf(bytes: readonly number[], family: 4 | 6): string {
@@ -76,23 +78,19 @@ export function parseIpRange(entry: string): { ok: true; range: IpRange } | { ok
 }
 
 /**
- * Whether `inner` lies wholly inside `outer` (same family, no shorter prefix, same network bits): how a caller
- * known only by its prefix key (`2001:db8:1:2::/64`) meets a list.
+ * The first `prefix` bits of an address, as a key: two addresses share the key of a prefix exactly when that prefix
+ * holds both, so a list's ranges of one length are one Set to look up.
  *
  * @example
  * ```ts
- * const range = (text: string) => (parseIpRange(text) as { range: IpRange }).range;
- * rangeContains(range('2001:db8::/32'), range('2001:db8:1:2::/64')); // true
+ * networkKey(bytesOf('10.1.2.3', 4), 8) === networkKey(bytesOf('10.200.0.1', 4), 8); // true
  * ```
  */
-export function rangeContains(outer: IpRange, inner: IpRange): boolean {
-  if (outer.family !== inner.family || inner.prefix < outer.prefix) return false;
-  const a = bytesOf(outer.network, outer.family);
-  const b = bytesOf(inner.network, inner.family);
-  for (let i = 0; i < a.length; i += 1) {
-    const bits = Math.min(8, Math.max(0, outer.prefix - i * 8));
-    const mask = (0xff << (8 - bits)) & 0xff;
-    if ((a[i]! & mask) !== (b[i]! & mask)) return false;
-  }
-  return true;
+export function networkKey(bytes: readonly number[], prefix: number): string {
+  const whole = prefix >> 3;
+  let key = '';
+  for (let i = 0; i < whole; i += 1) key += `${bytes[i]}.`;
+  const rest = prefix & 7;
+  if (rest > 0) key += `${bytes[whole]! & ((0xff << (8 - rest)) & 0xff)}`;
+  return key;
 }
