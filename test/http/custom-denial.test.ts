@@ -29,7 +29,7 @@ function withDenials(raw: Record<string, unknown>): void {
   ];
 }
 
-async function spend(send: () => Promise<Response>, times: number): Promise<number[]> {
+async function spend(send: () => Response | Promise<Response>, times: number): Promise<number[]> {
   const statuses: number[] = [];
   for (let i = 0; i < times; i += 1) statuses.push((await send()).status);
   return statuses;
