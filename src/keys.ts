@@ -11,6 +11,7 @@
 // Publisher:     qf:meta:publisher           (lock: one gossip publisher per region)
 // Recovery:      qf:meta:recovery            (lock: one process of the region runs the start-up check)
 // Replay record: qf:seen:<region>            (ZSET of gossip sequence numbers applied from that region)
+// Admin lists:   qf:lists                    (HASH: the allow/deny entries added through the admin API, and `v`)
 // Gossip queue:  BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
 // Everything of one shard shares one cluster slot, so a decision and its bookkeeping are one atomic script.
 //
@@ -115,6 +116,13 @@ export function ruleNameOf(stateKey: string): string {
 }
 
 export const STATE_KEY_PATTERN = /^qf:\{s\d{1,3}\}:[A-Za-z0-9_.-]{1,64}:[A-Za-z0-9_-]{16}$/;
+
+/**
+ * The region's admin-added allow and deny entries (src/engine/admin-lists.ts): a HASH whose fields are
+ * `<list>:<kind>:<value>` (`deny:ip:10.0.0.0/8`, `allow:apiKey:internal-batch`) and whose field `v` counts the
+ * changes, so each process re-reads the whole hash only when `v` moved. One key: one slot on a Redis Cluster.
+ */
+export const LISTS_KEY = `${KEY_PREFIX}:lists`;
 
 /** One gossip publisher per region at a time. */
 export const PUBLISHER_LOCK_KEY = `${META_KEY}:publisher`;

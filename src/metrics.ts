@@ -113,6 +113,15 @@ export const rejectionsTotal = new Counter({
   registers: [registry],
 });
 
+export const listMatchesTotal = new Counter({
+  name: 'quotafed_list_matches_total',
+  help:
+    'Requests decided by an allow or deny list before any rule, by list (allow|deny) and the kind of entry that ' +
+    'matched (apiKey|ip). An allowed one made no Redis call; a denied one got 403 (Envoy: OVER_LIMIT).',
+  labelNames: ['list', 'kind'] as const,
+  registers: [registry],
+});
+
 export const falseDenialsTotal = new Counter({
   name: 'quotafed_federation_false_denials_total',
   help:

@@ -61,7 +61,11 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
       return { ok: false, error, fields: restartOnly };
     }
     const rules = next.rules.map((rule) => rule.name);
-    if (isDeepStrictEqual(current.rules, next.rules) && isDeepStrictEqual(current.federation, next.federation)) {
+    if (
+      isDeepStrictEqual(current.rules, next.rules) &&
+      isDeepStrictEqual(current.federation, next.federation) &&
+      isDeepStrictEqual(current.lists, next.lists)
+    ) {
       return { ok: true, rules, changed: false };
     }
     await policy.apply(next);

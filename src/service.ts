@@ -19,6 +19,8 @@ import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './http/federation-admin.ts';
 import { keyResetRoutes } from './http/key-reset.ts';
+import { listsAdminRoutes } from './http/lists-admin.ts';
+import { createAdminLists, type AdminLists } from './engine/admin-lists.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
 import { configLastReloadSuccessTimestampSeconds, labelRegion, recordConfigReload, registerDefaultMetrics, registry } from './metrics.ts';
@@ -137,6 +139,8 @@ function closeServer(server: Server, timeoutMs: number): Promise<void> {
 export interface RegionEngine {
   redis: RegionRedis;
   engine: ResilientEngine;
+  /** The allow and deny entries added through the admin API (the region's Redis), matched before every rule. */
+  lists: AdminLists;
   /** Closes the engine and then the Redis connection. */
   close(): Promise<void>;
 }
@@ -190,11 +194,20 @@ export async function createRegionEngine(
       'Redis not reachable at startup; starting degraded',
     );
   }
-  const engine = createResilientEngine({ config, inner: innerEngine(options, config, redis), probe: () => redis.ping(), logger });
+  const lists = createAdminLists({ redis, refreshMs: config.lists.refreshMs, logger });
+  const engine = createResilientEngine({
+    config,
+    inner: innerEngine(options, config, redis),
+    probe: () => redis.ping(),
+    logger,
+    adminLists: lists,
+  });
   return {
     redis,
     engine,
+    lists,
     async close() {
+      lists.close();
       await engine.close();
       quitting = true;
       await redis.quit().catch(() => redis.disconnect());
@@ -232,7 +245,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const policy = createPolicyHolder(config);
   policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
   if (federation) policy.onChange((next) => federation.updateRules(next));
-  const adminRoutes = [...(options.adminRoutes ?? [])];
+  const adminRoutes = [...(options.adminRoutes ?? []), listsAdminRoutes({ lists: region.lists, policy })];
   adminRoutes.push(
     keyResetRoutes({
       get config() {

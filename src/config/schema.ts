@@ -1,6 +1,7 @@
 // The one config schema. Every module that reads configuration imports its types from here.
 import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
+import { parseIpRange } from './cidr.ts';
 
 const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
 
@@ -62,6 +63,53 @@ export const EnvoyMatch = z.strictObject({
 });
 export type EnvoyMatch = z.infer<typeof EnvoyMatch>;
 
+/** The seed's 429 body: what a denial answers unless its rule sets its own. */
+export const DEFAULT_DENIAL_BODY = '{"error":"Rate limit exceeded"}';
+
+/** The placeholders a denial body may use (src/http/denial.ts fills them in). */
+export const DENIAL_PLACEHOLDERS = ['rule', 'limit', 'remaining', 'retryAfter', 'reset', 'status'] as const;
+
+/**
+ * A rule's own denial: status, body template and content type. The body's `{rule}`, `{limit}`, `{remaining}`,
+ * `{retryAfter}`, `{reset}` and `{status}` are filled in per answer; every value is a number or the rule's name,
+ * so a JSON template stays JSON.
+ *
+ * @example
+ * ```ts
+ * Denial.parse({ status: 429, contentType: 'application/problem+json', body: '{"title":"Too many requests","rule":"{rule}","retryAfter":{retryAfter}}' });
+ * ```
+ */
+export const Denial = z.strictObject({
+  status: z
+    .number({ error: 'expected an HTTP status code' })
+    .int({ error: 'expected an integer status code' })
+    .min(400, { error: 'a denial status is 400-599' })
+    .max(599, { error: 'a denial status is 400-599' })
+    .default(429),
+  body: z
+    .string()
+    .max(8192, { error: 'a denial body is at most 8192 characters' })
+    .superRefine((body, ctx) => {
+      for (const match of body.matchAll(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g)) {
+        if (!(DENIAL_PLACEHOLDERS as readonly string[]).includes(match[1]!))
+          ctx.addIssue({
+            code: 'custom',
+            message: `unknown placeholder {${match[1]}}; known: ${DENIAL_PLACEHOLDERS.map((p) => `{${p}}`).join(', ')}`,
+          });
+      }
+    })
+    .default(DEFAULT_DENIAL_BODY),
+  contentType: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*;[\t -~]*)?$/, {
+      error: 'expected a media type such as "application/problem+json"',
+    })
+    .default('application/json'),
+});
+export type Denial = z.infer<typeof Denial>;
+
 /**
  * One rule: which requests it applies to (`match`), what it counts them by (`by`), the algorithm and its limit.
  * A config's `rules` are these; they appear in keys, metrics and headers by `name`.
@@ -117,6 +165,8 @@ export const Rule = z.strictObject({
   maxWaitMs: z.number().int().min(0).max(5_000).default(0),
   /** Decide and count, but never reject (safe rollout). */
   shadow: z.boolean().default(false),
+  /** The answer a request denied by this rule gets (gateway, middleware, /v1/auth); 429 and the seed's body when absent. */
+  denial: Denial.optional(),
 });
 /**
  * A validated rule, as `config.rules` holds it (defaults filled in).
@@ -323,6 +373,50 @@ export const EnvoyImport = z.strictObject({
 export type EnvoyImport = z.infer<typeof EnvoyImport>;
 
 /** How request paths are canonicalised before rules match them (src/http/path.ts); the gateway forwards that form. */
+/**
+ * One entry of an allow or deny list: an API key, or an IP address or CIDR range (IPv6 prefixes included), with an
+ * optional comment. IP entries are stored in canonical form (`2001:DB8::/32` becomes `2001:db8::/32`).
+ *
+ * @example
+ * ```ts
+ * ListEntry.parse({ ip: '10.0.0.0/8', comment: 'office' }); // { ip: '10.0.0.0/8', comment: 'office' }
+ * ListEntry.parse({ apiKey: 'internal-batch' });
+ * ```
+ */
+export const ListEntry = z
+  .strictObject({
+    apiKey: z.string().min(1).max(65_536).optional(),
+    ip: z.string().max(64).optional(),
+    comment: z.string().max(200).optional(),
+  })
+  .superRefine((entry, ctx) => {
+    if ((entry.apiKey === undefined) === (entry.ip === undefined))
+      ctx.addIssue({ code: 'custom', message: 'an entry names exactly one of apiKey or ip' });
+    if (entry.ip !== undefined) {
+      const parsed = parseIpRange(entry.ip);
+      if (!parsed.ok) ctx.addIssue({ code: 'custom', path: ['ip'], message: parsed.reason });
+    }
+  })
+  .transform((entry) => {
+    if (entry.ip === undefined) return entry;
+    const parsed = parseIpRange(entry.ip);
+    return parsed.ok ? { ...entry, ip: parsed.range.text } : entry;
+  });
+export type ListEntry = z.infer<typeof ListEntry>;
+
+/** The most entries one list holds (config or admin API, each). */
+export const MAX_LIST_ENTRIES = 10_000;
+
+/** Allow and deny lists, checked before every rule (src/engine/access-lists.ts). */
+export const Lists = z.strictObject({
+  /** Callers that skip every rule (no Redis call). */
+  allow: z.array(ListEntry).max(MAX_LIST_ENTRIES).default([]),
+  /** Callers refused with 403 before any rule; deny wins over allow. */
+  deny: z.array(ListEntry).max(MAX_LIST_ENTRIES).default([]),
+  /** How often each process re-reads the entries added through the admin API from the region's Redis. */
+  refreshMs: Duration.pipe(z.number().min(100).max(600_000)).default(1_000),
+});
+
 export const PathSettings = z.strictObject({
   /** Match (and forward) paths as sent; by default they are folded to lower case, so /CHECKOUT is /checkout. */
   caseSensitive: z.boolean().default(false),
@@ -401,6 +495,8 @@ export const Config = z
     grpc: Grpc.optional(),
     /** envoyproxy/ratelimit config documents, converted into rules by the loader (src/config/envoy-import.ts). */
     envoy: EnvoyImport.optional(),
+    /** Allow and deny lists, checked before the rules; reloadable (allow, deny). */
+    lists: Lists.prefault({}),
     rules: z.array(Rule).min(1),
   })
   .superRefine((config, ctx) => {

@@ -6,7 +6,9 @@
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
-import { limiterOverheadSeconds } from '../metrics.ts';
+import { limiterOverheadSeconds, listMatchesTotal } from '../metrics.ts';
+import { combinedVerdict, compileLists, NO_LISTS } from './access-lists.ts';
+import type { AdminLists } from './admin-lists.ts';
 import type { Breaker } from './breaker.ts';
 import { recordDecision } from './decision-metrics.ts';
 import { endpointOf } from './endpoint.ts';
@@ -61,6 +63,11 @@ export interface ResilientEngineOptions {
    */
   decisionDeadlineMs?: number;
   now?: () => number;
+  /**
+   * The entries added through the admin API (createAdminLists), matched with the config's `lists` before any rule.
+   * Without it only the config's lists apply.
+   */
+  adminLists?: Pick<AdminLists, 'compiled'>;
 }
 
 /**
@@ -124,6 +131,9 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   const releasing: LeaseReleaseContext = { local, current, breaker, deadlineMs, log };
 
   let rulesByName = new Map(current.config.rules.map((rule) => [rule.name, rule]));
+  // The lists come before every rule, in every way in: an allowed caller costs no Redis call, a denied one none either.
+  let configLists = compileLists(current.config.lists);
+  const adminLists = options.adminLists;
   /**
    * maxWaitMs (wait-for-grant.ts): a false denial is decided again, a little later each time (one request at a
    * time per caller and rules), until admitted, denied for good (a true denial, a Redis failure, the breaker
@@ -140,11 +150,18 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       const previous = current.inner;
       current.config = next.config;
       rulesByName = new Map(current.config.rules.map((rule) => [rule.name, rule]));
+      configLists = compileLists(current.config.lists);
       current.inner = next.inner;
       await previous.close();
     },
     async decide(request) {
       const started = performance.now();
+      const list = combinedVerdict(configLists, adminLists?.compiled() ?? NO_LISTS, request);
+      if (list !== undefined) {
+        listMatchesTotal.inc({ list: list.list, kind: list.kind });
+        limiterOverheadSeconds.observe((performance.now() - started) / 1000);
+        return { allowed: list.list === 'allow', outcomes: [], binding: undefined, leases: [], list, endpoint: endpointOf([]) };
+      }
       const matched = matchRules(current.config, request);
       const endpoint = endpointOf(matched);
       let decision: Decision;

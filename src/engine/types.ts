@@ -13,7 +13,13 @@ import type { Algorithm, FailMode, Rule } from '../config/schema.ts';
  */
 export interface RequestContext {
   apiKey?: string | undefined;
+  /** The client IP as IP-keyed rules count it: an IPv6 address cut to its prefix (`2001:db8:1:2::/64`). */
   ip: string;
+  /**
+   * The client's full address (not prefix-keyed), which the allow and deny lists match by containment; `ip`
+   * when absent.
+   */
+  address?: string | undefined;
   method: string;
   /** The request path (no query string). */
   path: string;
@@ -114,6 +120,25 @@ export interface Decision {
   binding: RuleOutcome | undefined;
   /** Concurrency leases taken by this request; release them when the request completes. */
   leases: Lease[];
+  /** Set when an allow or deny list decided the request before any rule (then `outcomes` is empty). */
+  list?: ListVerdict;
+}
+
+/**
+ * Which list decided a request, and by what kind of entry (src/engine/access-lists.ts). `deny` answers 403 (Envoy:
+ * OVER_LIMIT); `allow` skips every rule.
+ *
+ * @example
+ * ```ts
+ * const decision = await engine.decide(request);
+ * if (decision.list?.list === 'deny') console.log(`denied by a ${decision.list.kind} entry (${decision.list.source})`);
+ * ```
+ */
+export interface ListVerdict {
+  list: 'allow' | 'deny';
+  kind: 'apiKey' | 'ip';
+  /** Where the entry came from: the config file, or the admin API (the region's Redis). */
+  source: 'config' | 'admin';
 }
 
 /** A decision plus the route pattern it was counted under (the metrics label for 429s). */

@@ -6,8 +6,10 @@
 //   X-RateLimit-Remaining: 0
 //   X-RateLimit-Reset: 42                              (seconds until the window resets)
 // Over the limit, Retry-After and the client-facing 429 body ({"error":"Rate limit exceeded"}, raw_body) too. A
-// fail-open decision counted nothing: no Remaining / Reset, and x-ratelimit-degraded: fail-open instead.
+// fail-open decision counted nothing: no Remaining / Reset, and x-ratelimit-degraded: fail-open instead. A caller on
+// the deny list (src/engine/access-lists.ts) is OVER_LIMIT with the list's reason as the body.
 import { quotaRemainingOf, type Decision, type RuleOutcome } from '../engine/types.ts';
+import { LIST_HEADER, listDeniedBody } from '../http/denial.ts';
 import { DEGRADED_HEADER, RATE_LIMITED_BODY, remainingOf, retryAfterSeconds } from '../http/headers.ts';
 import type { DescriptorStatusMessage, RateLimitResponseMessage, Unit } from './messages.ts';
 
@@ -29,6 +31,8 @@ function secondsUntil(epochMs: number, nowMs: number): number {
 
 /** A descriptor's status from its decision; `undefined` decision: no rule matched. */
 export function descriptorStatus(decision: Decision | undefined, nowMs: number): DescriptorStatusMessage {
+  // On the deny list: OVER_LIMIT (the RLS protocol has no "forbidden"), no limit to report.
+  if (decision?.list?.list === 'deny') return { code: 'OVER_LIMIT', current_limit: null, limit_remaining: 0, duration_until_reset: null };
   const binding = decision?.binding;
   if (!decision || !binding) return { code: 'OK', current_limit: null, limit_remaining: 0, duration_until_reset: null };
   return {
@@ -79,11 +83,15 @@ export function rateLimitResponse(
   const limiting = mostLimiting(decisions);
   const headers = limiting ? rateLimitHeadersDraft03(limiting.binding, limiting.allowed, nowMs) : [];
   if (over) headers.push({ key: 'content-type', value: 'application/json' });
+  // A caller on the deny list gets the list's reason as the body of Envoy's answer (Envoy picks the status).
+  const denied = decisions.find((decision) => decision?.list?.list === 'deny')?.list;
+  if (denied) headers.push({ key: LIST_HEADER.toLowerCase(), value: 'deny' });
+  const body = denied ? listDeniedBody(denied) : RATE_LIMITED_BODY;
   return {
     overall_code: over ? 'OVER_LIMIT' : 'OK',
     statuses,
     response_headers_to_add: headers,
     request_headers_to_add: [],
-    raw_body: over ? Buffer.from(RATE_LIMITED_BODY) : Buffer.alloc(0),
+    raw_body: over ? Buffer.from(body) : Buffer.alloc(0),
   };
 }

@@ -94,20 +94,25 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
       }
       const decisions: Array<Decision | undefined> = await Promise.all(
         descriptors.map(async (descriptor) => {
+          const address = remoteAddress(descriptor.entries);
           const request: RequestContext = {
-            ip: remoteAddress(descriptor.entries),
+            ip: address,
+            address,
             method: 'RLS',
             path: '/',
             cost: descriptor.cost,
             descriptor,
           };
           const decision = await engine.decide(request);
-          return decision.outcomes.length === 0 ? undefined : decision;
+          // A caller on the deny list is OVER_LIMIT whether or not a rule matched (answer.ts).
+          return decision.outcomes.length === 0 && decision.list?.list !== 'deny' ? undefined : decision;
         }),
       );
       const response = rateLimitResponse(decisions, now());
       // Envoy answers the client 429 for OVER_LIMIT: counted like the gateway's 429s.
-      if (response.overall_code === 'OVER_LIMIT') rejectionsTotal.inc({ endpoint: envoyEndpoint(domain) });
+      // (A deny-list refusal is counted in quotafed_list_matches_total instead.)
+      if (response.overall_code === 'OVER_LIMIT' && decisions.some((decision) => decision?.binding && !decision.allowed))
+        rejectionsTotal.inc({ endpoint: envoyEndpoint(domain) });
       callback(null, response);
     } catch (error) {
       log.error({ event: 'grpc.error', error: (error as Error).message, stack: (error as Error).stack }, 'ShouldRateLimit failed');

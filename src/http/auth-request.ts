@@ -4,9 +4,11 @@
 // Traefik's ForwardAuth and Caddy's forward_auth send the same as X-Forwarded-Uri and X-Forwarded-Method (the
 // X-Original-* pair wins when both are present). quotafed answers:
 //   204  allowed, with the rate-limit headers (src/http/headers.ts)
-//   403  over the limit (nginx): the same headers plus Retry-After and the 429 body; auth_request accepts only 2xx,
-//        401 and 403, so nginx's error_page maps it to the client-facing 429 (docs/nginx.md)
-//   429  over the limit (Traefik, Caddy): they hand a non-2xx answer to the client as it is
+//   403  over the limit (nginx): the same headers plus Retry-After and the binding rule's denial body; auth_request
+//        accepts only 2xx, 401 and 403, so nginx's error_page maps it to the client-facing 429 (docs/nginx.md)
+//   429  over the limit (Traefik, Caddy): they hand a non-2xx answer to the client as it is; a rule's `denial`
+//        sets this status, body and content type
+//   403  on the deny list (both): a JSON reason and X-Quotafed-List: deny, which nginx's template answers as 403
 //   401  no usable API key (identity.anonymous: reject, or an oversized key)
 //   400  not an auth subrequest (missing or invalid original URI / method)
 // The identity is read by the gateway's own functions (identity.ts) and the rules by the same engine.
@@ -17,8 +19,9 @@ import type { DecisionEngine, RequestContext } from '../engine/types.ts';
 import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
 import { tokenMatches } from './admin.ts';
 import type { QuotafedEnv } from './env.ts';
-import { RATE_LIMITED_BODY, rateLimitHeaders, type RuleLookup } from './headers.ts';
-import { apiKeyFromHeaders, clientIp, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
+import { LIST_HEADER, denialOf, listDeniedResponse } from './denial.ts';
+import { rateLimitHeaders, type RuleLookup } from './headers.ts';
+import { apiKeyFromHeaders, clientAddress, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 
 export const AUTH_REQUEST_PATH = '/v1/auth';
@@ -69,20 +72,30 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
     const key = apiKeyFromHeaders(c.req.header('authorization'), c.req.header('x-api-key'), options.identity);
     if (!key.ok) return jsonError(401, key.reason);
     const realIp = c.req.header('x-real-ip')?.trim();
+    const address = realIp && isIP(realIp) ? realIp : clientAddress(c, options.identity);
     const request: RequestContext = {
       apiKey: key.apiKey,
-      ip: realIp && isIP(realIp) ? ipKey(realIp, ipv6PrefixOf(options.identity)) : clientIp(c, options.identity),
+      ip: ipKey(address, ipv6PrefixOf(options.identity)),
+      address,
       method: method.toUpperCase(),
       path: canonical.path,
     };
     const decision = await options.engine.decide(request);
+    // On the deny list: 403 in both modes, marked so nginx answers the client 403 and not its 429 (docs/nginx.md).
+    if (decision.list?.list === 'deny') return listDeniedResponse(decision.list);
     // nginx sends no completion for the original request: concurrency leases go back at once.
     if (decision.leases.length > 0) void options.engine.release(decision.leases).catch(() => undefined);
     const headers = new Headers(rateLimitHeaders(decision, now(), { rules: options.rules }));
-    if (decision.allowed) return new Response(null, { status: 204, headers });
+    if (decision.allowed) {
+      if (decision.list) headers.set(LIST_HEADER, 'allow');
+      return new Response(null, { status: 204, headers });
+    }
     rejectionsTotal.inc({ endpoint: (decision as { endpoint?: string }).endpoint ?? OTHER_ENDPOINT });
-    headers.set('Content-Type', 'application/json');
     if (!headers.has('Retry-After')) headers.set('Retry-After', '1');
-    return new Response(RATE_LIMITED_BODY, { status: forwardAuth ? 429 : 403, headers });
+    // The binding rule's denial: Traefik and Caddy hand it to the client as it is; nginx needs a 403 (auth_request
+    // passes only 2xx, 401 and 403) and answers the client from its own template.
+    const answer = denialOf(decision, now(), options.rules);
+    headers.set('Content-Type', answer.contentType);
+    return new Response(answer.body, { status: forwardAuth ? answer.status : 403, headers });
   });
 }

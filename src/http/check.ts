@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { STATE_KEY_PATTERN } from '../keys.ts';
+import { LIST_DENIED_STATUS, listDeniedReason } from './denial.ts';
 import type { QuotafedEnv } from './env.ts';
 import {
   COST_EXCEEDS_LIMIT_STATUS,
@@ -19,7 +20,7 @@ import {
   remainingOf,
   type RuleLookup,
 } from './headers.ts';
-import { checkApiKey, clientIp, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
+import { checkApiKey, clientAddress, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } from './path.ts';
 import { readBodyText } from './read-body.ts';
@@ -86,9 +87,12 @@ export function checkRequest(
 ): { ok: true; request: RequestContext } | { ok: false; status: number; reason: string } {
   const key = checkApiKey(data.apiKey, identity);
   if (!key.ok) return { ok: false, status: key.status, reason: key.reason };
+  // Without an explicit client IP the caller's own address is the identity (a sidecar per client).
+  const address = data.ip ?? clientAddress(c, identity);
   const request: RequestContext = {
     apiKey: key.apiKey,
-    ip: data.ip !== undefined ? ipKey(data.ip, ipv6PrefixOf(identity)) : clientIp(c, identity),
+    ip: ipKey(address, ipv6PrefixOf(identity)),
+    address,
     method: data.method,
     path: data.path,
     cost: data.cost ?? 1,
@@ -129,10 +133,11 @@ export interface CheckAnswer {
  * did not decide, and `error` when the cost exceeds a rule's limit). `remaining` is the headers' count (the
  * federation's remaining quota as this region sees it), `regionRemaining` what this region can still admit on
  * its own; both and `reset` are null when nothing was counted (fail-open); `status` is 422 with no retryAfter
- * for a request that can never be admitted.
+ * for a request that can never be admitted, and the binding rule's `denial.status` (else 429) over a limit. When an allow or deny list decided, `list` says which
+ * ({list, kind, source}); a denied caller's `status` is 403 with the reason in `error`.
  */
 export function checkAnswer(
-  decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes'>,
+  decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes' | 'list'>,
   at: number,
   options: { cost?: number; rules?: RuleLookup | undefined; peek?: boolean | undefined } = {},
 ): CheckAnswer {
@@ -143,7 +148,12 @@ export function checkAnswer(
   const remaining = binding ? remainingOf(binding) : undefined;
   const body: Record<string, unknown> = {
     allowed: decision.allowed,
-    status: decision.allowed ? 200 : impossible ? COST_EXCEEDS_LIMIT_STATUS : 429,
+    // What the caller should answer its client: the binding rule's own denial status when it sets one.
+    status: decision.allowed
+      ? 200
+      : impossible
+        ? COST_EXCEEDS_LIMIT_STATUS
+        : ((binding && options.rules?.(binding.rule)?.denial?.status) ?? 429),
     limit: binding?.limit ?? null,
     remaining: remaining ?? null,
     regionRemaining: (binding ? regionRemainingOf(binding) : undefined) ?? null,
@@ -171,6 +181,14 @@ export function checkAnswer(
   // `"consume": false`: the answer of the decision, nothing spent.
   if (options.peek === true) body.consumed = false;
   if (impossible) body.error = costExceedsLimitReason(impossible, options.cost ?? 1);
+  // Decided by a list before any rule: which one, and for the deny list the 403 the caller should answer.
+  if (decision.list) {
+    body.list = decision.list;
+    if (decision.list.list === 'deny') {
+      body.status = LIST_DENIED_STATUS;
+      body.error = listDeniedReason(decision.list);
+    }
+  }
   return { headers, json: JSON.stringify(body) };
 }
 

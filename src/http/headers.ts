@@ -21,10 +21,11 @@
 //                                             count is reported for that rule; local-fallback: counted in this
 //                                             instance's memory against its share only.
 // No rule, no headers.
-import type { Rule } from '../config/schema.ts';
+import { DEFAULT_DENIAL_BODY, type Rule } from '../config/schema.ts';
 import { quotaRemainingOf, type Decision, type RuleOutcome } from '../engine/types.ts';
 
-export const RATE_LIMITED_BODY = '{"error":"Rate limit exceeded"}';
+/** The seed's 429 body (a rule's `denial` may answer another: src/http/denial.ts). */
+export const RATE_LIMITED_BODY = DEFAULT_DENIAL_BODY;
 
 /** The header that marks an answer Redis did not decide. */
 export const DEGRADED_HEADER = 'X-RateLimit-Degraded';
@@ -32,8 +33,11 @@ export const DEGRADED_HEADER = 'X-RateLimit-Degraded';
 /** The status of a request whose cost exceeds a rule's limit: it can never be admitted, so no Retry-After. */
 export const COST_EXCEEDS_LIMIT_STATUS = 422;
 
-/** The configured rule behind an outcome, by name: what a token bucket's policy states (its refill per period). */
-export type RuleLookup = (name: string) => Pick<Rule, 'algorithm' | 'limit' | 'period'> | undefined;
+/**
+ * The configured rule behind an outcome, by name: what a token bucket's policy states (its refill per period), and
+ * the rule's own denial answer.
+ */
+export type RuleLookup = (name: string) => Pick<Rule, 'algorithm' | 'limit' | 'period' | 'denial'> | undefined;
 
 /** A RuleLookup over the rules in force; `rules` is read at every call, so a policy reload is followed. */
 export function ruleLookup(rules: () => readonly Rule[]): RuleLookup {
@@ -56,7 +60,8 @@ export interface HeaderOptions {
 
 type Decided = Pick<Decision, 'allowed' | 'binding'> & { outcomes?: readonly RuleOutcome[] };
 
-function secondsUntil(epochMs: number, nowMs: number): number {
+/** Whole seconds from `nowMs` until `epochMs`, at least 0 (X-RateLimit-Reset, the draft's `t`). */
+export function secondsUntil(epochMs: number, nowMs: number): number {
   return Math.max(0, Math.ceil((epochMs - nowMs) / 1000));
 }
 
@@ -161,14 +166,6 @@ export function costExceedsLimitResponse(
   headers.set('Content-Type', 'application/json');
   const body = JSON.stringify({ error: costExceedsLimitReason(outcome, cost), rule: outcome.rule, limit: outcome.limit, cost });
   return new Response(body, { status: COST_EXCEEDS_LIMIT_STATUS, headers });
-}
-
-/** The 429 answer: exact body, JSON content type, the rate-limit headers. */
-export function rateLimitedResponse(decision: Decided, nowMs: number, options?: HeaderOptions): Response {
-  const headers = new Headers(rateLimitHeaders(decision, nowMs, options));
-  headers.set('Content-Type', 'application/json');
-  if (!headers.has('Retry-After')) headers.set('Retry-After', '1');
-  return new Response(RATE_LIMITED_BODY, { status: 429, headers });
 }
 
 export function applyHeaders(target: Headers, headers: Record<string, string>): void {

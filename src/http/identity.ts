@@ -7,6 +7,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context } from 'hono';
 import { isIP } from 'node:net';
 import proxyaddr from 'proxy-addr';
+import { ipv6Groups } from '../config/cidr.ts';
 import type { Config } from '../config/schema.ts';
 import type { RequestContext } from '../engine/types.ts';
 
@@ -125,21 +126,6 @@ export function clientAddress(c: Context, settings: IdentitySettings): string {
   return socket === undefined ? 'unknown' : normalizeIp(socket);
 }
 
-/** The eight 16-bit groups of a valid IPv6 address. */
-function ipv6Groups(address: string): number[] {
-  let text = address;
-  const tail = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (tail) {
-    const [a, b, c2, d] = tail.slice(1).map(Number) as [number, number, number, number];
-    text = `${text.slice(0, tail.index)}${((a << 8) | b).toString(16)}:${((c2 << 8) | d).toString(16)}`;
-  }
-  const [head, rest] = text.includes('::') ? text.split('::') : [text, undefined];
-  const left = head ? head.split(':') : [];
-  const right = rest === undefined ? [] : rest ? rest.split(':') : [];
-  const zeros = rest === undefined ? 0 : 8 - left.length - right.length;
-  return [...left, ...Array<string>(zeros).fill('0'), ...right].map((group) => Number.parseInt(group, 16));
-}
-
 /** An IPv6 address keyed by its first `prefix` bits (`2001:db8:1:2::/64`); IPv4 and non-addresses unchanged. */
 export function ipKey(address: string, prefix: number): string {
   if (prefix >= 128 || isIP(address) !== 6) return address;
@@ -171,5 +157,15 @@ export type IdentifyResult = { ok: true; request: RequestContext } | { ok: false
 export function identifyRequest(c: Context, settings: IdentitySettings): IdentifyResult {
   const key = apiKeyFromHeaders(c.req.header('authorization'), c.req.header('x-api-key'), settings);
   if (!key.ok) return key;
-  return { ok: true, request: { apiKey: key.apiKey, ip: clientIp(c, settings), method: c.req.method.toUpperCase(), path: c.req.path } };
+  const address = clientAddress(c, settings);
+  return {
+    ok: true,
+    request: {
+      apiKey: key.apiKey,
+      ip: ipKey(address, ipv6PrefixOf(settings)),
+      address,
+      method: c.req.method.toUpperCase(),
+      path: c.req.path,
+    },
+  };
 }

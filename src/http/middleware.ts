@@ -3,7 +3,8 @@
 //   const { engine } = await createRegionEngine(loadConfigFile('regions/us-east.yaml'));   // or any DecisionEngine
 //   app.use('/api/*', quotafed({ engine }));
 //
-// Denied requests get the 429 contract and never reach the handler; allowed ones get the X-RateLimit-* and
+// Denied requests get the 429 contract (or the binding rule's own `denial`) and never reach the handler; callers
+// on the deny list get 403, callers on the allow list pass without a rule; allowed ones get the X-RateLimit-* and
 // RateLimit headers on whatever the handler returns. Concurrency leases are released when the response body
 // has been sent (or the client went away), not when the handler returns.
 import type { ServerResponse } from 'node:http';
@@ -12,14 +13,8 @@ import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
 import { rejectionsTotal } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
-import {
-  applyHeaders,
-  costExceedsLimit,
-  costExceedsLimitResponse,
-  rateLimitHeaders,
-  rateLimitedResponse,
-  type RuleLookup,
-} from './headers.ts';
+import { listDeniedResponse, rateLimitedResponse, rulesOfEngine } from './denial.ts';
+import { applyHeaders, costExceedsLimit, costExceedsLimitResponse, rateLimitHeaders, type RuleLookup } from './headers.ts';
 import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
@@ -52,7 +47,11 @@ export interface QuotafedOptions {
   identity?: Partial<IdentitySettings>;
   /** How the default identify canonicalises the path rules match (src/http/path.ts); lower case, no trailing slash. */
   paths?: PathSettings;
-  /** The rules in force, by name (ruleLookup): a token bucket's RateLimit-Policy then states its refill rate. */
+  /**
+   * The rules in force, by name (ruleLookup): a token bucket's RateLimit-Policy then states its refill rate, and a
+   * rule's `denial` answers its denials. Without it the denials are read from the engine's config when it has one
+   * (the region engine).
+   */
   rules?: RuleLookup;
   /** The clock for the reset headers (epoch ms); `Date.now` when omitted. */
   now?: () => number;
@@ -136,6 +135,7 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
   const now = options.now ?? Date.now;
   const paths = options.paths ?? DEFAULT_PATH_SETTINGS;
   const headerOptions = { rules: options.rules };
+  const denialOptions = { rules: options.rules, denials: options.rules ?? rulesOfEngine(options.engine) };
   const identify =
     options.identify ??
     ((c: Context) => {
@@ -153,12 +153,14 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     c.set('quotafed', decision);
 
     if (!decision.allowed) {
+      // On the deny list: 403 with the reason; no rule was asked.
+      if (decision.list?.list === 'deny') return listDeniedResponse(decision.list);
       // A cost above a rule's limit can never pass: a 422 with the reason, not a 429 inviting a retry.
       const cost = identified.cost ?? 1;
       const impossible = costExceedsLimit(decision, cost);
       if (impossible) return costExceedsLimitResponse(decision, impossible, cost, now(), headerOptions);
       rejectionsTotal.inc({ endpoint: endpointOf(decision) });
-      return rateLimitedResponse(decision, now(), headerOptions);
+      return rateLimitedResponse(decision, now(), denialOptions);
     }
 
     const release = (leases: readonly Lease[]) => {

@@ -34,6 +34,7 @@ describe.skipIf(!HAVE_NGINX)('nginx auth_request in front of quotafed', async ()
       seedConfig(redis.url, (raw) => {
         // The seed's limits; the per-key bucket refills per day so "1,000 then 429" does not race the refill.
         ruleOf(raw, 'per-key').period = '1d';
+        raw.lists = { deny: [{ apiKey: 'nginx-denied' }] };
       }),
       { dashboard: false },
     );
@@ -46,6 +47,14 @@ describe.skipIf(!HAVE_NGINX)('nginx auth_request in front of quotafed', async ()
   });
 
   const get = (path: string, apiKey?: string) => fetch(`${nginx.url}${path}`, { headers: apiKey ? { 'X-API-Key': apiKey } : {} });
+
+  it('answers a caller on the deny list 403 with the reason, not the 429', async () => {
+    const res = await get('/items', 'nginx-denied');
+    expect(res.status).toBe(403);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(res.headers.get('retry-after')).toBeNull();
+    expect(await res.json()).toEqual({ error: 'Forbidden', reason: 'on the deny list' });
+  });
 
   it('forwards an allowed request with the rate-limit headers', async () => {
     const res = await get('/items?x=1', 'nginx-allow');

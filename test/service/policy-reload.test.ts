@@ -138,7 +138,7 @@ async function dashboardSnapshot(
 
 describe('the policy in force', () => {
   it('the restart-only list is everything outside RELOADABLE', () => {
-    expect(RELOADABLE).toEqual(['rules', 'envoy', 'federation.leakageBudget']);
+    expect(RELOADABLE).toEqual(['rules', 'envoy', 'federation.leakageBudget', 'lists.allow', 'lists.deny']);
     const path = join(dir, 'derive.yaml');
     writeConfig(path, [fixed(2)]);
     const base = loadConfigFile(path, {});
@@ -148,6 +148,9 @@ describe('the policy in force', () => {
     expect(restartOnlyChanges(base, { ...base, federation: { ...base.federation, syncIntervalMs: 999 } })).toEqual([
       'federation.syncIntervalMs',
     ]);
+    const lists = { ...base.lists, allow: [{ apiKey: 'k' }], deny: [{ ip: '10.0.0.0/8' }] };
+    expect(restartOnlyChanges(base, { ...base, lists })).toEqual([]);
+    expect(restartOnlyChanges(base, { ...base, lists: { ...base.lists, refreshMs: 5_000 } })).toEqual(['lists.refreshMs']);
   });
 
   it('after a reload the dashboard shows the new rules and reads watched keys under them', async () => {
