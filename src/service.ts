@@ -8,6 +8,7 @@ import type { Config } from './config/schema.ts';
 import { createRedisEngine } from './engine/redis-engine.ts';
 import { createRegionRedis, waitReady, type RegionRedis } from './store/client.ts';
 import { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
+import { startTracing } from './engine/tracing.ts';
 import type { DecisionEngine } from './engine/types.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
@@ -18,6 +19,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createAnnotationStore } from './dashboard/annotations.ts';
 import { createDashboardSource } from './dashboard/source.ts';
 import { federationAdminRoutes } from './http/federation-admin.ts';
+import { topKeysAdminRoutes } from './http/top-keys-admin.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
 import { configLastReloadSuccessTimestampSeconds, labelRegion, recordConfigReload, registerDefaultMetrics, registry } from './metrics.ts';
@@ -189,12 +191,18 @@ export async function createRegionEngine(
       'Redis not reachable at startup; starting degraded',
     );
   }
-  const engine = createResilientEngine({ config, inner: innerEngine(options, config, redis), probe: () => redis.ping(), logger });
+  // Off unless an OTLP endpoint is configured: then, and only then, the OpenTelemetry SDK is imported.
+  const tracer = await startTracing(config);
+  if (tracer) logger.info({ event: 'tracing.started' }, 'decision spans exported over OTLP/HTTP');
+  const engine = createResilientEngine({ config, inner: innerEngine(options, config, redis), probe: () => redis.ping(), logger, tracer });
   return {
     redis,
     engine,
     async close() {
       await engine.close();
+      await tracer
+        ?.shutdown()
+        .catch((error: Error) => logger.warn({ event: 'tracing.shutdown_failed', error: error.message }, 'span export failed'));
       quitting = true;
       await redis.quit().catch(() => redis.disconnect());
     },
@@ -231,7 +239,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const policy = createPolicyHolder(config);
   policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
   if (federation) policy.onChange((next) => federation.updateRules(next));
-  const adminRoutes = [...(options.adminRoutes ?? [])];
+  const adminRoutes = [...(options.adminRoutes ?? []), topKeysAdminRoutes(engine)];
   if (federation) {
     adminRoutes.push(
       federationAdminRoutes({
@@ -262,6 +270,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
           redis,
           federation: { status: () => federation?.status() ?? [] },
           breakerState: () => engine.breaker.state,
+          topKeys: engine,
           watch: [],
         });
 

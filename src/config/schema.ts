@@ -1,6 +1,7 @@
 // The one config schema. Every module that reads configuration imports its types from here.
 import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
+import { TopKeysSettings, TracingSettings } from './observability.ts';
 
 const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
 
@@ -401,6 +402,10 @@ export const Config = z
     grpc: Grpc.optional(),
     /** envoyproxy/ratelimit config documents, converted into rules by the loader (src/config/envoy-import.ts). */
     envoy: EnvoyImport.optional(),
+    /** The heavy-hitters sketch of limited keys (src/config/observability.ts). */
+    topKeys: TopKeysSettings.prefault({}),
+    /** OpenTelemetry spans of decisions; absent: only OTEL_EXPORTER_OTLP_ENDPOINT turns them on. */
+    tracing: TracingSettings.optional(),
     rules: z.array(Rule).min(1),
   })
   .superRefine((config, ctx) => {
