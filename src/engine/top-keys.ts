@@ -65,7 +65,7 @@ export interface TopKeys {
   /** Counts one decision: a denial per denying rule, the cost per rule of an admitted request. */
   record(matched: readonly MatchedRule[], decision: Decision, request: RequestContext, nowMs: number): void;
   /** The top `n` keys of `rule` by `by` in the window holding `nowMs` (or the one before). */
-  top(rule: Pick<Rule, 'name' | 'period'>, by: TopKeysMeasure, n: number, which: TopKeysWindow, nowMs: number): TopKeysView;
+  top(rule: Pick<Rule, 'name' | 'period' | 'by'>, by: TopKeysMeasure, n: number, which: TopKeysWindow, nowMs: number): TopKeysView;
   /** Drops the sketches of rules not in `rules` (a policy reload). */
   retain(rules: readonly Pick<Rule, 'name'>[]): void;
 }
@@ -86,21 +86,37 @@ export function maskApiKey(apiKey: string, id: string): string {
   return `${apiKey.length > 8 ? apiKey.slice(0, 4) : ''}…#${id.slice(0, 6)}`;
 }
 
-/** The key as a request names it: the rule's dimension values (an Envoy descriptor's entries), space-separated. */
-function labelOf(entry: MatchedRule, request: RequestContext, apiKeys: TopKeysSettings['apiKeys']): string {
-  if (request.descriptor) return request.descriptor.entries.map(({ key, value }) => `${key}=${value}`).join(' ');
-  let label = '';
-  for (const dimension of entry.rule.by) {
-    let value: string;
-    if (dimension === 'apiKey') {
-      const apiKey = request.apiKey ?? '';
-      value = apiKeys === 'plain' ? apiKey : maskApiKey(apiKey, identityIdOf(entry.key));
-    } else if (dimension === 'ip') value = request.ip;
-    else if (dimension === 'endpoint') value = entry.endpoint ?? request.path;
-    else value = request.method.toUpperCase();
-    label = label === '' ? value : `${label} ${value}`;
-  }
-  return label;
+/** Separates the dimension values of a key in a sketch entry's raw label. */
+const SEPARATOR = '\u0000';
+/** Starts the raw label of an Envoy descriptor (shown as it is). */
+const DESCRIPTOR = '\u0001';
+
+/**
+ * What a sketch entry keeps of the key: its dimension values as the request gave them (one value is kept as is,
+ * without a copy), or an Envoy descriptor's entries. Masked and joined only when read (displayLabel).
+ */
+function rawLabelOf(entry: MatchedRule, request: RequestContext): string {
+  if (request.descriptor) return DESCRIPTOR + request.descriptor.entries.map(({ key, value }) => `${key}=${value}`).join(' ');
+  const { by } = entry.rule;
+  if (by.length === 1) return dimensionValue(by[0]!, entry, request);
+  let raw = dimensionValue(by[0]!, entry, request);
+  for (let i = 1; i < by.length; i++) raw += SEPARATOR + dimensionValue(by[i]!, entry, request);
+  return raw;
+}
+
+function dimensionValue(dimension: Rule['by'][number], entry: MatchedRule, request: RequestContext): string {
+  if (dimension === 'apiKey') return request.apiKey ?? '';
+  if (dimension === 'ip') return request.ip;
+  if (dimension === 'endpoint') return entry.endpoint ?? request.path;
+  return request.method.toUpperCase();
+}
+
+/** The key as GET /admin/keys/top shows it: the rule's dimension values space-separated, API keys masked unless plain. */
+function displayLabel(raw: string, rule: Pick<Rule, 'by'>, id: string, apiKeys: TopKeysSettings['apiKeys']): string {
+  if (raw.startsWith(DESCRIPTOR)) return raw.slice(1);
+  const values = rule.by.length === 1 ? [raw] : raw.split(SEPARATOR);
+  if (values.length !== rule.by.length) return raw.replaceAll(SEPARATOR, ' ');
+  return values.map((value, i) => (rule.by[i] === 'apiKey' && apiKeys === 'masked' ? maskApiKey(value, id) : value)).join(' ');
 }
 
 /**
@@ -161,7 +177,7 @@ export function createTopKeys(settings: TopKeysSettings): TopKeys {
         if (entry === undefined) continue;
         const window = sketchesOf(entry.rule, nowMs).current;
         const hit = denied ? window.denials.add(entry.key, 1) : window.consumption.add(entry.key, cost);
-        if (hit !== undefined && hit.meta === undefined) hit.meta = labelOf(entry, request, settings.apiKeys);
+        if (hit !== undefined && hit.meta === undefined) hit.meta = rawLabelOf(entry, request);
       }
     },
     top(rule, by, n, which, nowMs) {
@@ -176,7 +192,10 @@ export function createTopKeys(settings: TopKeysSettings): TopKeys {
         total: sketch.total,
         capacity,
         floor: sketch.floor,
-        entries: sketch.top(n).map((hit) => ({ key: hit.meta ?? '', id: identityIdOf(hit.id), count: hit.count, error: hit.error })),
+        entries: sketch.top(n).map((hit) => {
+          const id = identityIdOf(hit.id);
+          return { key: displayLabel(hit.meta ?? '', rule, id, settings.apiKeys), id, count: hit.count, error: hit.error };
+        }),
       };
     },
     retain(rules) {
