@@ -63,11 +63,35 @@ module.exports = {
       to: { path: '^(test|bench|chaos|tools)/' },
     },
     {
+      name: 'opentelemetry-on-demand',
+      severity: 'error',
+      comment:
+        'Tracing is off by default and free when off: only src/engine/otel-tracer.ts imports @opentelemetry, and only ' +
+        'src/engine/tracing.ts imports it (dynamically, once an OTLP endpoint is configured).',
+      from: { path: '^src/', pathNot: '^src/engine/otel-tracer\\.ts$' },
+      to: { path: 'node_modules/@opentelemetry/' },
+    },
+    {
+      name: 'otel-tracer-loaded-dynamically',
+      severity: 'error',
+      comment: 'src/engine/otel-tracer.ts is imported only by src/engine/tracing.ts, with import().',
+      from: { path: '^src/', pathNot: '^src/engine/tracing\\.ts$' },
+      to: { path: '^src/engine/otel-tracer\\.ts$' },
+    },
+    {
+      name: 'tracer-import-is-dynamic',
+      severity: 'error',
+      comment: 'A static import of the OpenTelemetry tracer would load the SDK with tracing off.',
+      from: { path: '^src/engine/tracing\\.ts$' },
+      to: { path: '^src/engine/otel-tracer\\.ts$', dependencyTypesNot: ['dynamic-import', 'type-only'] },
+    },
+    {
       name: 'library-entry-stays-light',
       severity: 'error',
-      comment: "import 'quotafed' and 'quotafed/engine' give the library: they must not load gRPC, BullMQ or the HTTP server.",
+      comment:
+        "import 'quotafed' and 'quotafed/engine' give the library: they must not load gRPC, BullMQ, the HTTP server or OpenTelemetry.",
       from: { path: '^src/(index|entries/engine)\\.ts$' },
-      to: { path: 'node_modules/(@grpc/|bullmq/|@hono/node-server/)', reachable: true },
+      to: { path: 'node_modules/(@grpc/|bullmq/|@hono/node-server/|@opentelemetry/)', reachable: true },
     },
   ],
   options: {

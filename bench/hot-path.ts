@@ -1,7 +1,9 @@
 // `npx tsx bench/hot-path.ts [fixedWindow|tokenBucket]`: CPU per decision of the engine alone and under the
 // resilient wrapper (the way the service decides), with and without the micro-batcher and the single-region script,
 // through Redis Functions and through EVALSHA, 100,000 keys, 64 callers. CPU time per decision holds up on a
-// busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size).
+// busy machine; "per call" is the mean number of decisions per FCALL/EVALSHA (the batch size). The resilient rows
+// also compare the top-keys sketches on (the default) and off (`topKeys.enabled: false`). `ONLY=resilient` runs the
+// variants whose name contains that text; each round runs them in another order (the first after a flush pays more).
 import { createTunedRedisEngine } from '../src/engine/redis-engine.ts';
 import type { RedisEngineTuning } from '../src/engine/redis-engine-tuning.ts';
 import { createRegionRedis, waitReady } from '../src/store/client.ts';
@@ -18,6 +20,7 @@ const server = await startRedis();
 const admin = newClient(server.url);
 const algorithm = (process.argv[2] ?? 'fixedWindow') as 'fixedWindow' | 'tokenBucket';
 const config = benchConfig(server.url, [allowRule(algorithm, 'r')]);
+const withoutTopKeys = { ...config, topKeys: { ...config.topKeys, enabled: false } };
 const rows: Record<string, { client: number[]; redis: number[]; rate: number[]; perCall: number[] }> = {};
 const VARIANTS = {
   'before (no batch, decide.lua)': { batch: false, singleRegionScript: false },
@@ -26,18 +29,26 @@ const VARIANTS = {
   'batch + single-region (default)': {},
   'default, EVALSHA': { redisFunctions: false },
   'resilient + default': {},
+  'resilient, topKeys off': {},
 } as const satisfies Record<string, RedisEngineTuning>;
 const callCount = async () =>
   Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
+const only = process.env.ONLY;
+const variants = Object.entries(VARIANTS).filter(([name]) => only === undefined || name.includes(only));
 for (let r = 0; r < rounds; r++) {
-  for (const [variant, knobs] of Object.entries(VARIANTS)) {
+  for (const [variant, knobs] of r % 2 === 0 ? variants : [...variants].reverse()) {
     await admin.flushall();
     const redis = createRegionRedis(config);
     await waitReady(redis);
     const inner = createTunedRedisEngine({ config, redis, ...knobs });
     const engine = !variant.startsWith('resilient')
       ? inner
-      : createResilientEngine({ config, inner, probe: () => redis.ping(), logger: silentLogger() });
+      : createResilientEngine({
+          config: variant.includes('topKeys off') ? withoutTopKeys : config,
+          inner,
+          probe: () => redis.ping(),
+          logger: silentLogger(),
+        });
     const micros = await scriptMicros(admin);
     const callsBefore = await callCount();
     const cpu = process.cpuUsage();

@@ -8,6 +8,7 @@ import type { Config } from './config/schema.ts';
 import { createRedisEngine } from './engine/redis-engine.ts';
 import { createRegionRedis, waitReady, type RegionRedis } from './store/client.ts';
 import { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
+import { startTracing } from './engine/tracing.ts';
 import type { DecisionEngine } from './engine/types.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
@@ -21,6 +22,7 @@ import { federationAdminRoutes } from './http/federation-admin.ts';
 import { keyResetRoutes } from './http/key-reset.ts';
 import { listsAdminRoutes } from './http/lists-admin.ts';
 import { createAdminLists, type AdminLists } from './engine/admin-lists.ts';
+import { topKeysAdminRoutes } from './http/top-keys-admin.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
 import { configLastReloadSuccessTimestampSeconds, labelRegion, recordConfigReload, registerDefaultMetrics, registry } from './metrics.ts';
@@ -195,12 +197,16 @@ export async function createRegionEngine(
     );
   }
   const lists = createAdminLists({ redis, refreshMs: config.lists.refreshMs, logger });
+  // Off unless an OTLP endpoint is configured: then, and only then, the OpenTelemetry SDK is imported.
+  const tracer = await startTracing(config);
+  if (tracer) logger.info({ event: 'tracing.started' }, 'decision spans exported over OTLP/HTTP');
   const engine = createResilientEngine({
     config,
     inner: innerEngine(options, config, redis),
     probe: () => redis.ping(),
     logger,
     adminLists: lists,
+    tracer,
   });
   return {
     redis,
@@ -209,6 +215,9 @@ export async function createRegionEngine(
     async close() {
       lists.close();
       await engine.close();
+      await tracer
+        ?.shutdown()
+        .catch((error: Error) => logger.warn({ event: 'tracing.shutdown_failed', error: error.message }, 'span export failed'));
       quitting = true;
       await redis.quit().catch(() => redis.disconnect());
     },
@@ -245,7 +254,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const policy = createPolicyHolder(config);
   policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
   if (federation) policy.onChange((next) => federation.updateRules(next));
-  const adminRoutes = [...(options.adminRoutes ?? []), listsAdminRoutes({ lists: region.lists, policy })];
+  const adminRoutes = [...(options.adminRoutes ?? []), listsAdminRoutes({ lists: region.lists, policy }), topKeysAdminRoutes(engine)];
   adminRoutes.push(
     keyResetRoutes({
       get config() {
@@ -286,6 +295,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
           redis,
           federation: { status: () => federation?.status() ?? [] },
           breakerState: () => engine.breaker.state,
+          topKeys: engine,
           watch: [],
         });
 

@@ -8,7 +8,7 @@
 //      declarations;
 //   3c. each entry loads only what its audience needs: 'quotafed' and 'quotafed/engine' load no @grpc/grpc-js,
 //      bullmq or @hono/node-server; 'quotafed/hono' no gRPC or BullMQ; 'quotafed/service' imports (and does load
-//      all three, which shows the probe sees them);
+//      all three, which shows the probe sees them); no entry loads @opentelemetry (tracing is imported on demand);
 //   4. `npx quotafed check-config` accepts the shipped region file, and `npx quotafed serve` starts from the
 //      installed bin and answers /readyz.
 // Plain JavaScript so it needs nothing but node, npm, tar and redis-server. Exit code 0 only when all pass.
@@ -221,6 +221,8 @@ process.exit(0);
     '@grpc/grpc-js': /\/node_modules\/@grpc\/grpc-js\//,
     bullmq: /\/node_modules\/bullmq\//,
     '@hono/node-server': /\/node_modules\/@hono\/node-server\//,
+    // Tracing is off without an OTLP endpoint: no entry loads the SDK at import (src/engine/tracing.ts imports it on demand).
+    '@opentelemetry': /\/node_modules\/@opentelemetry\//,
   };
   const probe = (entry) => {
     const file = join(work, `loaded-${entry.replace(/\W+/g, '-')}.txt`);
@@ -237,7 +239,7 @@ process.exit(0);
     quotafed: { exports: ['createLimiter', 'tokenBucket', 'registry'], heavy: [] },
     'quotafed/engine': { exports: ['createRedisEngine', 'createResilientEngine', 'loadConfigFile'], heavy: [] },
     'quotafed/hono': { exports: ['quotafed'], heavy: ['@hono/node-server'] },
-    'quotafed/service': { exports: ['createRegionEngine', 'startRegionService'], heavy: Object.keys(HEAVY) },
+    'quotafed/service': { exports: ['createRegionEngine', 'startRegionService'], heavy: ['@grpc/grpc-js', 'bullmq', '@hono/node-server'] },
   };
   for (const [entry, want] of Object.entries(expected)) {
     const got = probe(entry);

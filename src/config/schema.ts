@@ -2,6 +2,7 @@
 import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 import { parseIpRange } from './cidr.ts';
+import { TopKeysSettings, TracingSettings } from './observability.ts';
 
 const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
 
@@ -497,6 +498,10 @@ export const Config = z
     envoy: EnvoyImport.optional(),
     /** Allow and deny lists, checked before the rules; reloadable (allow, deny). */
     lists: Lists.prefault({}),
+    /** The heavy-hitters sketch of limited keys (src/config/observability.ts). */
+    topKeys: TopKeysSettings.prefault({}),
+    /** OpenTelemetry spans of decisions; absent: only OTEL_EXPORTER_OTLP_ENDPOINT turns them on. */
+    tracing: TracingSettings.optional(),
     rules: z.array(Rule).min(1),
   })
   .superRefine((config, ctx) => {

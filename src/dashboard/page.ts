@@ -329,6 +329,20 @@ const SCRIPT = `
     });
   }
 
+  function drawTopLimited(s) {
+    var body = byId('top-limited-body'); clear(body);
+    var rows = s.topLimited || [];
+    if (rows.length === 0) { var tr0 = el('tr', {}, null, body);
+      el('td', { colspan: 5, 'class': 'muted' }, 'no denials in the current windows', tr0); return; }
+    rows.forEach(function (k) {
+      var tr = el('tr', { 'data-testid': 'top-limited-' + k.rule }, null, body);
+      el('td', {}, k.rule, tr); el('td', {}, k.key, tr);
+      el('td', { 'class': 'numeric' }, formatNumber(k.denials) + (k.error > 0 ? ' (\u2265 ' + formatNumber(k.denials - k.error) + ')' : ''), tr);
+      el('td', { 'class': 'numeric' }, k.ruleDenials > 0 ? (100 * k.denials / k.ruleDenials).toFixed(1) + '%' : '\u2013', tr);
+      el('td', { 'class': 'numeric' }, Math.max(0, Math.ceil((k.windowEndMs - s.at) / 1000)) + ' s', tr);
+    });
+  }
+
   function drawRules(s) {
     var body = byId('rules-body'); clear(body);
     (s.rules || []).forEach(function (r) {
@@ -365,7 +379,7 @@ const SCRIPT = `
       allowance: key.allowance } : null, rej: rej });
     while (history.length > MAX_POINTS || (history.length && history[0].at < s.at - WINDOW_MS)) history.shift();
     trackPartitions(s);
-    drawStatus(s); drawTopology(s); drawLinks(s); drawKeys(s); drawRules(s); drawEndpoints(s); drawCharts(s);
+    drawStatus(s); drawTopology(s); drawLinks(s); drawKeys(s); drawTopLimited(s); drawRules(s); drawEndpoints(s); drawCharts(s);
     document.body.setAttribute('data-updated', String(s.at));
     document.body.setAttribute('data-regions', String(s.regions.length));
   }
@@ -422,6 +436,12 @@ const BODY = `
   <section class="wide">
     <h2>Per-key views (current window)</h2>
     <table><thead><tr id="keys-head"></tr></thead><tbody id="keys-body"></tbody></table>
+  </section>
+  <section class="wide">
+    <h2>Most limited keys (current window, this process)</h2>
+    <table><thead><tr><th>rule</th><th>key</th><th class="numeric" title="an upper bound; at least the number in brackets">denials</th>
+    <th class="numeric">share of the rule's denials</th><th class="numeric">window ends in</th></tr></thead>
+    <tbody id="top-limited-body" data-testid="top-limited"></tbody></table>
   </section>
   <section class="wide">
     <h2>Rules in force</h2>

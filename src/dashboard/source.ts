@@ -10,7 +10,11 @@ import type { Annotations, AnnotationStore } from './annotations.ts';
 import { createKeyViewReader, type WatchedKey } from './key-view.ts';
 import { createLinkProbe, type FederationStatusLike } from './links.ts';
 import { createMetricsReader } from './metrics-reader.ts';
-import type { BreakerView, DashboardSnapshot, DashboardSource, KeyView, RuleView } from './types.ts';
+import type { TopKeys } from '../engine/top-keys.ts';
+import type { BreakerView, DashboardSnapshot, DashboardSource, KeyView, RuleView, TopLimitedKey } from './types.ts';
+
+/** Keys per rule in the dashboard's table of the most denied keys. */
+export const TOP_LIMITED_PER_RULE = 5;
 
 export interface DashboardSourceOptions {
   /** The region's config (name, peers, sync interval: what only a restart changes). */
@@ -29,6 +33,8 @@ export interface DashboardSourceOptions {
   watch?: readonly WatchedKey[];
   /** Replaces the built-in key reader (the federation's admin view of each watched key). */
   keyViews?: (watched: readonly WatchedKey[], nowMs: number) => Promise<KeyView[]>;
+  /** The engine whose sketches give the most denied keys (`engine.topKeys`); none shown when omitted. */
+  topKeys?: { readonly topKeys: TopKeys | undefined };
   /** PING peers' Redis to tell up from down (default true). */
   probePeers?: boolean;
   minIntervalMs?: number;
@@ -52,6 +58,22 @@ function ruleViews(config: Config, falseDenials: ReadonlyMap<string, number>, st
     falseDenials: falseDenials.get(rule.name) ?? 0,
     stranded: stranded.get(rule.name) ?? 0,
   }));
+}
+
+/** The most denied keys of each rule in its current window, from the engine's sketches. */
+export function topLimitedKeys(topKeys: TopKeys | undefined, config: Config, nowMs: number): TopLimitedKey[] {
+  if (topKeys === undefined) return [];
+  return config.rules.flatMap((rule) => {
+    const view = topKeys.top(rule, 'denials', TOP_LIMITED_PER_RULE, 'current', nowMs);
+    return view.entries.map((entry) => ({
+      rule: rule.name,
+      key: entry.key,
+      denials: entry.count,
+      error: entry.error,
+      ruleDenials: view.total,
+      windowEndMs: view.window.endMs,
+    }));
+  });
 }
 
 export interface ClosableDashboardSource extends DashboardSource {
@@ -95,6 +117,7 @@ export function createDashboardSource(options: DashboardSourceOptions): Closable
       breaker,
       keys,
       rules: ruleViews(policy.config, reading.falseDenials, reading.stranded),
+      topLimited: topLimitedKeys(options.topKeys?.topKeys, policy.config, at),
       annotations: annotations === null ? null : withoutWatch(annotations),
       syncIntervalMs: federated ? config.federation.syncIntervalMs : null,
     };

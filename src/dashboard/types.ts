@@ -84,6 +84,20 @@ export interface RuleView {
   stranded: number;
 }
 
+/** A key among the most denied of a rule in its current window (this process's sketch, src/engine/top-keys.ts). */
+export interface TopLimitedKey {
+  rule: string;
+  /** As GET /admin/keys/top names it (API keys masked unless topKeys.apiKeys is plain). */
+  key: string;
+  /** Denials counted in the window: an upper bound; the true count is at least denials - error. */
+  denials: number;
+  error: number;
+  /** All denials of the rule in the window. */
+  ruleDenials: number;
+  /** Epoch ms when the rule's window ends (the counts start again). */
+  windowEndMs: number;
+}
+
 export interface DashboardSnapshot {
   /** Epoch ms when the snapshot was taken. */
   at: number;
@@ -95,6 +109,8 @@ export interface DashboardSnapshot {
   keys: KeyView[];
   /** The rules in force. */
   rules: RuleView[];
+  /** The most denied keys per rule in the current window (at most 5 per rule; empty with topKeys off). */
+  topLimited: TopLimitedKey[];
   /** What the chaos lab posted, less the keys it asked to watch (they may hold API keys; `keys` has their labels). */
   annotations: Omit<Annotations, 'watch'> | null;
   syncIntervalMs: number | null;

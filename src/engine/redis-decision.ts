@@ -37,6 +37,8 @@ export async function decideByRedis(
   context: RedisDecisionContext,
   matched: readonly MatchedRule[],
   request: RequestContext,
+  /** Adds the time spent on Redis to `redisMs` (a traced decision). */
+  timing?: { redisMs: number },
 ): Promise<Decision> {
   const { current, breaker, log } = context;
   const callStarted = performance.now();
@@ -61,6 +63,8 @@ export async function decideByRedis(
     breaker.recordFailure(error);
     return decision;
   } finally {
-    redisCommandSeconds.observe({ command: 'decide' }, (performance.now() - callStarted) / 1000);
+    const elapsedMs = performance.now() - callStarted;
+    redisCommandSeconds.observe({ command: 'decide' }, elapsedMs / 1000);
+    if (timing !== undefined) timing.redisMs += elapsedMs;
   }
 }

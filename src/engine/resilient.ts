@@ -1,7 +1,8 @@
 // Wraps the Redis decision engine with the outage policy and composes its parts: a bounded wait per decision
 // (redis-decision.ts), a circuit breaker (store-breaker.ts), each rule's fail mode or the in-memory local
 // fallback instead of Redis (fail-modes.ts, region-fallback.ts, fallback-settlement.ts), the opt-in wait of a
-// false denial (wait-for-grant.ts) and the decision metrics (decision-metrics.ts), so every front end (gateway,
+// false denial (wait-for-grant.ts), the decision metrics (decision-metrics.ts), the sketches of the limited keys
+// (top-keys.ts) and, when a tracer is given, a span per decision (decision-tracer.ts), so every front end (gateway,
 // /v1/check, the embedded middleware) decides and is observed the same way.
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.ts';
@@ -11,6 +12,7 @@ import { combinedVerdict, compileLists, NO_LISTS } from './access-lists.ts';
 import type { AdminLists } from './admin-lists.ts';
 import type { Breaker } from './breaker.ts';
 import { recordDecision } from './decision-metrics.ts';
+import type { DecisionTracer } from './decision-tracer.ts';
 import { endpointOf } from './endpoint.ts';
 import { degradedDecision } from './fail-modes.ts';
 import { createFallbackSettlement } from './fallback-settlement.ts';
@@ -20,6 +22,8 @@ import { decideByRedis, defaultDecisionDeadlineMs, type RedisDecisionContext } f
 import { createRegionFallback } from './region-fallback.ts';
 import { matchRules } from './rules.ts';
 import { createStoreBreaker } from './store-breaker.ts';
+import { createTopKeys, type TopKeys } from './top-keys.ts';
+import { exposeTopKeys } from './top-keys-metrics.ts';
 import type { Decision, DecisionEngine, Lease, MatchedRule, ObservedDecision, RequestContext } from './types.ts';
 import { createGrantWaits, waitBudgetMs, waitForGrant } from './wait-for-grant.ts';
 
@@ -39,6 +43,8 @@ export interface ResilientEngine extends DecisionEngine {
   readonly breaker: Breaker;
   /** The rules in force (they change on a policy reload). */
   readonly config: Config;
+  /** The sketches of the keys denied and admitted most per rule (undefined with `topKeys.enabled: false`). */
+  readonly topKeys: TopKeys | undefined;
   /**
    * Policy reload: decide with new rules and a new inner engine from the next request on. The breaker and the
    * local fallback stay (an outage in progress stays an outage); in-flight decisions finish on the old engine.
@@ -68,6 +74,14 @@ export interface ResilientEngineOptions {
    * Without it only the config's lists apply.
    */
   adminLists?: Pick<AdminLists, 'compiled'>;
+  /** A span per decision (startTracing; its creator shuts it down); without it tracing costs nothing. */
+  tracer?: DecisionTracer | undefined;
+}
+
+/** What a traced decision collects on its way. */
+interface DecisionTiming {
+  redisMs: number;
+  rules: string[];
 }
 
 /**
@@ -140,9 +154,74 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
    * opens) or the rule's wait is over; then it is answered.
    */
   const grantWaits = createGrantWaits({ stop: () => breaker.state === 'open' });
+  const topKeys = current.config.topKeys.enabled ? createTopKeys(current.config.topKeys) : undefined;
+  const unexpose = topKeys ? exposeTopKeys({ topKeys, rules: () => current.config.rules }) : undefined;
+
+  /** One decision; `timing` (a traced decision only) collects the rules matched and the time spent on Redis. */
+  const decideOnce = async (request: RequestContext, timing?: DecisionTiming): Promise<ObservedDecision> => {
+    const started = performance.now();
+    const list = combinedVerdict(configLists, adminLists?.compiled() ?? NO_LISTS, request);
+    if (list !== undefined) {
+      listMatchesTotal.inc({ list: list.list, kind: list.kind });
+      limiterOverheadSeconds.observe((performance.now() - started) / 1000);
+      return { allowed: list.list === 'allow', outcomes: [], binding: undefined, leases: [], list, endpoint: endpointOf([]) };
+    }
+    const matched = matchRules(current.config, request);
+    const endpoint = endpointOf(matched);
+    if (timing !== undefined) timing.rules = matched.map((entry) => entry.rule.name);
+    let decision: Decision;
+    if (matched.length === 0) {
+      decision = { allowed: true, outcomes: [], binding: undefined, leases: [] };
+    } else if (breaker.state === 'open') {
+      decision = degraded(matched, request);
+    } else {
+      decision = await decideByRedis(redis, matched, request, timing);
+      // A peek never waits for a grant: it answers what the decision is now.
+      const budget = request.peek === true ? 0 : waitBudgetMs(decision, rulesByName);
+      if (budget > 0) {
+        decision = await waitForGrant(
+          grantWaits,
+          decision,
+          budget,
+          request,
+          () => decideByRedis(redis, matched, request, timing),
+          () => rulesByName,
+        );
+      }
+    }
+    recordDecision(decision, endpoint, request.peek === true);
+    // A peek spends nothing: it is not consumption, nor a denial of anything.
+    if (request.peek !== true) topKeys?.record(matched, decision, request, now());
+    limiterOverheadSeconds.observe((performance.now() - started) / 1000);
+    return { ...decision, endpoint };
+  };
+
+  const tracer = options.tracer;
+  const region = current.config.region;
+  /** decideOnce and its span (the engine's decide only when a tracer is given). */
+  const decideTraced = async (request: RequestContext): Promise<ObservedDecision> => {
+    const startMs = performance.timeOrigin + performance.now();
+    const timing: DecisionTiming = { redisMs: 0, rules: [] };
+    const decision = await decideOnce(request, timing);
+    tracer?.decided({
+      startMs,
+      endMs: performance.timeOrigin + performance.now(),
+      region,
+      rules: timing.rules,
+      deniedRules: decision.outcomes.filter((outcome) => !outcome.allowed).map((outcome) => outcome.rule),
+      outcome: decision.allowed ? 'allowed' : 'denied',
+      binding: decision.binding?.rule,
+      source: decision.binding?.source ?? 'none',
+      redisMs: timing.redisMs,
+      endpoint: decision.endpoint,
+      cost: request.cost ?? 1,
+    });
+    return decision;
+  };
 
   return {
     breaker,
+    topKeys,
     get config() {
       return current.config;
     },
@@ -152,48 +231,18 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       rulesByName = new Map(current.config.rules.map((rule) => [rule.name, rule]));
       configLists = compileLists(current.config.lists);
       current.inner = next.inner;
+      topKeys?.retain(current.config.rules);
       await previous.close();
     },
-    async decide(request) {
-      const started = performance.now();
-      const list = combinedVerdict(configLists, adminLists?.compiled() ?? NO_LISTS, request);
-      if (list !== undefined) {
-        listMatchesTotal.inc({ list: list.list, kind: list.kind });
-        limiterOverheadSeconds.observe((performance.now() - started) / 1000);
-        return { allowed: list.list === 'allow', outcomes: [], binding: undefined, leases: [], list, endpoint: endpointOf([]) };
-      }
-      const matched = matchRules(current.config, request);
-      const endpoint = endpointOf(matched);
-      let decision: Decision;
-      if (matched.length === 0) {
-        decision = { allowed: true, outcomes: [], binding: undefined, leases: [] };
-      } else if (breaker.state === 'open') {
-        decision = degraded(matched, request);
-      } else {
-        decision = await decideByRedis(redis, matched, request);
-        // A peek never waits for a grant: it answers what the decision is now.
-        const budget = request.peek === true ? 0 : waitBudgetMs(decision, rulesByName);
-        if (budget > 0) {
-          decision = await waitForGrant(
-            grantWaits,
-            decision,
-            budget,
-            request,
-            () => decideByRedis(redis, matched, request),
-            () => rulesByName,
-          );
-        }
-      }
-      recordDecision(decision, endpoint, request.peek === true);
-      limiterOverheadSeconds.observe((performance.now() - started) / 1000);
-      return { ...decision, endpoint };
-    },
+    // Chosen once: without a tracer a decision does not even look for one.
+    decide: tracer === undefined ? (request) => decideOnce(request) : decideTraced,
     forget(keys) {
       asForgetter(current.inner)?.forget(keys);
     },
     release: (leases: readonly Lease[]) => releaseLeases(releasing, leases),
     async close() {
       breaker.stop();
+      unexpose?.();
       await current.inner.close();
     },
   };

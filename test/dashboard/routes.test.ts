@@ -26,6 +26,7 @@ function fixedSource(region: string, annotations: ReturnType<typeof createAnnota
         breaker: { state: 'closed', transitions: 0 },
         keys: [],
         rules: [],
+        topLimited: [],
         annotations: annotations.current(),
         syncIntervalMs: null,
       };

@@ -9,6 +9,7 @@ import { registry } from '../../src/metrics.ts';
 import { RELOADABLE, restartOnlyChanges } from '../../src/policy.ts';
 import { startRegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
+import { dashboardSnapshot } from '../support/dashboard.ts';
 
 const server = await useRedis();
 const dir = mkdtempSync(join(tmpdir(), 'quotafed-reload-'));
@@ -108,33 +109,6 @@ describe('policy reload', () => {
     }
   });
 });
-
-/** The first snapshot the dashboard streams. */
-async function dashboardSnapshot(
-  url: string,
-): Promise<{ rules: Array<{ name: string; limit: number }>; keys: Array<{ label: string; rule: string; limit: number; own: number }> }> {
-  const response = await fetch(`${url}/dashboard/events`);
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) throw new Error('the dashboard stream ended before a snapshot');
-      buffer += decoder.decode(value, { stream: true });
-      const block = buffer.split('\n\n').find((part) => part.includes('event: snapshot') && part.includes('\ndata: '));
-      if (block)
-        return JSON.parse(
-          block
-            .split('\n')
-            .find((line) => line.startsWith('data: '))!
-            .slice(6),
-        ) as never;
-    }
-  } finally {
-    await reader.cancel();
-  }
-}
 
 describe('the policy in force', () => {
   it('the restart-only list is everything outside RELOADABLE', () => {
