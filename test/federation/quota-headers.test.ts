@@ -3,15 +3,13 @@
 // the federation's remaining quota (999 of 1,000), not us-east's third of it, in X-RateLimit-Remaining, the
 // RateLimit field and /v1/check's JSON (which adds regionRemaining, us-east's own allowance); once another
 // region's traffic has been gossiped, Remaining drops by it.
-import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
+import { shippedRegionConfig, type RawConfig } from '../support/shipped-regions.ts';
 import { awayFromWindowEdge, eventually, startUpstream, type Upstream } from '../service/fixtures.ts';
 
-type Raw = Record<string, unknown>;
+type Raw = RawConfig;
 const NAMES = ['us-east', 'eu-west', 'ap-south'];
 const SECRET = 'quota-headers-secret-0123456789';
 
@@ -29,27 +27,22 @@ describe('rate-limit headers in a three-region federation', async () => {
   let upstream: Upstream;
 
   /** regions/<name>.yaml on this test's Redis servers and a free port, plus a 1,000/min fixed window on /fw. */
-  const config = (name: string) => {
-    const raw = parseYaml(readFileSync(new URL(`../../regions/${name}.yaml`, import.meta.url), 'utf8')) as Raw;
-    const url = (region: string) => servers[NAMES.indexOf(region)]!.url;
-    raw.port = 0;
-    raw.logLevel = 'silent';
-    raw.redis = { ...(raw.redis as Raw), url: url(name), commandTimeoutMs: 2_000 };
-    raw.upstream = { url: upstream.url };
-    const federation = raw.federation as Raw;
-    federation.syncIntervalMs = 50;
-    federation.secret = SECRET;
-    federation.peers = (federation.peers as Raw[]).map((peer) => ({ ...peer, redisUrl: url(peer.name as string) }));
-    (raw.rules as Raw[]).push({
-      name: 'fw',
-      match: { identity: 'apiKey', endpoints: ['/fw'] },
-      by: ['apiKey'],
-      algorithm: 'fixedWindow',
-      limit: 1000,
-      period: '1m',
+  const config = (name: string) =>
+    shippedRegionConfig(name, {
+      redisUrl: (region) => servers[NAMES.indexOf(region)]!.url,
+      upstreamUrl: upstream.url,
+      secret: SECRET,
+      edit: (raw) => {
+        (raw.rules as Raw[]).push({
+          name: 'fw',
+          match: { identity: 'apiKey', endpoints: ['/fw'] },
+          by: ['apiKey'],
+          algorithm: 'fixedWindow',
+          limit: 1000,
+          period: '1m',
+        });
+      },
     });
-    return parseConfig(raw, `regions/${name}.yaml`);
-  };
 
   beforeAll(async () => {
     upstream = await startUpstream();
