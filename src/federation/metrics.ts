@@ -82,7 +82,7 @@ export function federationMetrics(registry: Registry): FederationMetrics {
       name: 'quotafed_federation_rejected_jobs_total',
       help:
         'Gossip jobs rejected without touching any counter, by reason ' +
-        '(oversized|invalid|bad_mac|unknown_region|wrong_destination|fingerprint|out_of_range|replayed).',
+        '(oversized|invalid|version|bad_mac|unknown_region|wrong_destination|fingerprint|out_of_range|replayed).',
       labelNames: perReason,
       registers,
     }),

@@ -8,7 +8,7 @@ import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip } from '../../src/store/gossip-calls.ts';
 import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } from '../../src/federation/gossip/cells.ts';
-import { LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
+import { encodeJob, LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/watch-sweep.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
@@ -54,10 +54,14 @@ describe('cells on the wire', () => {
         entries: [{ k: ruleKey('fw', { principal: 'x', dimensions: ['x'] }), t: 1, s: [slot] }],
       };
     };
+    const job = (t: number) => encodeJob(message(t), n, undefined);
     expect(LIMITS.maxCount).toBeLessThan(1_800_000_000_000);
-    expect(verify(message(1_800_000_000_000), 100, topology, 'b', undefined).ok).toBe(true);
+    const verdict = verify(job(1_800_000_000_000), 100, topology, 'b', undefined);
+    expect(verdict.ok).toBe(true);
+    // The wire carries the t cell as a delta against the entry's change time, and gives it back exactly.
+    if (verdict.ok) expect(verdict.message.entries[0]!.s[0]![timeCellsOffset(n)]).toBe(1_800_000_000_000);
     for (const bad of [-1, 1.5, LIMITS.maxTime + 1]) {
-      expect(verify(message(bad), 100, topology, 'b', undefined)).toMatchObject({ ok: false, reason: 'out_of_range' });
+      expect(verify(job(bad), 100, topology, 'b', undefined)).toMatchObject({ ok: false, reason: 'out_of_range' });
     }
   });
 });

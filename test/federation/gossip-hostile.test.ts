@@ -1,6 +1,6 @@
 // Gossip hardening: a job whose data is not JSON is failed, counted and logged once (not cycled between
 // waiting and active); a 30 MB job is refused before it is read (HSTRLEN), and decisions on the same region do
-// not stall while it is refused.
+// not stall while it is refused; jobs of an older message version are each refused and counted, and said once.
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
@@ -53,6 +53,32 @@ async function parked(data: object): Promise<string> {
 }
 
 describe('hostile gossip jobs', () => {
+  it('refuses every version 2 job (a peer not yet upgraded) as `version`, counts each and warns once', async () => {
+    const before = await rejectedCount('version');
+    const fp = b.federation!.topology.fingerprint;
+    const v2 = (seq: number) => ({
+      v: 2,
+      kind: 'heartbeat',
+      from: 'a',
+      to: 'b',
+      fp,
+      seq,
+      sentAt: Date.now(),
+      entries: [],
+      mac: 'f'.repeat(64),
+    });
+    const jobs = await Promise.all([1, 2, 3].map((seq) => inbound.add('heartbeat', v2(seq))));
+    for (const job of jobs)
+      await eventually(async () => (await b.redis.zscore(FAILED, job.id!)) !== null || undefined, 10_000, `job ${job.id} to fail`);
+    for (const job of jobs) expect(await b.redis.hget(JOB(job.id!), 'failedReason')).toBe('rejected: version');
+    expect(await rejectedCount('version')).toBe(before + 3);
+    const warned = log
+      .lines()
+      .filter((line) => line.event === 'federation.gossip_rejected' && line.reason === 'version' && (line.level as number) >= 40);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ peer: 'a', detail: 'message version 2, this region reads 3' });
+  });
+
   it('fails a job whose data is not JSON once, counts it as invalid and logs it once', async () => {
     const before = await rejectedCount('invalid');
     const id = await parked({});

@@ -158,10 +158,13 @@ describe('idempotence', () => {
 
     const inbound = new Queue(GOSSIP_QUEUE, { connection: { host: '127.0.0.1', port: b.server.port }, prefix: GOSSIP_QUEUE_PREFIX });
     try {
+      const { encodeJob, readJob } = await import('../../src/federation/gossip/message.ts');
+      const n = fed.regions.length;
       const done = await inbound.getJobs(['completed'], 0, 99);
-      const carrying = done.filter(
-        (job) => job.data?.kind === 'gossip' && job.data.entries.some((entry: { k: string }) => entry.k.includes(':fw:')),
-      );
+      const carrying = done.filter((job) => {
+        const message = readJob(job.data, n);
+        return message.kind === 'gossip' && message.entries.some((entry) => entry.k.includes(':fw:'));
+      });
       expect(carrying.length).toBeGreaterThan(0);
       const before = await stateOf(b, 'fw', key);
 
@@ -177,15 +180,9 @@ describe('idempotence', () => {
 
       // 2. The same contents under fresh sequence numbers (valid signatures), shuffled and duplicated: applied,
       //    and the merge (a max) changes nothing.
-      const { sign } = await import('../../src/federation/gossip/message.ts');
-      const copies = [...carrying, ...carrying].map((job) => job.data).sort(() => Math.random() - 0.5);
+      const copies = [...carrying, ...carrying].map((job) => readJob(job.data, n)).sort(() => Math.random() - 0.5);
       let next = 6e15;
-      const resent = await Promise.all(
-        copies.map((data) => {
-          const { mac: _mac, ...unsigned } = data;
-          return inbound.add('gossip', sign({ ...unsigned, seq: next++ }, SECRET));
-        }),
-      );
+      const resent = await Promise.all(copies.map((message) => inbound.add('gossip', encodeJob({ ...message, seq: next++ }, n, SECRET))));
       await eventually(
         async () => (await Promise.all(resent.map((job) => job.getState()))).every((state) => state === 'completed'),
         10_000,

@@ -1,10 +1,10 @@
-// Gossip integrity: forged, unsigned, truncated, unknown-sender, misdirected, foreign-topology,
+// Gossip integrity: forged, unsigned, truncated, old-version, unknown-sender, misdirected, foreign-topology,
 // replayed, out-of-range and oversized jobs land in region b's real gossip queue; every one is rejected,
 // counted by reason, and no counter changes.
 import { Queue, type Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { slotLength } from '../../src/federation/gossip/cells.ts';
-import { MESSAGE_VERSION, sign, type GossipMessage } from '../../src/federation/gossip/message.ts';
+import { encodeJob, LIMITS, macOf, MESSAGE_VERSION, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { replayKey } from '../../src/federation/gossip/replay.ts';
 import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
@@ -32,6 +32,8 @@ afterAll(async () => {
 });
 
 const n = 2;
+/** The job of `message`, signed with `secret` (the federation's unless told). */
+const sign = (message: GossipMessage, secret: string = SECRET) => encodeJob(message, n, secret);
 const key = ruleKey('fw', { principal: 'victim', dimensions: ['victim'] });
 let nextSeq = 5e15;
 
@@ -108,65 +110,69 @@ async function expectRejected(data: unknown, reason: string): Promise<void> {
 
 describe('gossip integrity', () => {
   it('applies a well-formed signed job (the baseline the hostile variants are measured against)', async () => {
-    const job = await inbound.add('gossip', sign(message(5), SECRET));
+    const job = await inbound.add('gossip', sign(message(5)));
     expect(await settle(job)).toBe('completed');
     expect(await b.redis.hget(key, `c${Math.floor(Date.now() / 60_000) % 3}.0`)).toBe('5');
   });
 
   it('rejects a forged MAC and an unsigned job', async () => {
     await expectRejected(sign(message(50), 'another-secret-0123456789'), 'bad_mac');
-    const { mac: _mac, ...unsigned } = sign(message(50), SECRET);
-    await expectRejected(unsigned, 'bad_mac');
+    await expectRejected(encodeJob(message(50), n, undefined), 'bad_mac');
     // A MAC over other contents: the count changed after signing.
-    const signed = sign(message(50), SECRET);
-    signed.entries[0]!.s[0]![1] = 500;
-    await expectRejected(signed, 'bad_mac');
+    const original = message(50);
+    const signed = sign(original);
+    const changed = structuredClone(original);
+    changed.entries[0]!.s[0]![1] = 500;
+    await expectRejected({ ...encodeJob(changed, n, undefined), m: signed.m }, 'bad_mac');
   });
 
-  it('rejects truncated and malformed jobs', async () => {
-    const { entries: _entries, ...noEntries } = sign(message(50), SECRET);
-    await expectRejected(noEntries, 'invalid');
-    await expectRejected({ ...sign(message(50), SECRET), extra: 1 }, 'invalid');
+  it('rejects a version 2 job (the JSON of every cell) as `version`', async () => {
+    const { v: _v, ...fields } = message(50);
+    await expectRejected({ v: 2, ...fields, mac: 'f'.repeat(64) }, 'version');
+  });
+
+  it('rejects truncated and malformed jobs, signed or not', async () => {
+    const { p: _p, ...noPayload } = sign(message(50));
+    await expectRejected(noPayload, 'invalid');
+    await expectRejected({ ...sign(message(50)), extra: 1 }, 'invalid');
     await expectRejected('not an object', 'invalid');
-    const short = message(50);
-    short.entries[0]!.s[0] = short.entries[0]!.s[0]!.slice(0, 3);
-    await expectRejected(sign(short, SECRET), 'out_of_range');
-    await expectRejected(sign(message(50, { entries: [{ k: 'qf:meta', t: 1, s: [] }] }), SECRET), 'invalid');
+    // Validly signed payloads that do not decode: cut short, a character outside the alphabet, bytes after the end.
+    const { p } = sign(message(50));
+    for (const bad of [p.slice(0, -3), `${p.slice(0, -3)}!${p.slice(-2)}`, `${p}AAAA`])
+      await expectRejected({ v: MESSAGE_VERSION, p: bad, m: macOf(bad, SECRET) }, 'invalid');
   });
 
   it('rejects jobs from unknown regions, for other regions or from another topology', async () => {
-    await expectRejected(sign(message(50, { from: 'mallory' }), SECRET), 'unknown_region');
-    await expectRejected(sign(message(50, { from: 'b' }), SECRET), 'unknown_region');
-    await expectRejected(sign(message(50, { to: 'c' }), SECRET), 'wrong_destination');
-    await expectRejected(sign(message(50, { fp: 'AAAAAAAAAAAAAAAA' }), SECRET), 'fingerprint');
+    await expectRejected(sign(message(50, { from: 'mallory' })), 'unknown_region');
+    await expectRejected(sign(message(50, { from: 'b' })), 'unknown_region');
+    await expectRejected(sign(message(50, { to: 'c' })), 'wrong_destination');
+    await expectRejected(sign(message(50, { fp: 'AAAAAAAAAAAAAAAA' })), 'fingerprint');
   });
 
   it('rejects negative, NaN, fractional and absurd values', async () => {
-    for (const value of [-1, 1.5, 1e300, 1e13]) {
+    // The wire carries any float64 unchanged (a negative or NaN as its 8 bytes), so the range checks judge them.
+    for (const value of [-1, 1.5, 1e300, 1e13, Number.NaN]) {
       const bad = message(50);
       bad.entries[0]!.s[0]![2] = value;
-      await expectRejected(sign(bad, SECRET), 'out_of_range');
+      await expectRejected(sign(bad), 'out_of_range');
     }
-    // NaN cannot travel in JSON: it arrives as null, which the schema refuses.
-    const nan = message(50);
-    nan.entries[0]!.s[0]![1] = Number.NaN;
-    await expectRejected(sign(nan, SECRET), 'invalid');
-    await expectRejected(sign(message(50, { seq: -3 }), SECRET), 'out_of_range');
-    await expectRejected(sign(message(50, { sentAt: 1e300 }), SECRET), 'out_of_range');
+    await expectRejected(sign(message(50, { sentAt: LIMITS.maxTime + 1 })), 'out_of_range');
+    // A negative or fractional seq has no encoding at all: no sender can send one.
+    expect(() => sign(message(50, { seq: -3 }))).toThrow(RangeError);
   });
 
   it('rejects a replayed job', async () => {
-    const job = sign(message(7), SECRET);
+    const job = sign(message(7));
     const first = await inbound.add('gossip', job);
     expect(await settle(first)).toBe('completed');
-    expect(await b.redis.zscore(replayKey('a'), String(job.seq))).not.toBeNull();
+    expect(await b.redis.zscore(replayKey('a'), String(nextSeq - 1))).not.toBeNull();
     await expectRejected(job, 'replayed');
   });
 
   it('rejects oversized jobs (too many entries, too many bytes)', async () => {
     const one = message(50).entries[0]!;
-    await expectRejected(sign(message(50, { entries: Array.from({ length: 5_001 }, () => one) }), SECRET), 'oversized');
-    await expectRejected({ ...sign(message(50), SECRET), padding: 'x'.repeat(5 * 1024 * 1024) }, 'oversized');
+    await expectRejected(sign(message(50, { entries: Array.from({ length: 5_001 }, () => one) })), 'oversized');
+    await expectRejected({ ...sign(message(50)), padding: 'x'.repeat(5 * 1024 * 1024) }, 'oversized');
   });
 
   it('records no replay entry and no "heard" mark for a sender it rejected', async () => {

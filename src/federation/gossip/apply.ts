@@ -53,10 +53,21 @@ export function createApplier(deps: ApplierDeps): Applier {
     return runApplyGossip(redis, call);
   };
 
+  // A peer on another message version (a rolling upgrade) sends every job in it: said once per peer and version.
+  const versionsSaid = new Set<string>();
+
   const reject = (reason: RejectReason, from: string | undefined, detail: string): ApplyOutcome => {
     metrics.rejected.inc({ region, peer: from ?? 'unknown', reason });
     peers.rejected(from);
-    if (reason === 'fingerprint' && from !== undefined && deps.fingerprints) {
+    if (reason === 'version' && versionsSaid.has(`${from}:${detail}`)) {
+      logger.debug({ event: 'federation.gossip_rejected', reason, peer: from ?? 'unknown', detail }, `gossip job rejected: ${reason}`);
+    } else if (reason === 'version') {
+      versionsSaid.add(`${from}:${detail}`);
+      logger.warn(
+        { event: 'federation.gossip_rejected', reason, peer: from ?? 'unknown', detail },
+        `gossip job rejected: ${detail}; regions on different versions do not merge each other's gossip until all run one`,
+      );
+    } else if (reason === 'fingerprint' && from !== undefined && deps.fingerprints) {
       // A topology mismatch rejects every job of that peer: said once per peer (fingerprints.ts), counted per job.
       deps.fingerprints.observe(from, detail);
       logger.debug({ event: 'federation.gossip_rejected', reason, peer: from, detail }, `gossip job rejected: ${reason}`);

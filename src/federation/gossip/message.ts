@@ -1,15 +1,31 @@
 // The gossip job: what one region sends another, how it is signed, and every check a receiver makes before a
 // single counter is touched. Anyone who can write to a region's Redis can add a BullMQ job, so a job is
-// trusted only when its HMAC (over a canonical encoding, with the federation secret) verifies.
+// trusted only when its HMAC (over the payload's bytes, with the federation secret) verifies.
+//
+// A job's data is `{ v: 3, p: <payload>, m?: <mac> }` (BullMQ stores it as JSON): the payload is the packed
+// string of wire.ts, the MAC HMAC-SHA256 of the version and the payload truncated to 16 bytes, in base64url. A
+// job of any other version is refused as `version` and never read further: regions on different versions do not
+// merge each other's state, as under a fingerprint mismatch (each spends only its own allowance).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { KEY_SHARDS, STATE_KEY_PATTERN, shardOfKey } from '../../keys.ts';
-import { KEPT_WINDOWS, type Topology } from '../../protocol/index.ts';
+import { KEY_SHARDS, shardOfKey } from '../../keys.ts';
+import type { Topology } from '../../protocol/index.ts';
 import { slotLength, timeCellsOffset } from './cells.ts';
-import type { GossipEntry } from '../../store/gossip-calls.ts';
+import {
+  encodePayload,
+  openPayload,
+  TooManyEntries,
+  WireError,
+  type GossipEntry,
+  type GossipMessage,
+  type MessageKind,
+  type PayloadHeader,
+} from './wire.ts';
 
-/** 2: slots carry the t cells (last admission time per region). */
-export const MESSAGE_VERSION = 2;
+export type { GossipEntry, GossipMessage, MessageKind };
+
+/** 3: the packed payload of wire.ts (2 was JSON with every cell; 1 had no t cells). */
+export const MESSAGE_VERSION = 3;
 
 /** Hard bounds, independent of config, so a misconfigured sender cannot make valid gossip unacceptable. */
 export const LIMITS = {
@@ -23,73 +39,63 @@ export const LIMITS = {
   maxTime: 1e14,
 } as const;
 
-export type MessageKind = 'gossip' | 'heartbeat' | 'resync';
-
-/** One key's state in a job (apply_gossip.lua takes it as is). */
-export type { GossipEntry };
-
-export interface GossipMessage {
+/** A gossip job's data as BullMQ stores it. */
+export interface GossipJob {
   v: typeof MESSAGE_VERSION;
-  kind: MessageKind;
-  from: string;
-  to: string;
-  /** Topology fingerprint of the sender. */
-  fp: string;
-  /** Per-sender sequence, strictly increasing per publisher and above any earlier one (µs-clock based). */
-  seq: number;
-  /** Sender's ms time when the job was built. */
-  sentAt: number;
-  entries: GossipEntry[];
-  /** Hex HMAC-SHA256 of canonical(message) with federation.secret; absent when no secret is configured. */
-  mac?: string | undefined;
+  /** The packed payload (wire.ts). */
+  p: string;
+  /** base64url of the first 16 bytes of HMAC-SHA256(secret, version and payload); absent without a secret. */
+  m?: string;
 }
 
-const Entry = z.strictObject({
-  k: z.string().max(200).regex(STATE_KEY_PATTERN),
-  t: z.number(),
-  s: z.array(z.array(z.number()).max(1 + 4 * 64 * 64)).max(KEPT_WINDOWS),
-});
-
-const Message = z.strictObject({
+const Job = z.strictObject({
   v: z.literal(MESSAGE_VERSION),
-  kind: z.enum(['gossip', 'heartbeat', 'resync']),
-  from: z.string().max(64),
-  to: z.string().max(64),
-  fp: z.string().max(64),
-  seq: z.number(),
-  sentAt: z.number(),
-  entries: z.array(Entry).max(LIMITS.maxEntries),
-  mac: z
+  p: z.string().max(LIMITS.maxBytes),
+  m: z
     .string()
-    .regex(/^[0-9a-f]{64}$/)
+    .regex(/^[A-Za-z0-9_-]{22}$/)
     .optional(),
 });
 
-/** Field order fixed by construction, so both sides hash the same bytes whatever JSON key order a job had. */
-export function canonical(message: GossipMessage): string {
-  return JSON.stringify([
-    message.v,
-    message.kind,
-    message.from,
-    message.to,
-    message.fp,
-    message.seq,
-    message.sentAt,
-    message.entries.map((entry) => [entry.k, entry.t, entry.s]),
-  ]);
+/** The MAC of a payload: the version byte and the payload's UTF-8 bytes, HMAC-SHA256, first 16 bytes. */
+export function macOf(payload: string, secret: string): string {
+  return createHmac('sha256', secret)
+    .update(Uint8Array.of(MESSAGE_VERSION))
+    .update(payload, 'utf8')
+    .digest()
+    .subarray(0, 16)
+    .toString('base64url');
 }
 
-export function macOf(message: GossipMessage, secret: string): string {
-  return createHmac('sha256', secret).update(canonical(message), 'utf8').digest('hex');
+/**
+ * The job data of `message` for a federation of `n` regions, signed when a secret is given.
+ *
+ * @example
+ * const job = encodeJob({ v: 3, kind: 'heartbeat', from: 'a', to: 'b', fp: topology.fingerprint, seq: 1, sentAt: Date.now(), entries: [] }, 3, secret);
+ * await queue.add('heartbeat', job);
+ */
+export function encodeJob(message: GossipMessage, n: number, secret: string | undefined): GossipJob {
+  const p = encodePayload(message, n);
+  return secret === undefined ? { v: MESSAGE_VERSION, p } : { v: MESSAGE_VERSION, p, m: macOf(p, secret) };
 }
 
-export function sign(message: GossipMessage, secret: string | undefined): GossipMessage {
-  return secret === undefined ? message : { ...message, mac: macOf(message, secret) };
+/**
+ * Reads a job's message without checking its signature or ranges (tests and forensics; the worker uses verify).
+ * Throws on data that is not a v3 job.
+ *
+ * @example
+ * const message = readJob(job.data, topology.regions.length);
+ */
+export function readJob(data: unknown, n: number): GossipMessage {
+  const job = Job.parse(data);
+  const { header, entries } = openPayload(job.p);
+  return { v: MESSAGE_VERSION, ...header, entries: entries(n, LIMITS.maxEntries) };
 }
 
 export type RejectReason =
   | 'oversized'
   | 'invalid'
+  | 'version'
   | 'bad_mac'
   | 'unknown_region'
   | 'wrong_destination'
@@ -126,32 +132,71 @@ function rangeProblem(message: GossipMessage, n: number): string | undefined {
   return undefined;
 }
 
-function macMatches(message: GossipMessage, secret: string): boolean {
-  if (message.mac === undefined) return false;
-  return timingSafeEqual(Buffer.from(message.mac, 'hex'), Buffer.from(macOf(message, secret), 'hex'));
+function macMatches(job: z.infer<typeof Job>, secret: string): boolean {
+  if (job.m === undefined) return false;
+  return timingSafeEqual(Buffer.from(job.m, 'utf8'), Buffer.from(macOf(job.p, secret), 'utf8'));
 }
 
+/** The version a job claims, when it is not this one (a v2 job is a JSON object with `v: 2`). */
+function otherVersion(data: unknown): number | undefined {
+  const v = (data as { v?: unknown } | null)?.v;
+  return typeof v === 'number' && v !== MESSAGE_VERSION ? v : undefined;
+}
+
+/** The sender a job names, for counting its rejection; only a region of the topology, never what it claims. */
+function claimedSender(data: unknown, header: PayloadHeader | undefined, topology: Topology): string | undefined {
+  const legacy = (data as { from?: unknown } | null)?.from;
+  const claimed = header?.from ?? (typeof legacy === 'string' ? legacy : undefined);
+  return claimed !== undefined && topology.regions.includes(claimed) ? claimed : undefined;
+}
+
+const wireDetail = (error: unknown) => (error instanceof WireError ? error.message : String(error)).slice(0, 500);
+
 /**
- * Every check but replay (which needs Redis): size, shape, signature, sender, destination, topology, ranges.
- * `bytes` is the job's JSON size.
+ * Every check but replay (which needs Redis): size, version, shape, signature, sender, destination, topology,
+ * then the entries' shape and ranges. `bytes` is the job's JSON size. Never throws.
+ *
+ * @example
+ * const verdict = verify(job.data, bytes, topology, 'b', config.federation.secret);
+ * if (!verdict.ok) metrics.rejected.inc({ reason: verdict.reason });
  */
 export function verify(data: unknown, bytes: number, topology: Topology, self: string, secret: string | undefined): Verdict {
-  const claimed = typeof (data as { from?: unknown } | null)?.from === 'string' ? (data as { from: string }).from : undefined;
-  const from = claimed !== undefined && topology.regions.includes(claimed) ? claimed : undefined;
-  if (bytes > LIMITS.maxBytes) return { ok: false, reason: 'oversized', from, detail: `${bytes} bytes` };
-  const parsed = Message.safeParse(data);
+  const reject = (reason: RejectReason, detail: string, header?: PayloadHeader): Verdict => ({
+    ok: false,
+    reason,
+    from: claimedSender(data, header, topology),
+    detail,
+  });
+  if (bytes > LIMITS.maxBytes) return reject('oversized', `${bytes} bytes`);
+  const version = otherVersion(data);
+  if (version !== undefined) return reject('version', `message version ${version}, this region reads ${MESSAGE_VERSION}`);
+  const parsed = Job.safeParse(data);
   if (!parsed.success) {
-    const tooMany = parsed.error.issues.some((issue) => issue.code === 'too_big' && issue.origin === 'array');
-    return { ok: false, reason: tooMany ? 'oversized' : 'invalid', from, detail: z.prettifyError(parsed.error).slice(0, 500) };
+    const tooBig = parsed.error.issues.some((issue) => issue.code === 'too_big');
+    return reject(tooBig ? 'oversized' : 'invalid', z.prettifyError(parsed.error).slice(0, 500));
   }
-  const message = parsed.data as GossipMessage;
-  if (secret !== undefined && !macMatches(message, secret))
-    return { ok: false, reason: 'bad_mac', from, detail: message.mac ? 'MAC mismatch' : 'unsigned' };
-  const senderIndex = topology.regions.indexOf(message.from);
-  if (senderIndex < 0 || message.from === self) return { ok: false, reason: 'unknown_region', from, detail: message.from };
-  if (message.to !== self) return { ok: false, reason: 'wrong_destination', from, detail: message.to };
-  if (message.fp !== topology.fingerprint) return { ok: false, reason: 'fingerprint', from, detail: message.fp };
-  const problem = rangeProblem(message, topology.regions.length);
-  if (problem !== undefined) return { ok: false, reason: 'out_of_range', from, detail: problem };
+  const job = parsed.data;
+  let opened: ReturnType<typeof openPayload>;
+  try {
+    opened = openPayload(job.p);
+  } catch (error) {
+    return reject('invalid', `header: ${wireDetail(error)}`);
+  }
+  const { header } = opened;
+  if (secret !== undefined && !macMatches(job, secret)) return reject('bad_mac', job.m ? 'MAC mismatch' : 'unsigned', header);
+  const senderIndex = topology.regions.indexOf(header.from);
+  if (senderIndex < 0 || header.from === self) return reject('unknown_region', header.from, header);
+  if (header.to !== self) return reject('wrong_destination', header.to, header);
+  if (header.fp !== topology.fingerprint) return reject('fingerprint', header.fp, header);
+  const n = topology.regions.length;
+  let entries: GossipEntry[];
+  try {
+    entries = opened.entries(n, LIMITS.maxEntries);
+  } catch (error) {
+    return reject(error instanceof TooManyEntries ? 'oversized' : 'invalid', `entries: ${wireDetail(error)}`, header);
+  }
+  const message: GossipMessage = { v: MESSAGE_VERSION, ...header, entries };
+  const problem = rangeProblem(message, n);
+  if (problem !== undefined) return reject('out_of_range', problem, header);
   return { ok: true, message, senderIndex };
 }

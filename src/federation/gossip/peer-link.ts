@@ -5,15 +5,15 @@ import { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { GOSSIP_QUEUE_PREFIX, META_KEY } from '../../keys.ts';
 import { producerConnection, type GossipTarget } from './connections.ts';
-import type { GossipMessage } from './message.ts';
+import type { GossipJob, MessageKind } from './message.ts';
 
 export const GOSSIP_QUEUE = 'gossip';
 
 export interface PeerLink {
   readonly name: string;
   readonly index: number;
-  /** Adds the job to the peer's queue; rejects at once when the peer is unreachable. */
-  add(message: GossipMessage): Promise<void>;
+  /** Adds the job (named by its kind) to the peer's queue; rejects at once when the peer is unreachable. */
+  add(kind: MessageKind, job: GossipJob): Promise<void>;
   /** The topology fingerprint the peer published in its qf:meta; null when unknown or unreachable. */
   fingerprint(): Promise<string | null>;
   close(): Promise<void>;
@@ -53,8 +53,8 @@ export function createPeerLink(peer: GossipTarget & { name: string; index: numbe
   return {
     name: peer.name,
     index: peer.index,
-    async add(message) {
-      await (await ready()).add(message.kind, message);
+    async add(kind, job) {
+      await (await ready()).add(kind, job);
     },
     async fingerprint() {
       if (client.status !== 'ready') return null;

@@ -1,27 +1,35 @@
-// What the sync round and the fast lane share to send gossip: signed messages numbered from one sequence, split
-// to the receiver's byte bound, added to a peer's queue under a timeout, and counted per peer.
+// What the sync round and the fast lane share to send gossip: signed jobs (message.ts) numbered from one sequence,
+// split to the receiver's byte bound, added to a peer's queue under a timeout, and counted per peer.
 import { withDeadline } from '../../deadline.ts';
 import type { Config } from '../../config/schema.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
-import { LIMITS, MESSAGE_VERSION, sign, type GossipEntry, type GossipMessage, type MessageKind } from './message.ts';
+import { encodeJob, LIMITS, MESSAGE_VERSION, type GossipEntry, type GossipJob, type GossipMessage, type MessageKind } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
 
-/** A job with its JSON size, measured once (the size check and the bytes metric both need it). */
+/** A message, its job data and the JSON size of that data (what BullMQ stores: the size check and the bytes metric). */
 export interface Outgoing {
   message: GossipMessage;
+  job: GossipJob;
   bytes: number;
 }
 
-/** The job of `message`, measured. */
-export function measured(message: GossipMessage): Outgoing {
-  return { message, bytes: JSON.stringify(message).length };
+/**
+ * The job of `message`, encoded for `n` regions, signed with `secret` when given, and measured.
+ *
+ * @example
+ * const outgoing = measured(message, topology.regions.length, config.federation.secret);
+ * outgoing.bytes; // JSON.stringify(outgoing.job).length
+ */
+export function measured(message: GossipMessage, n: number, secret: string | undefined): Outgoing {
+  const job = encodeJob(message, n, secret);
+  return { message, job, bytes: JSON.stringify(job).length };
 }
 
 /** Splits a batch until each job's JSON fits the receiver's byte bound. */
-export function fitToSize(entries: GossipEntry[], build: (chunk: GossipEntry[]) => GossipMessage): Outgoing[] {
-  const job = measured(build(entries));
+export function fitToSize(entries: GossipEntry[], build: (chunk: GossipEntry[]) => Outgoing): Outgoing[] {
+  const job = build(entries);
   if (entries.length <= 1 || job.bytes <= LIMITS.maxBytes * 0.9) return [job];
   const half = Math.ceil(entries.length / 2);
   return [...fitToSize(entries.slice(0, half), build), ...fitToSize(entries.slice(half), build)];
@@ -37,8 +45,8 @@ export interface SenderDeps {
 }
 
 export interface Sender {
-  /** A signed message of `kind` to the link's region, numbered after every message sent before. */
-  build(link: PeerLink, kind: MessageKind, entries: GossipEntry[]): GossipMessage;
+  /** The signed job of `kind` to the link's region, numbered after every message sent before, measured. */
+  build(link: PeerLink, kind: MessageKind, entries: GossipEntry[]): Outgoing;
   /** Adds the jobs in order; false (and the link marked down) at the first failure. */
   send(link: PeerLink, jobs: Outgoing[]): Promise<boolean>;
   /** Epoch ms of the last job added to the peer's queue; 0 before the first. */
@@ -58,14 +66,15 @@ export function createSender({ config, topology, metrics, peers, addTimeoutMs }:
 
   return {
     build: (link, kind, entries) =>
-      sign(
+      measured(
         { v: MESSAGE_VERSION, kind, from: region, to: link.name, fp: topology.fingerprint, seq: nextSeq(), sentAt: Date.now(), entries },
+        topology.regions.length,
         config.federation.secret,
       ),
     async send(link, jobs) {
-      for (const { message, bytes } of jobs) {
+      for (const { message, job, bytes } of jobs) {
         try {
-          await withDeadline(link.add(message), addTimeoutMs, `gossip add to ${link.name}`);
+          await withDeadline(link.add(message.kind, job), addTimeoutMs, `gossip add to ${link.name}`);
         } catch (error) {
           peers.failed(link.name, error);
           return false;

@@ -16,7 +16,7 @@ import { decodeState, flattenSlot } from './cells.ts';
 import type { DirtyShards } from './dirty-shards.ts';
 import { LIMITS, type GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
-import { fitToSize, measured, type Sender } from './sender.ts';
+import { fitToSize, type Sender } from './sender.ts';
 
 export interface SyncRoundDeps {
   config: Config;
@@ -74,7 +74,7 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
 
   const publishTo = async (link: PeerLink, start: number): Promise<void> => {
     if (resyncWanted.has(link.name)) {
-      if (!(await sender.send(link, [measured(sender.build(link, 'resync', []))]))) return;
+      if (!(await sender.send(link, [sender.build(link, 'resync', [])]))) return;
       resyncWanted.delete(link.name);
       const status = peers.get(link.name);
       if (status) status.resyncPending = false;
@@ -141,7 +141,7 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
       )
         return false;
     } else if (Date.now() - sender.lastSentAt(link.name) >= heartbeatMs) {
-      await sender.send(link, [measured(sender.build(link, 'heartbeat', []))]);
+      await sender.send(link, [sender.build(link, 'heartbeat', [])]);
     }
     const forgotten = await Promise.all(
       [...acks].map(
