@@ -221,8 +221,9 @@ process.exit(0);
     '@grpc/grpc-js': /\/node_modules\/@grpc\/grpc-js\//,
     bullmq: /\/node_modules\/bullmq\//,
     '@hono/node-server': /\/node_modules\/@hono\/node-server\//,
-    // Tracing is off without an OTLP endpoint: no entry loads the SDK at import (src/engine/tracing.ts imports it on demand).
-    '@opentelemetry': /\/node_modules\/@opentelemetry\//,
+    // Tracing is off without an OTLP endpoint: no entry loads the SDK at import (src/engine/tracing.ts imports it on
+    // demand). @opentelemetry/api alone is not the SDK: prom-client's process CPU metric requires it when installed.
+    '@opentelemetry': /\/node_modules\/@opentelemetry\/(?!api\/)/,
   };
   const probe = (entry) => {
     const file = join(work, `loaded-${entry.replace(/\W+/g, '-')}.txt`);
