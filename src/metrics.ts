@@ -158,6 +158,13 @@ export const peeksTotal = new Counter({
   registers: [registry],
 });
 
+export const unlimitedDecisionsTotal = new Counter({
+  name: 'quotafed_unlimited_decisions_total',
+  help: "Envoy descriptors answered OK by an unlimited rule (envoyproxy/ratelimit's unlimited: true; nothing counted), by rule and endpoint (envoy:<domain>).",
+  labelNames: ['rule', 'endpoint'] as const,
+  registers: [registry],
+});
+
 export const keyResetsTotal = new Counter({
   name: 'quotafed_key_resets_total',
   help: 'Operator resets of the state a request is counted against (POST /admin/keys/reset), by rule and scope (region or federation).',

@@ -6,9 +6,8 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { z } from 'zod';
+import { ENVOY_UNIT_MS } from './envoy-units.ts';
 import { EnvoyConfigDocument, EnvoyImport, type EnvoyDescriptorNode, type EnvoyEntryMatch } from './schema.ts';
-
-const UNIT_MS = { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 } as const;
 
 export class EnvoyImportError extends Error {
   constructor(
@@ -65,32 +64,71 @@ function ruleName(domain: string, path: readonly EnvoyEntryMatch[], taken: Set<s
   return name;
 }
 
-/** The rules of validated envoyproxy/ratelimit documents. */
+/** The limit an unlimited rule carries: required by the rule schema, never used (the rule counts nothing). */
+const UNLIMITED_LIMIT = 1_000_000_000;
+
+/**
+ * The rules of validated envoyproxy/ratelimit documents. `fields` names each document in errors
+ * (`envoy.configs[0]`, `envoy.files[1]<ratelimit.yaml#0>`). A `replaces` entry names a `rate_limit.name` of the
+ * same domain and becomes the quotafed names of the rules with that name; one that names nothing is an error.
+ *
+ * @example
+ * ```ts
+ * const rules = envoyRules([{ domain: 'edge', descriptors: [{ key: 'ldap', rate_limit: { unlimited: true } }] }], settings);
+ * // [{ name: 'envoy.edge.ldap', unlimited: true, ... }]
+ * ```
+ */
 export function envoyRules(
   documents: readonly EnvoyConfigDocument[],
   settings: Pick<EnvoyImport, 'algorithm' | 'failMode' | 'leakageBudget'>,
   taken = new Set<string>(),
+  fields: readonly string[] = documents.map((_, index) => `envoy.configs[${index}]`),
 ): Record<string, unknown>[] {
   const rules: Record<string, unknown>[] = [];
-  const walk = (domain: string, nodes: readonly EnvoyDescriptorNode[], parent: readonly EnvoyEntryMatch[]) => {
-    for (const node of nodes) {
+  /** Per domain: rate_limit.name -> the quotafed names of the rules carrying it. */
+  const named = new Map<string, Map<string, string[]>>();
+  const pending: Array<{ rule: Record<string, unknown>; domain: string; names: string[]; field: string }> = [];
+  const walk = (domain: string, nodes: readonly EnvoyDescriptorNode[], parent: readonly EnvoyEntryMatch[], field: string) => {
+    for (const [index, node] of nodes.entries()) {
+      const at = `${field}.descriptors[${index}]`;
       const path = [...parent, node.value === undefined ? { key: node.key } : { key: node.key, value: node.value }];
-      if (node.rate_limit) {
-        rules.push({
+      const limit = node.rate_limit;
+      if (limit) {
+        const unlimited = limit.unlimited === true;
+        const rule: Record<string, unknown> = {
           name: ruleName(domain, path, taken),
           match: { envoy: { domain, descriptor: path } },
           algorithm: settings.algorithm,
-          limit: node.rate_limit.requests_per_unit,
-          period: UNIT_MS[node.rate_limit.unit],
+          limit: unlimited ? UNLIMITED_LIMIT : limit.requests_per_unit,
+          period: unlimited ? ENVOY_UNIT_MS.second : ENVOY_UNIT_MS[limit.unit!],
           failMode: settings.failMode,
           ...(settings.leakageBudget === undefined ? {} : { leakageBudget: settings.leakageBudget }),
           shadow: node.shadow_mode ?? false,
-        });
+          ...(unlimited ? { unlimited: true } : {}),
+        };
+        rules.push(rule);
+        if (limit.name !== undefined) {
+          const byName = named.get(domain) ?? new Map<string, string[]>();
+          byName.set(limit.name, [...(byName.get(limit.name) ?? []), rule.name as string]);
+          named.set(domain, byName);
+        }
+        if (limit.replaces) pending.push({ rule, domain, names: limit.replaces.map((r) => r.name), field: `${at}.rate_limit.replaces` });
       }
-      walk(domain, node.descriptors ?? [], path);
+      walk(domain, node.descriptors ?? [], path, at);
     }
   };
-  for (const document of documents) walk(document.domain, document.descriptors, []);
+  documents.forEach((document, index) => walk(document.domain, document.descriptors, [], fields[index] ?? `envoy.configs[${index}]`));
+  for (const { rule, domain, names, field } of pending) {
+    const replaced = names.flatMap((name, index) => {
+      const found = named.get(domain)?.get(name);
+      if (!found)
+        throw new EnvoyImportError(`${field}[${index}].name: no rate_limit named "${name}" in domain "${domain}"`, [
+          `${field}[${index}].name`,
+        ]);
+      return found;
+    });
+    rule.replaces = [...new Set(replaced)];
+  }
   return rules;
 }
 
@@ -106,6 +144,7 @@ export function expandEnvoyImports(raw: Record<string, unknown>, baseDir: string
     throw new EnvoyImportError(`invalid envoy import:\n${lines.join('\n')}`, fields);
   }
   const documents = [...parsed.data.configs];
+  const fields = documents.map((_, index) => `envoy.configs[${index}]`);
   parsed.data.files.forEach((file, index) => {
     const field = `envoy.files[${index}]`;
     for (const [docIndex, doc] of readDocuments(file, baseDir, field).entries()) {
@@ -115,9 +154,10 @@ export function expandEnvoyImports(raw: Record<string, unknown>, baseDir: string
         throw new EnvoyImportError(`invalid envoyproxy/ratelimit config ${file}:\n${lines.join('\n')}`, fields);
       }
       documents.push(checked.data);
+      fields.push(`${field}<${file}#${docIndex}>`);
     }
   });
   const existing = Array.isArray(raw.rules) ? (raw.rules as unknown[]) : [];
   const taken = new Set(existing.map((rule) => (rule as { name?: unknown })?.name).filter((n): n is string => typeof n === 'string'));
-  return { ...raw, rules: [...existing, ...envoyRules(documents, parsed.data, taken)] };
+  return { ...raw, rules: [...existing, ...envoyRules(documents, parsed.data, taken, fields)] };
 }

@@ -3,6 +3,7 @@ import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 import { parseIpRange } from './cidr.ts';
 import { TopKeysSettings, TracingSettings } from './observability.ts';
+import { ENVOY_UNITS, type EnvoyUnit } from './envoy-units.ts';
 
 const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
 
@@ -168,6 +169,17 @@ export const Rule = z.strictObject({
   shadow: z.boolean().default(false),
   /** The answer a request denied by this rule gets (gateway, middleware, /v1/auth); 429 and the seed's body when absent. */
   denial: Denial.optional(),
+  /**
+   * Envoy rules only: a descriptor this rule matches (most specifically) is never limited and nothing is counted
+   * (envoyproxy/ratelimit's `unlimited: true`); `limit` and `period` are not used. Counted in
+   * quotafed_unlimited_decisions_total.
+   */
+  unlimited: z.boolean().optional(),
+  /**
+   * Envoy rules only: names of other Envoy rules of the same domain this rule replaces (envoyproxy/ratelimit's
+   * `replaces`): when a request's descriptors match both, the replaced rules decide nothing for that request.
+   */
+  replaces: z.array(z.string().min(1)).min(1).optional(),
 });
 /**
  * A validated rule, as `config.rules` holds it (defaults filled in).
@@ -324,7 +336,16 @@ export const Grpc = z.strictObject({
 export interface EnvoyDescriptorNode {
   key: string;
   value?: string | undefined;
-  rate_limit?: { unit: 'second' | 'minute' | 'hour' | 'day'; requests_per_unit: number; name?: string | undefined } | undefined;
+  rate_limit?:
+    | {
+        /** Absent only with `unlimited: true`. */
+        unit?: EnvoyUnit | undefined;
+        requests_per_unit?: number | undefined;
+        name?: string | undefined;
+        unlimited?: boolean | undefined;
+        replaces?: Array<{ name: string }> | undefined;
+      }
+    | undefined;
   shadow_mode?: boolean | undefined;
   detailed_metric?: boolean | undefined;
   descriptors?: EnvoyDescriptorNode[] | undefined;
@@ -333,20 +354,37 @@ export interface EnvoyDescriptorNode {
 const UNIT = z
   .string()
   .transform((unit) => unit.toLowerCase())
-  .pipe(z.enum(['second', 'minute', 'hour', 'day'], { error: 'expected second, minute, hour or day' }));
+  .pipe(z.enum(ENVOY_UNITS as [EnvoyUnit, ...EnvoyUnit[]], { error: `expected ${ENVOY_UNITS.join(', ')}` }));
+
+const EnvoyRateLimit = z
+  .strictObject({
+    unit: UNIT.optional(),
+    requests_per_unit: z.number().int().positive().max(1_000_000_000).optional(),
+    name: z.string().optional(),
+    unlimited: z.boolean().optional(),
+    /** The named limits (rate_limit.name) of the same domain this one replaces when both match a request. */
+    replaces: z.array(z.strictObject({ name: z.string().min(1, { error: 'a replaces entry needs a name' }) })).optional(),
+  })
+  .superRefine((limit, ctx) => {
+    for (const [index, replaced] of (limit.replaces ?? []).entries()) {
+      if (limit.name !== undefined && replaced.name === limit.name)
+        ctx.addIssue({ code: 'custom', path: ['replaces', index, 'name'], message: 'a limit cannot replace itself' });
+    }
+    if (limit.unlimited) {
+      // As envoyproxy/ratelimit: an unlimited limit has no unit (requests_per_unit is accepted and not used).
+      if (limit.unit !== undefined) ctx.addIssue({ code: 'custom', path: ['unit'], message: 'no unit with unlimited: true' });
+      return;
+    }
+    if (limit.unit === undefined) ctx.addIssue({ code: 'custom', path: ['unit'], message: 'required (or unlimited: true)' });
+    if (limit.requests_per_unit === undefined)
+      ctx.addIssue({ code: 'custom', path: ['requests_per_unit'], message: 'required (or unlimited: true)' });
+  });
 
 export const EnvoyDescriptorNode: z.ZodType<EnvoyDescriptorNode> = z.lazy(() =>
   z.strictObject({
     key: z.string().min(1).max(256),
     value: z.string().min(1).max(1024).optional(),
-    rate_limit: z
-      .strictObject({
-        unit: UNIT,
-        requests_per_unit: z.number().int().positive().max(1_000_000_000),
-        name: z.string().optional(),
-        unlimited: z.literal(false, { error: 'unlimited: true is not supported; leave the descriptor without rate_limit' }).optional(),
-      })
-      .optional(),
+    rate_limit: EnvoyRateLimit.optional(),
     shadow_mode: z.boolean().optional(),
     /** Accepted for compatibility; quotafed's metrics are per rule anyway. */
     detailed_metric: z.boolean().optional(),
@@ -528,6 +566,20 @@ export const Config = z
           message: 'a failMode "closed" rule is only ever decided by Redis; localFallback applies to failMode "open" rules',
         });
       }
+      for (const field of ['unlimited', 'replaces'] as const) {
+        if (rule[field] !== undefined && !rule.match.envoy)
+          ctx.addIssue({ code: 'custom', path: ['rules', index, field], message: `${field} applies to Envoy rules (match.envoy) only` });
+      }
+      (rule.replaces ?? []).forEach((name, at) => {
+        const replaced = config.rules.find((other) => other.name === name);
+        const problem =
+          name === rule.name
+            ? 'a rule cannot replace itself'
+            : !replaced?.match.envoy || replaced.match.envoy.domain !== rule.match.envoy?.domain
+              ? `no Envoy rule "${name}" in domain "${rule.match.envoy?.domain}"`
+              : undefined;
+        if (problem) ctx.addIssue({ code: 'custom', path: ['rules', index, 'replaces', at], message: problem });
+      });
       if (rule.match.identity === 'anonymous' && rule.by.includes('apiKey')) {
         ctx.addIssue({ code: 'custom', path: ['rules', index, 'by'], message: 'an anonymous rule cannot be keyed by apiKey' });
       }

@@ -176,8 +176,9 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       decision = degraded(matched, request);
     } else {
       decision = await decideByRedis(redis, matched, request, timing);
-      // A peek never waits for a grant: it answers what the decision is now.
-      const budget = request.peek === true ? 0 : waitBudgetMs(decision, rulesByName);
+      // A peek never waits for a grant: it answers what the decision is now. Neither does a descriptor under
+      // Envoy's limit override: its key names no configured rule, so no peer grants it (src/engine/descriptors.ts).
+      const budget = request.peek === true || request.descriptor?.limit ? 0 : waitBudgetMs(decision, rulesByName);
       if (budget > 0) {
         decision = await waitForGrant(
           grantWaits,

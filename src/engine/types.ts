@@ -38,6 +38,19 @@ export interface RequestContext {
 export interface DescriptorRequest {
   domain: string;
   entries: ReadonlyArray<{ key: string; value: string }>;
+  /**
+   * Envoy's per-descriptor override (RateLimitDescriptor.limit): the matched rules decide this descriptor with
+   * this limit and window instead of their own (same algorithm, fail mode and shadow), on a counter of their own.
+   */
+  limit?: LimitOverride | undefined;
+  /** Rules another descriptor of the same request replaces (`replaces`): they decide nothing for this one. */
+  replaced?: ReadonlySet<string> | undefined;
+}
+
+/** A limit and window that replace a rule's for one descriptor (Envoy's RateLimitDescriptor.limit). */
+export interface LimitOverride {
+  requestsPerUnit: number;
+  periodMs: number;
 }
 
 /** How a decision was reached. */

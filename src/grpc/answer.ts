@@ -7,22 +7,31 @@
 //   X-RateLimit-Reset: 42                              (seconds until the window resets)
 // Over the limit, Retry-After and the client-facing 429 body ({"error":"Rate limit exceeded"}, raw_body) too. A
 // fail-open decision counted nothing: no Remaining / Reset, and x-ratelimit-degraded: fail-open instead. A caller on
-// the deny list (src/engine/access-lists.ts) is OVER_LIMIT with the list's reason as the body.
+// the deny list (src/engine/access-lists.ts) is OVER_LIMIT with the list's reason as the body. A descriptor an
+// `unlimited` rule answers is OK with limit_remaining MaxUint32 and no current_limit, as envoyproxy/ratelimit
+// answers it; it adds no headers.
 import { quotaRemainingOf, type Decision, type RuleOutcome } from '../engine/types.ts';
 import { LIST_HEADER, listDeniedBody } from '../http/denial.ts';
 import { DEGRADED_HEADER, RATE_LIMITED_BODY, remainingOf, retryAfterSeconds } from '../http/headers.ts';
+import { envoyUnitOf } from '../config/envoy-units.ts';
 import type { DescriptorStatusMessage, RateLimitResponseMessage, Unit } from './messages.ts';
-
-const UNITS: ReadonlyArray<[number, Unit]> = [
-  [1_000, 'SECOND'],
-  [60_000, 'MINUTE'],
-  [3_600_000, 'HOUR'],
-  [86_400_000, 'DAY'],
-];
 
 /** The RLS unit of a rule period; UNKNOWN when the period is not exactly one unit (the window is in the headers). */
 export function unitOf(periodMs: number): Unit {
-  return UNITS.find(([ms]) => ms === periodMs)?.[1] ?? 'UNKNOWN';
+  return (envoyUnitOf(periodMs)?.toUpperCase() as Unit | undefined) ?? 'UNKNOWN';
+}
+
+/** A descriptor an `unlimited` rule answers: OK, nothing counted (envoyproxy/ratelimit's answer). */
+export const UNLIMITED = Symbol('unlimited');
+/** limit_remaining of an unlimited descriptor, as envoyproxy/ratelimit answers it (MaxUint32). */
+export const UNLIMITED_REMAINING = 4_294_967_295;
+
+/** Per descriptor: its decision, UNLIMITED, or undefined when no rule matched. */
+export type DescriptorVerdict = Decision | typeof UNLIMITED | undefined;
+
+/** The decision behind a verdict (none for an unlimited or unmatched descriptor). */
+export function decidedBy(verdict: DescriptorVerdict): Decision | undefined {
+  return verdict === UNLIMITED ? undefined : verdict;
 }
 
 function secondsUntil(epochMs: number, nowMs: number): number {
@@ -30,7 +39,8 @@ function secondsUntil(epochMs: number, nowMs: number): number {
 }
 
 /** A descriptor's status from its decision; `undefined` decision: no rule matched. */
-export function descriptorStatus(decision: Decision | undefined, nowMs: number): DescriptorStatusMessage {
+export function descriptorStatus(decision: DescriptorVerdict, nowMs: number): DescriptorStatusMessage {
+  if (decision === UNLIMITED) return { code: 'OK', current_limit: null, limit_remaining: UNLIMITED_REMAINING, duration_until_reset: null };
   // On the deny list: OVER_LIMIT (the RLS protocol has no "forbidden"), no limit to report.
   if (decision?.list?.list === 'deny') return { code: 'OVER_LIMIT', current_limit: null, limit_remaining: 0, duration_until_reset: null };
   const binding = decision?.binding;
@@ -45,11 +55,11 @@ export function descriptorStatus(decision: Decision | undefined, nowMs: number):
 }
 
 /** The outcome the headers describe: a denying descriptor's if any, else the one with the least quota remaining. */
-function mostLimiting(decisions: ReadonlyArray<Decision | undefined>): { binding: RuleOutcome; allowed: boolean } | undefined {
+function mostLimiting(decisions: ReadonlyArray<DescriptorVerdict>): { binding: RuleOutcome; allowed: boolean } | undefined {
   let chosen: { binding: RuleOutcome; allowed: boolean } | undefined;
   for (const decision of decisions) {
-    const binding = decision?.binding;
-    if (!decision || !binding) continue;
+    if (!decision || decision === UNLIMITED || !decision.binding) continue;
+    const binding = decision.binding;
     const candidate = { binding, allowed: decision.allowed };
     if (!chosen) chosen = candidate;
     else if (chosen.allowed && !candidate.allowed) chosen = candidate;
@@ -73,18 +83,14 @@ export function rateLimitHeadersDraft03(binding: RuleOutcome, allowed: boolean, 
   return headers;
 }
 
-export function rateLimitResponse(
-  decisions: ReadonlyArray<Decision | undefined>,
-  nowMs: number,
-  overLimit = false,
-): RateLimitResponseMessage {
+export function rateLimitResponse(decisions: ReadonlyArray<DescriptorVerdict>, nowMs: number, overLimit = false): RateLimitResponseMessage {
   const statuses = decisions.map((decision) => descriptorStatus(decision, nowMs));
   const over = overLimit || statuses.some((status) => status.code === 'OVER_LIMIT');
   const limiting = mostLimiting(decisions);
   const headers = limiting ? rateLimitHeadersDraft03(limiting.binding, limiting.allowed, nowMs) : [];
   if (over) headers.push({ key: 'content-type', value: 'application/json' });
   // A caller on the deny list gets the list's reason as the body of Envoy's answer (Envoy picks the status).
-  const denied = decisions.find((decision) => decision?.list?.list === 'deny')?.list;
+  const denied = decisions.map(decidedBy).find((decision) => decision?.list?.list === 'deny')?.list;
   if (denied) headers.push({ key: LIST_HEADER.toLowerCase(), value: 'deny' });
   const body = denied ? listDeniedBody(denied) : RATE_LIMITED_BODY;
   return {

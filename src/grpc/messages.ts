@@ -1,13 +1,19 @@
 // The RLS messages as proto-loader gives them (LOADER_OPTIONS: keepCase, enums as names, longs as numbers),
 // and the validation of a request. Malformed requests are INVALID_ARGUMENT, never an exception.
+import { ENVOY_UNIT_MS, ENVOY_UNITS, type EnvoyUnit } from '../config/envoy-units.ts';
 import type { DescriptorRequest } from '../engine/types.ts';
 
 export type Code = 'UNKNOWN' | 'OK' | 'OVER_LIMIT';
-export type Unit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'MONTH' | 'YEAR';
+export type Unit = 'UNKNOWN' | Uppercase<EnvoyUnit>;
 
 export interface RateLimitRequestMessage {
   domain?: string;
-  descriptors?: Array<{ entries?: Array<{ key?: string; value?: string }>; limit?: unknown; hits_addend?: { value?: number } | null }>;
+  descriptors?: Array<{
+    entries?: Array<{ key?: string; value?: string }>;
+    /** Envoy's per-descriptor limit override; null when absent (LOADER_OPTIONS.defaults). */
+    limit?: { requests_per_unit?: number; unit?: string | number } | null;
+    hits_addend?: { value?: number } | null;
+  }>;
   hits_addend?: number;
 }
 
@@ -32,6 +38,14 @@ export const MAX_ENTRIES = 16;
 export const MAX_TEXT_BYTES = 1_024;
 /** The engine's largest cost (as /v1/check). */
 export const MAX_HITS = 1_000_000;
+/** The largest limit a rule may have, and so an override. */
+export const MAX_OVERRIDE = 1_000_000_000;
+
+/** The window of an override's unit (UNKNOWN, or a number this proto does not name: undefined). */
+function unitMs(unit: string | number | undefined): number | undefined {
+  const name = typeof unit === 'string' ? unit.toLowerCase() : undefined;
+  return ENVOY_UNITS.includes(name as EnvoyUnit) ? ENVOY_UNIT_MS[name as EnvoyUnit] : undefined;
+}
 
 export interface ValidRequest {
   domain: string;
@@ -67,7 +81,21 @@ export function validateRequest(message: RateLimitRequestMessage): { ok: true; r
       return { ok: false, reason: `descriptors[${index}].hits_addend must be 0-${MAX_HITS}` };
     // 0 (proto3's unset) means one hit, as in Envoy; a descriptor's own hits_addend overrides the request's.
     const cost = own || requestHits || 1;
-    valid.push({ domain, entries: entries.map((e) => ({ key: e.key!, value: e.value! })), cost });
+    const override = descriptor.limit;
+    let limit: DescriptorRequest['limit'];
+    if (override) {
+      const requestsPerUnit = override.requests_per_unit ?? 0;
+      if (!Number.isInteger(requestsPerUnit) || requestsPerUnit < 1 || requestsPerUnit > MAX_OVERRIDE)
+        return { ok: false, reason: `descriptors[${index}].limit.requests_per_unit must be 1-${MAX_OVERRIDE}` };
+      const periodMs = unitMs(override.unit);
+      if (periodMs === undefined)
+        return {
+          ok: false,
+          reason: `descriptors[${index}].limit.unit must be one of ${ENVOY_UNITS.map((u) => u.toUpperCase()).join(', ')}`,
+        };
+      limit = { requestsPerUnit, periodMs };
+    }
+    valid.push({ domain, entries: entries.map((e) => ({ key: e.key!, value: e.value! })), cost, ...(limit ? { limit } : {}) });
   }
   return { ok: true, request: { domain, descriptors: valid } };
 }

@@ -1,15 +1,16 @@
 // Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the standard gRPC
 // health service, on `grpc.port`. Every descriptor is decided by the region's resilient engine, the same decision
 // path as /v1/check and the gateway: federation, fail modes, shadow rules, the breaker and the metrics apply as
-// they do for HTTP. A descriptor is its own decision with its own cost (hits_addend), as in envoyproxy/ratelimit.
+// they do for HTTP. A descriptor is its own decision with its own cost (hits_addend), as in envoyproxy/ratelimit;
+// its limit override (RateLimitDescriptor.limit), `replaces` and `unlimited` rules apply as there (planDescriptors).
 import * as grpc from '@grpc/grpc-js';
 import type { Config } from '../config/schema.ts';
-import { envoyEndpoint, knownDomain } from '../engine/descriptors.ts';
+import { envoyEndpoint, knownDomain, planDescriptors } from '../engine/descriptors.ts';
 import type { ResilientEngine } from '../engine/resilient.ts';
-import type { Decision, RequestContext } from '../engine/types.ts';
+import type { RequestContext } from '../engine/types.ts';
 import type { Logger } from '../log.ts';
-import { rejectionsTotal } from '../metrics.ts';
-import { rateLimitResponse } from './answer.ts';
+import { rejectionsTotal, unlimitedDecisionsTotal } from '../metrics.ts';
+import { decidedBy, rateLimitResponse, UNLIMITED, type DescriptorVerdict } from './answer.ts';
 import { validateRequest, type RateLimitRequestMessage, type RateLimitResponseMessage } from './messages.ts';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './proto.ts';
 
@@ -92,8 +93,16 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
         if (options.grpc.unknownDomain === 'overLimit') for (const status of response.statuses) status.code = 'OVER_LIMIT';
         return callback(null, response);
       }
-      const decisions: Array<Decision | undefined> = await Promise.all(
-        descriptors.map(async (descriptor) => {
+      const config = engine.config;
+      const plan = planDescriptors(config, descriptors);
+      const decisions: DescriptorVerdict[] = await Promise.all(
+        descriptors.map(async (descriptor, index) => {
+          const unlimited = plan.unlimited[index];
+          if (unlimited) {
+            // As envoyproxy/ratelimit: answered here, never sent to Redis.
+            unlimitedDecisionsTotal.inc({ rule: unlimited.name, endpoint: envoyEndpoint(domain) });
+            return UNLIMITED;
+          }
           const address = remoteAddress(descriptor.entries);
           const request: RequestContext = {
             ip: address,
@@ -101,7 +110,7 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
             method: 'RLS',
             path: '/',
             cost: descriptor.cost,
-            descriptor,
+            descriptor: plan.replaced.size > 0 ? { ...descriptor, replaced: plan.replaced } : descriptor,
           };
           const decision = await engine.decide(request);
           // A caller on the deny list is OVER_LIMIT whether or not a rule matched (answer.ts).
@@ -111,7 +120,7 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
       const response = rateLimitResponse(decisions, now());
       // Envoy answers the client 429 for OVER_LIMIT: counted like the gateway's 429s.
       // (A deny-list refusal is counted in quotafed_list_matches_total instead.)
-      if (response.overall_code === 'OVER_LIMIT' && decisions.some((decision) => decision?.binding && !decision.allowed))
+      if (response.overall_code === 'OVER_LIMIT' && decisions.map(decidedBy).some((decision) => decision?.binding && !decision.allowed))
         rejectionsTotal.inc({ endpoint: envoyEndpoint(domain) });
       callback(null, response);
     } catch (error) {

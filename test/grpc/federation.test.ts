@@ -6,7 +6,7 @@ import { parseConfig } from '../../src/config/load.ts';
 import { createRlsClient, type RlsClient } from '../../src/grpc/client.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { awayFromWindowEdge, eventually } from '../service/fixtures.ts';
+import { awayFromWindowEdge, eventually, metricValue } from '../service/fixtures.ts';
 
 const SECRET = 'grpc-federation-secret-0123';
 
@@ -73,5 +73,39 @@ describe('Envoy RLS across a federation', async () => {
     }
     expect(admitted).toBeLessThanOrEqual(20);
     expect(admitted).toBeGreaterThanOrEqual(15);
+  });
+
+  it("an overridden limit holds over both regions: peers skip its key instead of merging it under the rule's limit", async () => {
+    const overridden = (index: number) =>
+      clients[index]!.shouldRateLimit({
+        domain: 'edge',
+        descriptors: [{ entries: [{ key: 'tenant', value: 'override-tenant' }], limit: { requests_per_unit: 6, unit: 'HOUR' } }],
+      });
+    let admitted = 0;
+    for (let i = 0; i < 40; i++) {
+      const answer = await overridden(i % 2);
+      expect(answer.statuses[0]!.current_limit).toMatchObject({ requests_per_unit: 6, unit: 'HOUR' });
+      if (answer.overall_code === 'OK') admitted++;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // Each region within its own share of 6 (3 + 3 with equal weights, no leakage budget): never more than 6.
+    expect(admitted).toBeLessThanOrEqual(6);
+    expect(admitted).toBeGreaterThanOrEqual(4);
+    await eventually(
+      async () => {
+        const texts = await Promise.all(services.map(async (s) => (await fetch(`${s.url}/metrics`)).text()));
+        const skipped = await Promise.all(
+          texts.map((t) => metricValue(t, 'quotafed_federation_skipped_entries_total', { reason: 'unknown_rule' })),
+        );
+        return skipped.every((n) => n > 0);
+      },
+      10_000,
+      'both regions skip the overridden key',
+    );
+    // No gossip job was rejected for carrying it: the other keys keep federating.
+    for (const s of services) {
+      const text = await (await fetch(`${s.url}/metrics`)).text();
+      expect(await metricValue(text, 'quotafed_federation_rejected_jobs_total')).toBe(0);
+    }
   });
 });

@@ -23,6 +23,22 @@ describe('rls.proto on the wire', () => {
     });
   });
 
+  it("decodes a descriptor's limit override (RateLimitDescriptor.limit, field 2) and its units", () => {
+    // descriptors (2) { entries (1) { key "k", value "v" }, limit (2) { requests_per_unit (1) 7, unit (2) <n> } }
+    const entry = bytes(0x0a, 1, 'k', 0x12, 1, 'v');
+    const decode = (unit: number) => {
+      const override = bytes(0x08, 7, 0x10, unit);
+      const descriptor = bytes(0x0a, entry.length, entry.toString('latin1'), 0x12, override.length, override.toString('latin1'));
+      const golden = bytes(0x0a, 1, 'd', 0x12, descriptor.length, descriptor.toString('latin1'));
+      return (method.requestDeserialize(golden) as { descriptors: Array<{ limit: unknown }> }).descriptors[0]!.limit;
+    };
+    expect([4, 5, 6, 7].map(decode)).toEqual(['DAY', 'MONTH', 'YEAR', 'WEEK'].map((unit) => ({ requests_per_unit: 7, unit })));
+    // A status's current_limit unit (2) 7 is WEEK (envoyproxy/ratelimit's number): statuses (2) { code (1) OK,
+    // current_limit (2) { requests_per_unit (1) 1, unit (2) 7 } }
+    const week = bytes(0x08, 1, 0x12, 8, 0x08, 1, 0x12, 4, 0x08, 1, 0x10, 7);
+    expect(method.responseDeserialize(week)).toMatchObject({ statuses: [{ current_limit: { requests_per_unit: 1, unit: 'WEEK' } }] });
+  });
+
   it('encodes a RateLimitResponse as Envoy decodes it', () => {
     // overall_code (1) OVER_LIMIT=2; statuses (2) { code (1) 2, current_limit (2) { requests_per_unit (1) 10,
     // unit (2) MINUTE=2, name (3) "n" }, duration_until_reset (4) { seconds (1) 5 } }; response_headers_to_add (3)
