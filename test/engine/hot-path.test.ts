@@ -74,8 +74,9 @@ describe('decide through Redis Functions', () => {
         30_000,
         '',
         0,
-        // the gossip horizon after the last rule
+        // the gossip horizon after the last rule, then peek (0: decide and spend)
         600,
+        0,
       ]);
       viaScript.push(parseDecideReply(await redis.evalsha(sha, ...(call as [number, ...(string | number)[]])), 1));
     }
