@@ -2,7 +2,8 @@
 // `npx tsx bench/profile.ts [check|gateway|rlf-check|middleware|rlf-middleware] [seconds] [hot] [seed] [prewarm]`.
 // middleware / rlf-middleware: Hono with quotafed's middleware or rate-limiter-flexible's, GET /v1/items (bench section 2).
 // `seed`: us-east's four rules in one region (what the bench's http section runs) instead of the one per-key rule;
-// `prewarm`: a fresh-key load first, as the bench runs before its hot-key row (the profile covers the last run only).
+// `prewarm`: a fresh-key load first, as the bench runs before its hot-key row (the profile covers the last run only);
+// `federated`: the region federated with two peers (their redis-servers only: the gossip goes to their queues).
 // Starts its own redis-server (and upstream for the gateway), runs the server under `node --cpu-prof` with the
 // one-region seed rule (1,000 per minute per API key, token bucket), loads it with autocannon (fresh API key per
 // request), and prints the top self-time entries plus the busy time under a few named frames.
@@ -25,17 +26,27 @@ const flags = new Set(process.argv.slice(4));
 const hot = flags.has('hot');
 const seedRules = flags.has('seed');
 const prewarm = flags.has('prewarm');
+const federated = flags.has('federated');
 
 async function main(): Promise<void> {
   const redis = await startRedis();
   const dir = mkdtempSync(join(tmpdir(), 'qf-prof-'));
   const upstream = target === 'gateway' ? await startServer('upstream') : undefined;
+  const peers = federated ? await Promise.all([startRedis(), startRedis()]) : [];
   const config = {
     region: 'us-east',
     rules: seedRules
       ? (parseYaml(readFileSync(new URL('../regions/us-east.yaml', import.meta.url), 'utf8')) as { rules: unknown[] }).rules
       : [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: '1m' }],
     ...(upstream ? { upstream: { url: upstream.url } } : {}),
+    ...(federated
+      ? {
+          federation: {
+            bootstrap: 'new',
+            peers: peers.map((peer, i) => ({ name: ['eu-west', 'ap-south'][i], redisUrl: peer.url })),
+          },
+        }
+      : {}),
   };
   // rlf-check: Hono + rate-limiter-flexible on the same route and body, for comparison.
   const [mode, options] =
@@ -72,6 +83,7 @@ async function main(): Promise<void> {
   await stopChild(child, 15_000);
   upstream && (await upstream.stop());
   await redis.stop();
+  for (const peer of peers) await peer.stop();
   const profile = readProfile(dir);
   const under = [
     /bodyLimit/,

@@ -106,13 +106,6 @@ local SLOT_C = { [0] = 'c0.0', 'c1.0', 'c2.0' }
 local SLOT_X = { [0] = 'x0.0.0', 'x1.0.0', 'x2.0.0' }
 local SLOT_T = { [0] = 't0.0', 't1.0', 't2.0' }
 
--- fmt for a count, nearly always a whole number: %d writes the same text as %.17g for a whole number of at
--- most 15 digits other than 0 (%.17g tells -0 from 0), at half the cost.
-local function fmt_count(value)
-  if value % 1 == 0 and value > -1e15 and value < 1e15 and value ~= 0 then return string.format('%d', value) end
-  return fmt(value)
-end
-
 -- The id and cost of the last window opened (the same for every fresh key of a batch).
 local fmt_opened_id, fmt_opened_cost = last_fmt(), last_fmt()
 
