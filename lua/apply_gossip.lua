@@ -17,6 +17,10 @@
   ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d] (token
   buckets: y[o][d], tokens moved), n values t[o]
 
+  A changed merge marks the key for every peer when this region gave in it (a grant), else for every peer but the
+  sender: the sender has what the merge took from its view, and this region's acknowledgements (windows' a row)
+  are never read by a decision (protocol.ts acknowledge); the sender hears them with this region's next change.
+
   Returns { changed (1|0), lag ms (now - sender's change time), granted (1|0: this region gave in the merge) }
   An entry whose sender's change time is not after the key's reset mark r (reset_key.lua) + the max clock skew
   changes nothing: it is what an operator's reset forgot.
@@ -42,6 +46,13 @@ local is_bucket = ARGV[5] == 'tb'
 local sender_time = tonumber(ARGV[17]) or now
 local pending = {}
 for i = 6, #KEYS do pending[#pending + 1] = KEYS[i] end
+-- The peers but the sender (pending sets end in :p:<region index>): what a merge took from the sender's view the
+-- sender has already; only what this region added (a grant) goes back to it. No echo.
+local sender_suffix = ':p:' .. ARGV[15]
+local others = {}
+for _, set in ipairs(pending) do
+  if set:sub(-#sender_suffix) ~= sender_suffix then others[#others + 1] = set end
+end
 local fence = shard_fence(KEYS[2], now)
 
 local incoming = {}
@@ -105,7 +116,8 @@ end
 if changed then
   -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
   redis.call('HDEL', key, 'z')
-  mark_changed(key, pending, now)
+  -- A grant goes to every peer, the sender included; a merge that gave nothing, to the others only.
+  if granted then mark_changed(key, pending, now) else mark_changed(key, others, now) end
   if hungry_peer then redis.call('SADD', watch, key) end
   if granted then redis.call('SADD', fast, key) end
   ring_bell(bell)
