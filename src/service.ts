@@ -304,6 +304,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
     redis,
     breaker: engine.breaker,
     problems: () => federation?.problems() ?? [],
+    warnings: () => federation?.warnings() ?? [],
   });
 
   if (config.admin.protectCheck && config.admin.token === undefined) {

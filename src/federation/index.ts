@@ -12,6 +12,7 @@ import { registry as sharedRegistry } from '../metrics.ts';
 import { createApplier } from './gossip/apply.ts';
 import { peerTargets } from './gossip/connections.ts';
 import { createFingerprintWatch } from './fingerprints.ts';
+import { createRuleWatch } from './rule-watch.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { markLanesWithWork, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
@@ -55,6 +56,11 @@ export interface Federation {
   status(): PeerStatus[];
   /** Why the federation is not ready (a peer with another topology fingerprint); empty when it is. */
   problems(): string[];
+  /**
+   * What an operator should know but that leaves the region ready: a peer that runs a rule with other parameters
+   * (a reload one region at a time; rule-watch.ts). Shown on /readyz as `warnings`.
+   */
+  warnings(): string[];
 }
 
 /** How often peers' published topology fingerprints are read (and once at start-up). */
@@ -91,6 +97,7 @@ function idleFederation(topology: Topology): Federation {
     close: async () => undefined,
     status: () => [],
     problems: () => [],
+    warnings: () => [],
   };
 }
 
@@ -145,6 +152,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     dirty,
   });
   const fingerprints = createFingerprintWatch(topology.fingerprint, logger);
+  const ruleWatch = createRuleWatch(logger);
   let fingerprintsCheckedAt = 0;
   const checkFingerprints = async () => {
     fingerprintsCheckedAt = Date.now();
@@ -161,6 +169,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       logger,
       resync: (requester) => markAllPending(local, current, requester),
       fingerprints,
+      ruleWatch,
     });
   let applier = applierFor(config);
   const apply: typeof applier = (data, bytes) => applier(data, bytes);
@@ -339,5 +348,6 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     },
     status: () => peers.list(),
     problems: () => fingerprints.problems(),
+    warnings: () => ruleWatch.problems(),
   };
 }

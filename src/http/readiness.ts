@@ -16,6 +16,8 @@ export interface RegionReadinessOptions {
   breaker: Pick<Breaker, 'state' | 'reason'>;
   /** Problems that make the instance unready whatever the mode (a federation misconfiguration). */
   problems?: () => string[];
+  /** What leaves the instance ready but is shown as `warnings` (a peer running a rule with other parameters). */
+  warnings?: () => string[];
 }
 
 /** A Redis URL without its credentials: what a reason may show. */
@@ -108,8 +110,10 @@ export function regionReadiness(options: RegionReadinessOptions): () => Promise<
     const strict = config.readiness.requireRedis;
     if (strict && problem !== undefined) reasons.push(problem);
     if (strict && breaker.state === 'open') reasons.push(`circuit breaker open: ${breaker.reason ?? 'Redis failures'}`);
+    const warnings = options.warnings?.() ?? [];
     return {
       reasons,
+      ...(warnings.length > 0 ? { warnings } : {}),
       redis: { url: where, up: problem === undefined, ...(problem !== undefined ? { error: problem } : {}) },
       breaker: breaker.state,
       mode: strict ? 'requireRedis' : 'failModes',

@@ -244,8 +244,18 @@ describe('bytes of a typical key update', () => {
     s: [windowSlot(898_084_060, 5, SENT_AT - 1_028), windowSlot(898_084_061, 2, SENT_AT - 120)],
   });
   const bucket = (i: number): GossipEntry => ({ k: key(i), t: SENT_AT - 590, s: [bucketSlot(29_936_137)] });
-  const jobBytes = (entries: GossipEntry[]) => {
-    const message: GossipMessage = { v: 3, kind: 'gossip', from: 'us-east', to: 'eu-west', fp: FP, seq: SEQ, sentAt: SENT_AT, entries };
+  const jobBytes = (entries: GossipEntry[], rules?: Record<string, string>) => {
+    const message: GossipMessage = {
+      v: 3,
+      kind: 'gossip',
+      from: 'us-east',
+      to: 'eu-west',
+      fp: FP,
+      seq: SEQ,
+      sentAt: SENT_AT,
+      entries,
+      rules,
+    };
     return JSON.stringify(encodeJob(message, n, 'a-federation-secret-0123456789')).length;
   };
   /** What one more key update adds to a batch (the bench's measure: JSON bytes of the job data); 32 and 1,000 keys
@@ -287,7 +297,10 @@ describe('bytes of a typical key update', () => {
     );
     expect(jobBytes([])).toBe(98);
     expect(v2Bytes([])).toBe(211);
-    expect(jobBytes([oneSlot(0)])).toBe(144);
+    // The rule table's fingerprint field: empty here (1 character), a sender's 8-character fingerprint (rule-identity.ts)
+    // adds 8 more per rule and job.
+    expect(jobBytes([oneSlot(0)])).toBe(145);
+    expect(jobBytes([oneSlot(0)], { 'per-key': 'AbCdEfGh' })).toBe(153);
     expect(v2Bytes([oneSlot(0)])).toBe(348);
   });
 });

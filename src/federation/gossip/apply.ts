@@ -7,6 +7,8 @@ import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../st
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { META_KEY, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
+import { ruleFingerprints } from '../rule-identity.ts';
+import type { RuleWatch } from '../rule-watch.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
@@ -34,6 +36,8 @@ export interface ApplierDeps {
   resync(requesterIndex: number): Promise<number>;
   /** Told about a sender's fingerprint when its gossip is rejected for it (logged there once per peer). */
   fingerprints?: FingerprintWatch;
+  /** Told about every rule fingerprint a sender sent (rule-watch.ts: a disagreement is logged once and on /readyz). */
+  ruleWatch?: RuleWatch;
 }
 
 export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
@@ -46,9 +50,21 @@ export function createApplier(deps: ApplierDeps): Applier {
     config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]),
   );
 
-  const applyEntry = async (entry: GossipEntry, senderIndex: number): Promise<ApplyGossipReply | undefined> => {
-    const rule = rules.get(ruleNameOf(entry.k));
-    if (!rule) return undefined;
+  const ours = ruleFingerprints(config, topology.regions.length);
+  /**
+   * An entry of a rule the sender runs with other parameters (its fingerprint differs from ours) is skipped: its
+   * counts were made under another limit, period or algorithm. A sender that sent no fingerprint is trusted.
+   */
+  const applyEntry = async (
+    entry: GossipEntry,
+    senderIndex: number,
+    theirs: Record<string, string> | undefined,
+  ): Promise<ApplyGossipReply | 'unknown_rule' | 'rule_mismatch'> => {
+    const name = ruleNameOf(entry.k);
+    const rule = rules.get(name);
+    if (!rule) return 'unknown_rule';
+    const fingerprint = theirs?.[name];
+    if (fingerprint !== undefined && fingerprint !== ours.get(name)) return 'rule_mismatch';
     const call = applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry);
     return runApplyGossip(redis, call);
   };
@@ -87,10 +103,19 @@ export function createApplier(deps: ApplierDeps): Applier {
     let skipped = 0;
     if (message.kind === 'gossip') {
       // Issued together: ioredis writes them back to back on one connection (a pipeline on the wire).
-      const results = await Promise.all(message.entries.map((entry) => applyEntry(entry, senderIndex)));
+      for (const [name, fingerprint] of Object.entries(message.rules ?? {})) {
+        const own = ours.get(name);
+        if (own !== undefined) deps.ruleWatch?.observe(message.from, name, fingerprint, own);
+      }
+      const results = await Promise.all(message.entries.map((entry) => applyEntry(entry, senderIndex, message.rules)));
+      let mismatched = 0;
       for (const result of results) {
-        if (result === undefined) {
+        if (result === 'unknown_rule') {
           skipped++;
+          continue;
+        }
+        if (result === 'rule_mismatch') {
+          mismatched++;
           continue;
         }
         if (result.changed) {
@@ -100,6 +125,8 @@ export function createApplier(deps: ApplierDeps): Applier {
         if (result.granted) metrics.grants.inc({ region, peer: message.from });
       }
       if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
+      if (mismatched > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'rule_mismatch' }, mismatched);
+      skipped += mismatched;
     } else if (message.kind === 'resync') {
       const marked = await deps.resync(senderIndex);
       logger.info(

@@ -88,8 +88,9 @@ export function encodeJob(message: GossipMessage, n: number, secret: string | un
  */
 export function readJob(data: unknown, n: number): GossipMessage {
   const job = Job.parse(data);
-  const { header, entries } = openPayload(job.p);
-  return { v: MESSAGE_VERSION, ...header, entries: entries(n, LIMITS.maxEntries) };
+  const { header, entries, rules } = openPayload(job.p);
+  const list = entries(n, LIMITS.maxEntries);
+  return { v: MESSAGE_VERSION, ...header, entries: list, rules };
 }
 
 export type RejectReason =
@@ -195,7 +196,7 @@ export function verify(data: unknown, bytes: number, topology: Topology, self: s
   } catch (error) {
     return reject(error instanceof TooManyEntries ? 'oversized' : 'invalid', `entries: ${wireDetail(error)}`, header);
   }
-  const message: GossipMessage = { v: MESSAGE_VERSION, ...header, entries };
+  const message: GossipMessage = { v: MESSAGE_VERSION, ...header, entries, rules: opened.rules };
   const problem = rangeProblem(message, n);
   if (problem !== undefined) return reject('out_of_range', problem, header);
   return { ok: true, message, senderIndex };

@@ -47,7 +47,14 @@ export interface Publisher {
 export function createPublisher(deps: PublisherDeps): Publisher {
   const { config, topology, redis, links, metrics, peers, logger } = deps;
   const dirty = deps.dirty ?? pollingShards();
-  const sender = createSender({ config, topology, metrics, peers, addTimeoutMs: deps.addTimeoutMs });
+  const sender = createSender({
+    config,
+    topology,
+    metrics,
+    peers,
+    addTimeoutMs: deps.addTimeoutMs,
+    currentConfig: () => deps.currentConfig?.() ?? config,
+  });
   const sweep = createWatchSweep({
     region: config.region,
     currentConfig: () => deps.currentConfig?.() ?? config,

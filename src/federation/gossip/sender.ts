@@ -7,6 +7,8 @@ import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { encodeJob, LIMITS, MESSAGE_VERSION, type GossipEntry, type GossipJob, type GossipMessage, type MessageKind } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
+import { ruleNameOf } from '../../keys.ts';
+import { ruleFingerprints } from '../rule-identity.ts';
 
 /** A message, its job data and the JSON size of that data (what BullMQ stores: the size check and the bytes metric). */
 export interface Outgoing {
@@ -42,6 +44,8 @@ export interface SenderDeps {
   peers: PeerBook;
   /** Upper bound on one add to a peer (a frozen peer must not stall the loop). */
   addTimeoutMs: number;
+  /** The rules in force (a policy reload changes them): their fingerprints travel with the entries. */
+  currentConfig?: () => Config;
 }
 
 export interface Sender {
@@ -53,8 +57,31 @@ export interface Sender {
   lastSentAt(peer: string): number;
 }
 
-export function createSender({ config, topology, metrics, peers, addTimeoutMs }: SenderDeps): Sender {
+export function createSender({ config, topology, metrics, peers, addTimeoutMs, currentConfig }: SenderDeps): Sender {
   const region = config.region;
+  // Rule fingerprints of the rules in force, computed again when the config object changes (a reload).
+  let fingerprintsOf: Config | undefined;
+  let fingerprints = new Map<string, string>();
+  const ruleFingerprintsNow = (): Map<string, string> => {
+    const now = currentConfig?.() ?? config;
+    if (now !== fingerprintsOf) {
+      fingerprintsOf = now;
+      fingerprints = ruleFingerprints(now, topology.regions.length);
+    }
+    return fingerprints;
+  };
+  /** The fingerprints of the rules of `entries` (state keys name their rule: qf:{s<n>}:<rule>:<hash>). */
+  const rulesOf = (entries: readonly GossipEntry[]): Record<string, string> | undefined => {
+    if (entries.length === 0) return undefined;
+    const all = ruleFingerprintsNow();
+    const rules: Record<string, string> = {};
+    for (const entry of entries) {
+      const name = ruleNameOf(entry.k);
+      const fingerprint = all.get(name);
+      if (fingerprint !== undefined) rules[name] = fingerprint;
+    }
+    return rules;
+  };
   const lastSent = new Map<string, number>();
   let lastSeq = 0;
 
@@ -67,7 +94,17 @@ export function createSender({ config, topology, metrics, peers, addTimeoutMs }:
   return {
     build: (link, kind, entries) =>
       measured(
-        { v: MESSAGE_VERSION, kind, from: region, to: link.name, fp: topology.fingerprint, seq: nextSeq(), sentAt: Date.now(), entries },
+        {
+          v: MESSAGE_VERSION,
+          kind,
+          from: region,
+          to: link.name,
+          fp: topology.fingerprint,
+          seq: nextSeq(),
+          sentAt: Date.now(),
+          entries,
+          rules: rulesOf(entries),
+        },
         topology.regions.length,
         config.federation.secret,
       ),

@@ -38,10 +38,12 @@ export interface GossipMessage {
   /** Sender's ms time when the job was built. */
   sentAt: number;
   entries: GossipEntry[];
+  /** The sender's fingerprint of each rule of the entries (src/federation/rule-identity.ts), by rule name. */
+  rules?: Record<string, string> | undefined;
 }
 
 /** The header of a payload: everything but the entries. */
-export type PayloadHeader = Omit<GossipMessage, 'entries' | 'v'>;
+export type PayloadHeader = Omit<GossipMessage, 'entries' | 'v' | 'rules'>;
 
 /** More entries than the receiver takes (counted as `oversized`, not `invalid`). */
 export class TooManyEntries extends WireError {}
@@ -49,6 +51,8 @@ export class TooManyEntries extends WireError {}
 const KINDS: readonly MessageKind[] = ['gossip', 'heartbeat', 'resync'];
 const REGION_NAME = /^[a-z0-9-]{1,32}$/;
 const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+/** A rule fingerprint (base64url), or '' from a sender that sent none. */
+const RULE_FINGERPRINT = /^[A-Za-z0-9_-]{0,16}$/;
 const KEY = /^qf:\{s(\d{1,2})\}:([A-Za-z0-9_.-]{1,64}):([A-Za-z0-9_-]{16})$/;
 const FINGERPRINT_CHARS = 16;
 const HASH_CHARS = 16;
@@ -94,6 +98,7 @@ export function encodePayload(message: GossipMessage, n: number): string {
   out.uint(rules.size);
   for (const [name, rule] of rules) {
     out.text(name);
+    out.text(message.rules?.[name] ?? '');
     out.uint(rule.base);
   }
 
@@ -113,6 +118,8 @@ export function encodePayload(message: GossipMessage, n: number): string {
 /** A payload opened: its header, and its entries read on demand (they need the receiver's region count). */
 export interface OpenedPayload {
   header: PayloadHeader;
+  /** The sender's rule fingerprints, by rule name: filled by `entries()`. */
+  rules: Record<string, string>;
   /** The entries for `n` regions; throws a WireError (TooManyEntries above `maxEntries`). */
   entries(n: number, maxEntries: number): GossipEntry[];
 }
@@ -136,14 +143,26 @@ export function openPayload(payload: string): OpenedPayload {
     seq: input.uint(),
     sentAt: input.uint(),
   };
-  return { header, entries: (n, maxEntries) => readEntries(input, header, slotLayout(n), maxEntries) };
+  const fingerprints: Record<string, string> = {};
+  return { header, rules: fingerprints, entries: (n, maxEntries) => readEntries(input, header, slotLayout(n), maxEntries, fingerprints) };
 }
 
-function readEntries(input: PackReader, header: PayloadHeader, layout: SlotLayout, maxEntries: number): GossipEntry[] {
+function readEntries(
+  input: PackReader,
+  header: PayloadHeader,
+  layout: SlotLayout,
+  maxEntries: number,
+  fingerprints: Record<string, string>,
+): GossipEntry[] {
   const ruleCount = input.uint();
   if (ruleCount > MAX_RULES) throw new WireError(`${ruleCount} rules in one job`);
   const rules: { name: string; base: number }[] = [];
-  for (let i = 0; i < ruleCount; i++) rules.push({ name: input.text(64, RULE_NAME), base: input.uint() });
+  for (let i = 0; i < ruleCount; i++) {
+    const name = input.text(64, RULE_NAME);
+    const fingerprint = input.text(16, RULE_FINGERPRINT);
+    if (fingerprint !== '') fingerprints[name] = fingerprint;
+    rules.push({ name, base: input.uint() });
+  }
   const count = input.uint();
   if (count > maxEntries) throw new TooManyEntries(`${count} entries (at most ${maxEntries})`);
   const entries: GossipEntry[] = [];
