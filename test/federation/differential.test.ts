@@ -91,12 +91,18 @@ const setupArb: fc.Arbitrary<Setup> = fc
   .record({
     n: fc.constantFrom(2, 3),
     weights: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 3, maxLength: 3 }),
-    limit: fc.oneof(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 13, max: 60 })),
+    // Small limits (rounding, free donors), and large ones with large budgets and costs (issue 21: large L, B, cost).
+    limit: fc.oneof(
+      { weight: 3, arbitrary: fc.integer({ min: 1, max: 12 }) },
+      { weight: 3, arbitrary: fc.integer({ min: 13, max: 60 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 1_000, max: 10_000_000 }) },
+    ),
     periodMs: fc.oneof(fc.constantFrom(50, 100, 250, 1_000, 2_000), fc.integer({ min: 20, max: 3_000 })),
-    burst: fc.option(fc.integer({ min: 1, max: 40 }), { nil: undefined }),
+    burst: fc.option(fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1_000, max: 10_000_000 })), { nil: undefined }),
     budget: fc.oneof(
       { weight: 1, arbitrary: fc.constant<LeakageBudget>('unbounded') },
       { weight: 3, arbitrary: fc.integer({ min: 0, max: 12 }) },
+      { weight: 1, arbitrary: fc.integer({ min: 1_000, max: 5_000_000 }) },
       { weight: 2, arbitrary: fc.constantFrom<LeakageBudget>('5%', '50%', '0%', '100%') },
     ),
     skewFraction: fc.constantFrom(0, 0.1, 0.3, 0.5, 0.9, 1, 1.5),
@@ -125,7 +131,17 @@ const setupArb: fc.Arbitrary<Setup> = fc
 
 const region = fc.nat(2);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 8, arbitrary: fc.record({ kind: fc.constant('decide' as const), r: region, cost: fc.constantFrom(1, 1, 1, 2, 3) }) },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      kind: fc.constant('decide' as const),
+      r: region,
+      cost: fc.oneof(
+        { weight: 9, arbitrary: fc.constantFrom(1, 1, 1, 2, 3) },
+        { weight: 1, arbitrary: fc.constantFrom(100, 5_000, 999_999) },
+      ),
+    }),
+  },
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('send' as const), from: region, to: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('snapshot' as const), from: region }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('deliver' as const), pick: fc.nat(20), to: region }) },
