@@ -303,6 +303,17 @@ local function load_silent(key, n, r, with_a, extra_names, current, previous)
   }
 end
 
+-- One of this region's cells in a silent key's write: set when it changed, deleted when it turned 0 (zero cells are
+-- not stored). `format` writes the value (fmt, or a cheaper one that writes the same text).
+local function silent_cell(sets, dels, name, value, old, format)
+  if value == 0 then
+    if old ~= 0 then dels[#dels + 1] = name end
+  elseif value ~= old then
+    sets[#sets + 1] = name
+    sets[#sets + 1] = format(value)
+  end
+end
+
 -- Writes a silent key's current slot back (decisions write no other): its id if new, this region's cells as
 -- they differ from what was loaded (a replaced slot's fields are the old window's, so the same rule applies),
 -- and z on a new key; `sets` (field, value pairs) go in the same HSET.
@@ -320,17 +331,9 @@ local function store_silent(state, slots, sets)
       sets[#sets + 1] = 'w' .. kl
       sets[#sets + 1] = fmt(slot.id)
     end
-    local function cell(name, value, old)
-      if value == 0 then
-        if old ~= 0 then dels[#dels + 1] = name end
-      elseif value ~= old then
-        sets[#sets + 1] = name
-        sets[#sets + 1] = fmt(value)
-      end
-    end
-    cell('c' .. kl .. own, slot.c[r], state.old.c)
-    cell('t' .. kl .. own, slot.t[r], state.old.t)
-    if state.with_a then cell('a' .. kl .. own .. own, slot.a[r][r], state.old.a) end
+    silent_cell(sets, dels, 'c' .. kl .. own, slot.c[r], state.old.c, fmt)
+    silent_cell(sets, dels, 't' .. kl .. own, slot.t[r], state.old.t, fmt)
+    if state.with_a then silent_cell(sets, dels, 'a' .. kl .. own .. own, slot.a[r][r], state.old.a, fmt) end
   end
   if #dels > 0 then redis.call('HDEL', state.key, unpack(dels)) end
   if #sets > 0 then redis.call('HSET', state.key, unpack(sets)) end

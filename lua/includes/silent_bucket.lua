@@ -55,16 +55,6 @@ local function silent_refill(p, v, fence, tokens, t, latest, now)
   return math.min(tokens, silent_capacity(v, s))
 end
 
--- One of this region's cells in a write: set when it changed, deleted when it turned 0.
-local function silent_cell(sets, dels, name, value, old)
-  if value == 0 then
-    if old ~= 0 then dels[#dels + 1] = name end
-  elseif value ~= old then
-    sets[#sets + 1] = name
-    sets[#sets + 1] = fmt_count(value)
-  end
-end
-
 local function silent_bucket(p, rule, fence, now)
   -- An unbounded rule's share is the whole (share_at), and its keys are never silent (admission_gossip).
   if p.unbounded then return nil end
@@ -133,8 +123,8 @@ local function silent_bucket(p, rule, fence, now)
       sets[#sets + 1] = names[4]
       sets[#sets + 1] = fmt_count(epoch)
     end
-    silent_cell(sets, dels, names[1], count, slot_c)
-    silent_cell(sets, dels, names[2], at, slot_t)
+    silent_cell(sets, dels, names[1], count, slot_c, fmt_count)
+    silent_cell(sets, dels, names[2], at, slot_t, fmt_count)
     if #dels > 0 then redis.call('HDEL', rule.key, unpack(dels)) end
     redis.call('HSET', rule.key, unpack(sets))
     redis.call('PEXPIRE', rule.key, federated_bucket_ttl(P, p.skew, C, p.budget, L))
