@@ -151,6 +151,13 @@ export const timeToGrantSeconds = new Histogram({
   registers: [registry],
 });
 
+export const responseRefundsTotal = new Counter({
+  name: 'quotafed_response_refunds_total',
+  help: 'Admissions refunded once the answer was known, by rule: rules[].countResponses does not count that answer (failed or successful).',
+  labelNames: ['rule'] as const,
+  registers: [registry],
+});
+
 export const peeksTotal = new Counter({
   name: 'quotafed_peeks_total',
   help: 'Decisions answered without spending anything (POST /v1/check with "consume": false, limiter.peek), by rule and what the decision would be.',

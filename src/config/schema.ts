@@ -167,6 +167,12 @@ export const Rule = z.strictObject({
   maxWaitMs: z.number().int().min(0).max(5_000).default(0),
   /** Decide and count, but never reject (safe rollout). */
   shadow: z.boolean().default(false),
+  /**
+   * Which answered requests the rule counts: `all` (default), `failed` (the upstream answered 400 or above, or did
+   * not answer: 502, 504) or `successful` (below 400). An admission the rule does not count is refunded once the
+   * answer is known (gateway and middleware; refund.lua), so the limit applies to the requests it counts.
+   */
+  countResponses: z.enum(['all', 'failed', 'successful']).default('all'),
   /** The answer a request denied by this rule gets (gateway, middleware, /v1/auth); 429 and the seed's body when absent. */
   denial: Denial.optional(),
   /**

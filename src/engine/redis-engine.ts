@@ -10,7 +10,8 @@ import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { advertisedLimit, matchRules } from './rules.ts';
-import { falseDenialsTotal } from '../metrics.ts';
+import { falseDenialsTotal, responseRefundsTotal } from '../metrics.ts';
+import { countsResponse } from './count-responses.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher } from './decide-batcher.ts';
@@ -66,6 +67,8 @@ export interface RedisDecisionEngine extends DecisionEngine {
   settle(items: readonly Unsettled[]): Promise<void>;
   /** Forget the over-limit cache's denials of these state keys (an operator reset them). */
   forget(keys: readonly string[]): void;
+  /** Refund what rules with `countResponses` do not count for the answer's status (refund.lua). */
+  settleResponse(decision: Decision, status: number): Promise<number>;
 }
 
 function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
@@ -184,6 +187,9 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     await runRefund(redis, refundCall(topology.selfIndex, result.reply.now, rules, cost, leaseId, marker));
   };
 
+  // Rules that count only some answers: their admissions carry a refund ticket (none otherwise: no cost per request).
+  const countsSome = config.rules.some((rule) => rule.countResponses !== 'all');
+
   const cached = (matched: readonly MatchedRule[], request: RequestContext): Decision | undefined => {
     if (cache === undefined || matched.length === 0) return undefined;
     const outcome = cache.lookup(matched, request.cost ?? 1);
@@ -258,7 +264,35 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
         }
       });
     }
-    return { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
+    const decision: Decision = { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
+    if (countsSome && allowed && !peek) {
+      const calls = results
+        .map((result) => ({
+          shard: result.group.shard,
+          now: result.reply.now,
+          rules: result.group.rules.filter((entry) => entry.rule.countResponses !== 'all').map(({ rule, key }) => ({ rule, key })),
+        }))
+        .filter((call) => call.rules.length > 0);
+      if (calls.length > 0) decision.refund = { cost, leaseId, calls };
+    }
+    return decision;
+  };
+
+  const settleResponse = async (decision: Decision, status: number): Promise<number> => {
+    const ticket = decision.refund;
+    if (ticket === undefined) return 0;
+    const refunded = await Promise.all(
+      ticket.calls.map(async (call) => {
+        const rules = call.rules.filter(({ rule }) => !countsResponse(rule, status));
+        if (rules.length === 0) return 0;
+        const marker = refundMarkerKey(call.shard, randomUUID());
+        const refund = rules.map(({ key, rule }) => ({ key, algorithm: rule.algorithm, period: rule.period }));
+        const count = await runRefund(redis, refundCall(topology.selfIndex, call.now, refund, ticket.cost, ticket.leaseId, marker));
+        for (const { rule } of rules) responseRefundsTotal.inc({ rule: rule.name });
+        return count;
+      }),
+    );
+    return refunded.reduce((total, count) => total + count, 0);
   };
 
   const settle = async (items: readonly Unsettled[]): Promise<void> => {
@@ -288,6 +322,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     cached,
     settle,
     forget: (keys) => cache?.forget(keys),
+    settleResponse,
     async decide(request: RequestContext): Promise<Decision> {
       return decideMatched(matchRules(config, request), request);
     },

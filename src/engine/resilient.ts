@@ -5,6 +5,7 @@
 // (top-keys.ts) and, when a tracer is given, a span per decision (decision-tracer.ts), so every front end (gateway,
 // /v1/check, the embedded middleware) decides and is observed the same way.
 import { performance } from 'node:perf_hooks';
+import { withDeadline } from '../deadline.ts';
 import type { Config } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
 import { limiterOverheadSeconds, listMatchesTotal } from '../metrics.ts';
@@ -239,6 +240,16 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     decide: tracer === undefined ? (request) => decideOnce(request) : decideTraced,
     forget(keys) {
       asForgetter(current.inner)?.forget(keys);
+    },
+    async settleResponse(decision, status) {
+      if (decision.refund === undefined || current.inner.settleResponse === undefined) return 0;
+      try {
+        return await withDeadline(current.inner.settleResponse(decision, status), deadlineMs, 'response refund');
+      } catch (error) {
+        // The admission stays counted: the safe side of the limit.
+        log.warn({ event: 'refund.failed', error: (error as Error).message }, 'could not refund an admission its rule does not count');
+        return 0;
+      }
     },
     release: (leases: readonly Lease[]) => releaseLeases(releasing, leases),
     async close() {

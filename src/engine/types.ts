@@ -135,6 +135,18 @@ export interface Decision {
   leases: Lease[];
   /** Set when an allow or deny list decided the request before any rule (then `outcomes` is empty). */
   list?: ListVerdict;
+  /**
+   * What an admission of rules with `countResponses` needs to be refunded once the answer is known (the Redis
+   * engine sets it only for such rules); see DecisionEngine.settleResponse.
+   */
+  refund?: RefundTicket;
+}
+
+/** An admission's parts per script call, as refund.lua takes them back. */
+export interface RefundTicket {
+  cost: number;
+  leaseId: string;
+  calls: { shard: number; now: number; rules: { rule: Rule; key: string }[] }[];
 }
 
 /**
@@ -210,4 +222,9 @@ export interface DecisionEngine {
   decide(request: RequestContext): Promise<Decision>;
   release(leases: readonly Lease[]): Promise<void>;
   close(): Promise<void>;
+  /**
+   * The answer to an admitted request is known: refund what rules with `countResponses` do not count for its status
+   * (decision.refund). Resolves with the number of state keys refunded; engines without such rules need not have it.
+   */
+  settleResponse?(decision: Decision, status: number): Promise<number>;
 }

@@ -170,6 +170,11 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     try {
       await next();
       const res = c.res;
+      // Rules that count only failed (or only successful) answers: refund what this answer is not, once known.
+      if (decision.refund !== undefined && options.engine.settleResponse !== undefined) {
+        const sent = res.headers.has(ALREADY_SENT_HEADER) ? (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing : undefined;
+        void options.engine.settleResponse(decision, sent?.statusCode ?? res.status).catch(() => undefined);
+      }
       // Written straight to Node's response (the gateway on Node, forward.ts), rate-limit headers included:
       // leases are released when that response closes.
       if (res.headers.has(ALREADY_SENT_HEADER)) {

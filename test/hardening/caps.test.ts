@@ -33,6 +33,7 @@ const rule = (overrides: Partial<Rule> = {}): Rule => ({
   failMode: 'open',
   shadow: false,
   maxWaitMs: 0,
+  countResponses: 'all',
   ...overrides,
 });
 
