@@ -119,7 +119,9 @@ async function scrapeSyncLag(lab: Lab): Promise<RunResult['syncLagMs']> {
 function decidedByRedis(decisions: readonly Decision[], spec: ScenarioSpec): boolean {
   const faulted = new Set(
     spec.faults.flatMap((fault) =>
-      fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' ? [fault.region] : [],
+      fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' || fault.kind === 'redisSnapshotRestart'
+        ? [fault.region]
+        : [],
     ),
   );
   return REGIONS.filter((region) => !faulted.has(region)).every((region) => {
@@ -278,6 +280,7 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
           );
         },
         onError: (fault, error) => notes.push(`fault "${describeFault(fault)}" failed: ${error.message}`),
+        onNote: (_fault, note) => notes.push(note),
       }),
     ]);
     const flooded = await flood?.stop();
@@ -327,6 +330,19 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
       notes.push(
         `decisions without Redis (breaker open or Redis timing out): ${[...degraded].map(([what, n]) => `${what} ×${n}`).join(', ')}`,
       );
+    for (const fault of spec.faults) {
+      if (fault.kind !== 'redisSnapshotRestart') continue;
+      // What the restart took away: the region's admissions between the snapshot and the kill (by the
+      // decisions' midpoints, so a request or two either side).
+      const lost = (rule: 'window' | 'bucket') =>
+        load.quotafed.filter(
+          (d) => d.region === fault.region && d.rule === rule && d.outcome === 'admitted' && d.t >= fault.snapshotAt && d.t < fault.at,
+        ).length;
+      notes.push(
+        `${fault.region} admitted ${lost('window')} (window rule) and ${lost('bucket')} (bucket rule) between the snapshot and the ` +
+          'kill: the restart from the snapshot lost them',
+      );
+    }
     const errors = load.quotafed.filter((d) => d.outcome === 'error').length;
     if (errors > 0) notes.push(`${errors} requests got no decision (service down, timed out or 5xx)`);
     if (!judged) notes.push('fail-open run: Redis loss is outside the leakage guarantee; reported, not judged');

@@ -128,6 +128,23 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     },
     {
       ...base,
+      name: 'redis-snapshot-restart',
+      description:
+        "eu-west's Redis takes an RDB snapshot (BGSAVE) at 1 s, keeps admitting, is SIGKILLed at 6 s and restarted from the " +
+        'snapshot at 7 s (marker kept, admissions lost: only its new run_id tells), all in one 30 s window; 100-per-30 s ' +
+        'fail-closed rules, 30 requests/s, 60% in eu-west',
+      // Snapshot, kill and restart inside one window, with most of it left: the restored state under-counts that
+      // window's admissions (eu-west has spent its share by ~4 s), so without a fence eu-west would admit its
+      // share again (≈ 33 > B = 5). 30 s windows keep the three in one window even when a busy machine delays the
+      // fault driver by seconds; light traffic keeps the runner from being that machine.
+      durationMs: s(20_000),
+      policy: PROBE_POLICY,
+      alignToWindow: true,
+      traffic: { ...TRAFFIC, ratePerSec: 30, shape: { kind: 'weighted', weights: [0.2, 0.6, 0.2] } },
+      faults: [{ kind: 'redisSnapshotRestart', region: 'eu-west', snapshotAt: 1_000, at: 6_000, until: 7_000 }],
+    },
+    {
+      ...base,
       name: 'service-kill',
       description: "us-east's service process (HTTP and gossip workers) is SIGKILLed and started again",
       faults: [{ kind: 'serviceDown', region: 'us-east', at: s(3_000), until: s(4_000) }],

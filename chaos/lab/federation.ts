@@ -1,7 +1,7 @@
 // A whole federation on one machine: a redis-server and a quotafed service process per region, and a
 // Toxiproxy link for every ordered pair of regions. Redis servers and links live for the whole lab; services
 // are started per run with that run's configs (sync interval and budget are start-up settings).
-import { markShardsIntact } from '../../src/federation/recovery.ts';
+import { markShardsIntact, redisRunId } from '../../src/federation/recovery.ts';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-pro
 import { REGIONS, type Policy, type RegionName } from '../types.ts';
 import { startNetwork, type Network } from './network.ts';
 import { writeRegionConfig } from './region-config.ts';
+import { discardSnapshot, takeSnapshot } from './snapshot.ts';
 import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
 
 export interface RunSettings {
@@ -41,7 +42,15 @@ export interface Lab {
   killService(region: RegionName): Promise<void>;
   restartService(region: RegionName): Promise<void>;
   killRedis(region: RegionName): Promise<void>;
+  /**
+   * Start the region's redis-server again on the same port and directory: it loads the RDB snapshot when one was
+   * taken (snapshotRedis), which is then discarded so that later restarts come back empty.
+   */
   restartRedis(region: RegionName): Promise<void>;
+  /** An RDB snapshot (BGSAVE, finished) of the region's Redis, for the next restartRedis to load. */
+  snapshotRedis(region: RegionName): Promise<void>;
+  /** The run_id of the region's redis-server process (another one after every restart). */
+  redisRunId(region: RegionName): Promise<string>;
   /** SIGSTOP the region's redis-server: connections stay open, nothing answers, no data is lost. */
   stallRedis(region: RegionName): void;
   /** SIGCONT after stallRedis. */
@@ -184,8 +193,14 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     },
     async restartRedis(region) {
       await redis[region].restart();
+      // Loaded (the server answers only after loading it): no later restart may bring this snapshot back.
+      discardSnapshot(redis[region].dir);
       redisDown.delete(region);
     },
+    async snapshotRedis(region) {
+      await takeSnapshot(direct[region]);
+    },
+    redisRunId: (region) => redisRunId(direct[region]),
     stallRedis(region) {
       stalled.add(region);
       signalRedis(region, 'SIGSTOP');
@@ -198,6 +213,8 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       await net.reset();
       for (const region of [...stalled]) lab.resumeRedis(region);
       for (const region of REGIONS) {
+        // A snapshot a failed run left behind must not come back at some later restart.
+        discardSnapshot(redis[region].dir);
         if (redisDown.has(region)) await lab.restartRedis(region);
         await waitReady(direct[region], 5_000);
         await direct[region].flushall();
