@@ -36,6 +36,11 @@ export function describeFault(fault: ChaosFault): string {
       return `${fault.region} service killed, ${span}`;
     case 'redisStall':
       return `${fault.region} redis-server stopped (SIGSTOP), ${span}`;
+    case 'ruleReload':
+      return (
+        `${fault.region} reloads its rules to window ${fault.policy.windowLimit}/${fault.policy.windowPeriodMs / 1000} s, bucket ` +
+        `${fault.policy.bucketLimit}/${fault.policy.bucketPeriodMs / 1000} s (capacity ${fault.policy.bucketBurst}), ${span}`
+      );
     case 'redisSnapshotRestart':
       return `${fault.region} redis-server snapshot (BGSAVE) at ${fault.snapshotAt / 1000} s, killed and restarted from it, ${span}`;
   }
@@ -125,6 +130,14 @@ async function runFault(lab: Lab, fault: ChaosFault, index: number, startPerf: n
       await sleepUntil(startPerf, fault.until);
       lab.resumeRedis(fault.region);
       break;
+    case 'ruleReload': {
+      const original = lab.runPolicy();
+      await lab.reloadPolicy(fault.region, fault.policy);
+      events.onNote?.(fault, `${fault.region} took the reload at ${(elapsed() / 1000).toFixed(2)} s`);
+      await sleepUntil(startPerf, fault.until);
+      await lab.reloadPolicy(fault.region, original);
+      break;
+    }
     case 'redisSnapshotRestart':
       ({ detection } = await restartFromSnapshot(lab, fault, startPerf, events));
       break;

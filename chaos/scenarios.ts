@@ -1,7 +1,7 @@
 // The named scenarios and the sweeps. Every one is plain data: the runner, the CI suite and the report read
 // the same definitions, and a seed fixes the traffic.
 import type { LeakageBudget } from '../src/config/schema.ts';
-import type { ChaosFault, Policy, ScenarioSpec, TrafficPattern, TrafficSpec } from './types.ts';
+import { DEFAULT_POLICY, type ChaosFault, type Policy, type ScenarioSpec, type TrafficPattern, type TrafficSpec } from './types.ts';
 
 export interface CatalogueOptions {
   /** Shorter runs (CI, smoke checks). */
@@ -142,6 +142,26 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       alignToWindow: true,
       traffic: { ...TRAFFIC, ratePerSec: 30, shape: { kind: 'weighted', weights: [0.2, 0.6, 0.2] } },
       faults: [{ kind: 'redisSnapshotRestart', region: 'eu-west', snapshotAt: 1_000, at: 6_000, until: 7_000 }],
+    },
+    {
+      ...base,
+      name: 'rule-reload-mid-window',
+      description:
+        'us-east alone reloads both rules from 300 to 400 per 5 s (bucket capacity 400) 2.5 s into a window, through POST ' +
+        '/admin/policy/reload, and back 5 s later; judged against the larger limit (400) + B',
+      // Starts on a window boundary, so the reload lands mid-window and the window after it runs wholly under the
+      // mixed configs.
+      alignToWindow: true,
+      policy: DEFAULT_POLICY,
+      faults: [
+        {
+          kind: 'ruleReload',
+          region: 'us-east',
+          at: 2_500,
+          until: 7_500,
+          policy: { ...DEFAULT_POLICY, windowLimit: 400, bucketLimit: 400, bucketBurst: 400 },
+        },
+      ],
     },
     {
       ...base,

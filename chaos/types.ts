@@ -79,7 +79,13 @@ export type ChaosFault =
    * restarted at `until` on the same port from that snapshot: the admissions after it are lost, the start-up
    * marker survives, and only the new run_id tells (docs/federation.md §4b).
    */
-  | { kind: 'redisSnapshotRestart'; snapshotAt: number; at: number; until: number; region: RegionName };
+  | { kind: 'redisSnapshotRestart'; snapshotAt: number; at: number; until: number; region: RegionName }
+  /**
+   * The region's config file is rewritten with `policy` (the run's policy otherwise unchanged) and reloaded
+   * (POST /admin/policy/reload) at `at`; at `until` the run's policy is written and reloaded back. The other regions
+   * keep the run's policy: a rule reloaded one region at a time.
+   */
+  | { kind: 'ruleReload'; at: number; until: number; region: RegionName; policy: Policy };
 
 export interface ScenarioSpec {
   name: string;
