@@ -32,7 +32,10 @@ export function createAnnotator(serviceUrl: (region: RegionName) => string, admi
     partition(fault, since, until) {
       if (!fault) return post({ partition: null });
       const links = cutLinks(fault).map((link) => ({ ...link, oneWay: fault.kind === 'oneWay' }));
-      const region = fault.kind === 'partition' || fault.kind === 'redisDown' || fault.kind === 'serviceDown' ? fault.region : undefined;
+      const region =
+        fault.kind === 'partition' || fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisSnapshotRestart'
+          ? fault.region
+          : undefined;
       if (!region && links.length === 0) return;
       post({
         partition: {

@@ -14,7 +14,16 @@ import { histogramNames, histogramQuantile, readHistogram, type HistogramBuckets
 import { admissionsTimeline, summarize } from './measure/summarize.ts';
 import { startUpstashPeer, type UpstashPeer } from './peer/upstash.ts';
 import { planTraffic } from './traffic.ts';
-import { REGIONS, RULE_PATHS, type Decision, type Policy, type RegionName, type RunResult, type ScenarioSpec } from './types.ts';
+import {
+  REGIONS,
+  RULE_PATHS,
+  type ChaosFault,
+  type Decision,
+  type Policy,
+  type RegionName,
+  type RunResult,
+  type ScenarioSpec,
+} from './types.ts';
 
 export interface RunOptions {
   seed: number;
@@ -119,7 +128,9 @@ async function scrapeSyncLag(lab: Lab): Promise<RunResult['syncLagMs']> {
 function decidedByRedis(decisions: readonly Decision[], spec: ScenarioSpec): boolean {
   const faulted = new Set(
     spec.faults.flatMap((fault) =>
-      fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' ? [fault.region] : [],
+      fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' || fault.kind === 'redisSnapshotRestart'
+        ? [fault.region]
+        : [],
     ),
   );
   return REGIONS.filter((region) => !faulted.has(region)).every((region) => {
@@ -278,6 +289,7 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
           );
         },
         onError: (fault, error) => notes.push(`fault "${describeFault(fault)}" failed: ${error.message}`),
+        onNote: (_fault, note) => notes.push(note),
       }),
     ]);
     const flooded = await flood?.stop();
@@ -292,12 +304,20 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     const syncLagMs = await scrapeSyncLag(lab);
     notes.push(...(await slowCommands(lab)));
 
-    const quotafed = summarize(load.quotafed, policy);
-    const peerResult = peer ? summarize(load.peer, policy, ['window']) : null;
+    // A rule reloaded mid-run is judged against the larger of its old and new limits (the bound a rolling change
+    // should keep); otherwise `bound` is the run's policy.
+    const bound = boundPolicy(policy, spec.faults);
+    if (bound !== policy)
+      notes.push(
+        `judged against the larger of the old and new limits: window ${bound.windowLimit}, bucket ${bound.bucketLimit} per ` +
+          `${bound.bucketPeriodMs / 1000} s (capacity ${bound.bucketBurst}); B is resolved from those limits`,
+      );
+    const quotafed = summarize(load.quotafed, bound);
+    const peerResult = peer ? summarize(load.peer, bound, ['window']) : null;
     // B per rule, null for "unbounded"; a percentage budget is of the rule's `limit`, as the engine resolves it.
     const budget = {
-      window: resolveLeakageBudget(policy.windowLimit, spec.leakageBudget, REGIONS.length),
-      bucket: resolveLeakageBudget(policy.bucketLimit, spec.leakageBudget, REGIONS.length),
+      window: resolveLeakageBudget(bound.windowLimit, spec.leakageBudget, REGIONS.length),
+      bucket: resolveLeakageBudget(bound.bucketLimit, spec.leakageBudget, REGIONS.length),
     };
     const judged = !spec.failOpen;
     const within = (rule: 'window' | 'bucket') => budget[rule] === null || (quotafed.leakage[rule]?.max ?? 0) <= budget[rule]!;
@@ -305,7 +325,7 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     annotate.leakage({
       leakage: quotafed.leakage.window?.max ?? 0,
       budget: budget.window,
-      limit: policy.windowLimit,
+      limit: bound.windowLimit,
       key: 'chaos-window (worst key)',
     });
 
@@ -327,6 +347,19 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
       notes.push(
         `decisions without Redis (breaker open or Redis timing out): ${[...degraded].map(([what, n]) => `${what} ×${n}`).join(', ')}`,
       );
+    for (const fault of spec.faults) {
+      if (fault.kind !== 'redisSnapshotRestart') continue;
+      // What the restart took away: the region's admissions between the snapshot and the kill (by the
+      // decisions' midpoints, so a request or two either side).
+      const lost = (rule: 'window' | 'bucket') =>
+        load.quotafed.filter(
+          (d) => d.region === fault.region && d.rule === rule && d.outcome === 'admitted' && d.t >= fault.snapshotAt && d.t < fault.at,
+        ).length;
+      notes.push(
+        `${fault.region} admitted ${lost('window')} (window rule) and ${lost('bucket')} (bucket rule) between the snapshot and the ` +
+          'kill: the restart from the snapshot lost them',
+      );
+    }
     const errors = load.quotafed.filter((d) => d.outcome === 'error').length;
     if (errors > 0) notes.push(`${errors} requests got no decision (service down, timed out or 5xx)`);
     if (!judged) notes.push('fail-open run: Redis loss is outside the leakage guarantee; reported, not judged');
@@ -356,8 +389,8 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
       startedAt: new Date(wallStart).toISOString(),
       wallMs: Date.now() - wallStart,
       budget,
-      limits: { window: policy.windowLimit, bucket: policy.bucketBurst },
-      policy,
+      limits: { window: bound.windowLimit, bucket: bound.bucketBurst },
+      policy: bound,
       quotafed,
       peer: peerResult,
       convergenceMs,
@@ -381,6 +414,20 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     await lab.stopServices();
     await peer?.close();
   }
+}
+
+/**
+ * The policy a run is judged against: the run's, with each limit raised to the largest a `ruleReload` fault puts
+ * in force (periods are the run's: a reload scenario changes limits only).
+ *
+ * @example
+ * boundPolicy(DEFAULT_POLICY, spec.faults).windowLimit; // 400 when one region reloads 300 → 400
+ */
+export function boundPolicy(policy: Policy, faults: readonly ChaosFault[]): Policy {
+  const reloads = faults.flatMap((fault) => (fault.kind === 'ruleReload' ? [fault.policy] : []));
+  if (reloads.length === 0) return policy;
+  const max = (field: 'windowLimit' | 'bucketLimit' | 'bucketBurst') => Math.max(policy[field], ...reloads.map((p) => p[field]));
+  return { ...policy, windowLimit: max('windowLimit'), bucketLimit: max('bucketLimit'), bucketBurst: max('bucketBurst') };
 }
 
 export function runDir(base: string, index: number, spec: ScenarioSpec): string {

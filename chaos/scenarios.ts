@@ -1,7 +1,7 @@
 // The named scenarios and the sweeps. Every one is plain data: the runner, the CI suite and the report read
 // the same definitions, and a seed fixes the traffic.
 import type { LeakageBudget } from '../src/config/schema.ts';
-import type { ChaosFault, Policy, ScenarioSpec, TrafficPattern, TrafficSpec } from './types.ts';
+import { DEFAULT_POLICY, type ChaosFault, type Policy, type ScenarioSpec, type TrafficPattern, type TrafficSpec } from './types.ts';
 
 export interface CatalogueOptions {
   /** Shorter runs (CI, smoke checks). */
@@ -125,6 +125,43 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       name: 'redis-kill',
       description: "eu-west's redis-server is SIGKILLed (its data is lost) and restarted 2 s later",
       faults: [{ kind: 'redisDown', region: 'eu-west', at: s(4_000), until: s(6_000) }],
+    },
+    {
+      ...base,
+      name: 'redis-snapshot-restart',
+      description:
+        "eu-west's Redis takes an RDB snapshot (BGSAVE) at 1 s, keeps admitting, is SIGKILLed at 6 s and restarted from the " +
+        'snapshot at 7 s (marker kept, admissions lost: only its new run_id tells), all in one 30 s window; 100-per-30 s ' +
+        'fail-closed rules, 30 requests/s, 60% in eu-west',
+      // Snapshot, kill and restart inside one window, with most of it left: the restored state under-counts that
+      // window's admissions (eu-west has spent its share by ~4 s), so without a fence eu-west would admit its
+      // share again (≈ 33 > B = 5). 30 s windows keep the three in one window even when a busy machine delays the
+      // fault driver by seconds; light traffic keeps the runner from being that machine.
+      durationMs: s(20_000),
+      policy: PROBE_POLICY,
+      alignToWindow: true,
+      traffic: { ...TRAFFIC, ratePerSec: 30, shape: { kind: 'weighted', weights: [0.2, 0.6, 0.2] } },
+      faults: [{ kind: 'redisSnapshotRestart', region: 'eu-west', snapshotAt: 1_000, at: 6_000, until: 7_000 }],
+    },
+    {
+      ...base,
+      name: 'rule-reload-mid-window',
+      description:
+        'us-east alone reloads both rules from 300 to 400 per 5 s (bucket capacity 400) 2.5 s into a window, through POST ' +
+        '/admin/policy/reload, and back 5 s later; judged against the larger limit (400) + B',
+      // Starts on a window boundary, so the reload lands mid-window and the window after it runs wholly under the
+      // mixed configs.
+      alignToWindow: true,
+      policy: DEFAULT_POLICY,
+      faults: [
+        {
+          kind: 'ruleReload',
+          region: 'us-east',
+          at: 2_500,
+          until: 7_500,
+          policy: { ...DEFAULT_POLICY, windowLimit: 400, bucketLimit: 400, bucketBurst: 400 },
+        },
+      ],
     },
     {
       ...base,

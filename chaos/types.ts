@@ -73,7 +73,19 @@ export type ChaosFault =
   /** The region's service process (HTTP and gossip workers) is SIGKILLed and started again at `until`. */
   | { kind: 'serviceDown'; at: number; until: number; region: RegionName }
   /** The region's redis-server is SIGSTOPped (it hangs, data kept) and SIGCONTed at `until`. */
-  | { kind: 'redisStall'; at: number; until: number; region: RegionName };
+  | { kind: 'redisStall'; at: number; until: number; region: RegionName }
+  /**
+   * An RDB snapshot of the region's Redis (BGSAVE) at `snapshotAt`; it keeps admitting, is SIGKILLed at `at` and
+   * restarted at `until` on the same port from that snapshot: the admissions after it are lost, the start-up
+   * marker survives, and only the new run_id tells (docs/federation.md §4b).
+   */
+  | { kind: 'redisSnapshotRestart'; snapshotAt: number; at: number; until: number; region: RegionName }
+  /**
+   * The region's config file is rewritten with `policy` (the run's policy otherwise unchanged) and reloaded
+   * (POST /admin/policy/reload) at `at`; at `until` the run's policy is written and reloaded back. The other regions
+   * keep the run's policy: a rule reloaded one region at a time.
+   */
+  | { kind: 'ruleReload'; at: number; until: number; region: RegionName; policy: Policy };
 
 export interface ScenarioSpec {
   name: string;

@@ -1,7 +1,7 @@
 // A whole federation on one machine: a redis-server and a quotafed service process per region, and a
 // Toxiproxy link for every ordered pair of regions. Redis servers and links live for the whole lab; services
 // are started per run with that run's configs (sync interval and budget are start-up settings).
-import { markShardsIntact } from '../../src/federation/recovery.ts';
+import { markShardsIntact, redisRunId } from '../../src/federation/recovery.ts';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-pro
 import { REGIONS, type Policy, type RegionName } from '../types.ts';
 import { startNetwork, type Network } from './network.ts';
 import { writeRegionConfig } from './region-config.ts';
+import { discardSnapshot, takeSnapshot } from './snapshot.ts';
 import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
 
 export interface RunSettings {
@@ -41,7 +42,22 @@ export interface Lab {
   killService(region: RegionName): Promise<void>;
   restartService(region: RegionName): Promise<void>;
   killRedis(region: RegionName): Promise<void>;
+  /**
+   * Start the region's redis-server again on the same port and directory: it loads the RDB snapshot when one was
+   * taken (snapshotRedis), which is then discarded so that later restarts come back empty.
+   */
   restartRedis(region: RegionName): Promise<void>;
+  /** An RDB snapshot (BGSAVE, finished) of the region's Redis, for the next restartRedis to load. */
+  snapshotRedis(region: RegionName): Promise<void>;
+  /** The run_id of the region's redis-server process (another one after every restart). */
+  redisRunId(region: RegionName): Promise<string>;
+  /**
+   * Rewrites the region's config with `policy` instead of the run's (everything else as started) and reloads it
+   * through POST /admin/policy/reload; rejects unless the service took it.
+   */
+  reloadPolicy(region: RegionName, policy: Policy): Promise<void>;
+  /** The policy the current run's services started with. */
+  runPolicy(): Policy;
   /** SIGSTOP the region's redis-server: connections stay open, nothing answers, no data is lost. */
   stallRedis(region: RegionName): void;
   /** SIGCONT after stallRedis. */
@@ -105,6 +121,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
   const secret = randomBytes(24).toString('hex');
   const services = new Map<RegionName, ServiceProcess>();
   const configPaths = new Map<RegionName, string>();
+  let runSettings: RunSettings | undefined;
   const redisDown = new Set<RegionName>();
   const stalled = new Set<RegionName>();
   const signalRedis = (region: RegionName, signal: NodeJS.Signals) => {
@@ -112,6 +129,23 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     if (pid !== undefined) process.kill(pid, signal);
   };
   let logPath: string | undefined;
+
+  /** `<dir>/<region>.yaml` for the run's settings with `policy`; the same path every time for a region. */
+  const writeConfig = (region: RegionName, settings: RunSettings, policy: Policy) =>
+    writeRegionConfig(settings.dir, {
+      region,
+      port: ports[region],
+      redisUrl: redis[region].url,
+      peerRedisUrl: (to) => net.peerRedisUrl(region, to),
+      syncIntervalMs: settings.syncIntervalMs,
+      leakageBudget: settings.leakageBudget,
+      policy,
+      adminToken,
+      secret,
+      failOpen: settings.failOpen,
+      productRedisDefaults: settings.productRedisDefaults ?? false,
+      maxWaitMs: settings.maxWaitMs ?? 0,
+    });
 
   const launch = async (region: RegionName) => {
     // Each region is `quotafed serve --config <run config>` in its own process (service, engine, federation).
@@ -138,31 +172,30 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     async startServices(settings) {
       mkdirSync(settings.dir, { recursive: true });
       logPath = join(settings.dir, 'services.log');
-      for (const region of REGIONS) {
-        configPaths.set(
-          region,
-          writeRegionConfig(settings.dir, {
-            region,
-            port: ports[region],
-            redisUrl: redis[region].url,
-            peerRedisUrl: (to) => net.peerRedisUrl(region, to),
-            syncIntervalMs: settings.syncIntervalMs,
-            leakageBudget: settings.leakageBudget,
-            policy: settings.policy,
-            adminToken,
-            secret,
-            failOpen: settings.failOpen,
-            productRedisDefaults: settings.productRedisDefaults ?? false,
-            maxWaitMs: settings.maxWaitMs ?? 0,
-          }),
-        );
-      }
+      runSettings = settings;
+      for (const region of REGIONS) configPaths.set(region, writeConfig(region, settings, settings.policy));
       const results = await Promise.allSettled(REGIONS.map((region) => launch(region)));
       const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
       if (failed) {
         await lab.stopServices();
         throw failed.reason;
       }
+    },
+    runPolicy() {
+      if (!runSettings) throw new Error('no run started');
+      return runSettings.policy;
+    },
+    async reloadPolicy(region, policy) {
+      if (!runSettings) throw new Error('no run started: nothing to reload');
+      writeConfig(region, runSettings, policy);
+      const response = await fetch(`${lab.serviceUrl(region)}/admin/policy/reload`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${adminToken}` },
+        signal: AbortSignal.timeout(5_000),
+      });
+      const result = (await response.json().catch(() => ({}))) as { ok?: boolean; changed?: boolean; error?: string };
+      if (!response.ok || result.ok !== true || result.changed !== true)
+        throw new Error(`${region} did not take the reload (HTTP ${response.status}): ${result.error ?? JSON.stringify(result)}`);
     },
     async stopServices() {
       await Promise.all([...services.values()].map((service) => service.stop(5_000)));
@@ -184,8 +217,14 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     },
     async restartRedis(region) {
       await redis[region].restart();
+      // Loaded (the server answers only after loading it): no later restart may bring this snapshot back.
+      discardSnapshot(redis[region].dir);
       redisDown.delete(region);
     },
+    async snapshotRedis(region) {
+      await takeSnapshot(direct[region]);
+    },
+    redisRunId: (region) => redisRunId(direct[region]),
     stallRedis(region) {
       stalled.add(region);
       signalRedis(region, 'SIGSTOP');
@@ -198,6 +237,8 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       await net.reset();
       for (const region of [...stalled]) lab.resumeRedis(region);
       for (const region of REGIONS) {
+        // A snapshot a failed run left behind must not come back at some later restart.
+        discardSnapshot(redis[region].dir);
         if (redisDown.has(region)) await lab.restartRedis(region);
         await waitReady(direct[region], 5_000);
         await direct[region].flushall();
