@@ -57,6 +57,17 @@ describe('cells', () => {
 
 const n = topology.regions.length;
 const sign = (message: GossipMessage) => encodeJob(message, n, SECRET);
+/** The smallest message a sends b: a heartbeat, seq 1 at ms 1. */
+const heartbeatFromA = (): GossipMessage => ({
+  v: MESSAGE_VERSION,
+  kind: 'heartbeat',
+  from: 'a',
+  to: 'b',
+  fp: topology.fingerprint,
+  seq: 1,
+  sentAt: 1,
+  entries: [],
+});
 
 describe('signature', () => {
   const arbitraryMessage = fc
@@ -102,16 +113,7 @@ describe('signature', () => {
   });
 
   it('signs the version with the payload: 16 bytes of HMAC-SHA256, in base64url', () => {
-    const job = sign({
-      v: MESSAGE_VERSION,
-      kind: 'heartbeat',
-      from: 'a',
-      to: 'b',
-      fp: topology.fingerprint,
-      seq: 1,
-      sentAt: 1,
-      entries: [],
-    });
+    const job = sign(heartbeatFromA());
     expect(job.m).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(job.m).toBe(macOf(job.p, SECRET));
     expect(macOf(job.p, 'another-secret-0123456789')).not.toBe(job.m);
@@ -153,16 +155,7 @@ describe('versions', () => {
       from: 'a',
       detail: 'message version 2, this region reads 3',
     });
-    const job = sign({
-      v: MESSAGE_VERSION,
-      kind: 'heartbeat',
-      from: 'a',
-      to: 'b',
-      fp: topology.fingerprint,
-      seq: 1,
-      sentAt: 1,
-      entries: [],
-    });
+    const job = sign(heartbeatFromA());
     // A later version's layout is unknown here: its sender is not read from it.
     expect(verify({ ...job, v: 4 }, 100, topology, 'b', SECRET)).toMatchObject({ ok: false, reason: 'version', from: undefined });
     expect(verify({ ...job, v: '3' }, 100, topology, 'b', SECRET)).toMatchObject({ ok: false, reason: 'invalid' });
