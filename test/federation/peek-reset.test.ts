@@ -6,13 +6,19 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, fixedWindow } from '../../src/index.ts';
 import { ruleKey } from '../../src/keys.ts';
-import { startRegionService, type RegionService } from '../../src/service.ts';
+import type { RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { shippedRegionConfig, type RawConfig } from '../support/shipped-regions.ts';
+import {
+  SHIPPED_REGIONS,
+  startShippedRegions,
+  type RawConfig,
+  type ShippedRegionOptions,
+  type ShippedRegions,
+} from '../support/shipped-regions.ts';
 import { awayFromWindowEdge, startUpstream, type Upstream } from '../service/fixtures.ts';
 
 type Raw = RawConfig;
-const NAMES = ['us-east', 'eu-west', 'ap-south'];
+const NAMES: string[] = [...SHIPPED_REGIONS];
 const SECRET = 'peek-reset-secret-0123456789';
 const TOKEN = 'peek-reset-admin-token-0123456789';
 
@@ -30,33 +36,33 @@ describe('peek and reset in a three-region federation', async () => {
   const redis = servers.map((server) => new Redis(server.url));
   const services = new Map<string, RegionService>();
   let upstream: Upstream;
+  let regions: ShippedRegions | undefined;
 
-  const config = (name: string) =>
-    shippedRegionConfig(name, {
-      redisUrl: (region) => servers[NAMES.indexOf(region)]!.url,
-      upstreamUrl: upstream.url,
-      secret: SECRET,
-      edit: (raw) => {
-        raw.admin = { token: TOKEN };
-        // One fixed window of 30 per minute per key on /fw, ahead of the shipped rules (which match every path).
-        (raw.rules as Raw[]).unshift({
-          name: 'fw',
-          match: { identity: 'apiKey', endpoints: ['/fw'] },
-          by: ['apiKey'],
-          algorithm: 'fixedWindow',
-          limit: 30,
-          period: '1m',
-        });
-      },
-    });
+  const options = (upstreamUrl: string): ShippedRegionOptions => ({
+    redisUrl: (region) => servers[NAMES.indexOf(region)]!.url,
+    upstreamUrl,
+    secret: SECRET,
+    edit: (raw) => {
+      raw.admin = { token: TOKEN };
+      // One fixed window of 30 per minute per key on /fw, ahead of the shipped rules (which match every path).
+      (raw.rules as Raw[]).unshift({
+        name: 'fw',
+        match: { identity: 'apiKey', endpoints: ['/fw'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: 30,
+        period: '1m',
+      });
+    },
+  });
 
   beforeAll(async () => {
     upstream = await startUpstream();
-    const started = await Promise.all(NAMES.map((name) => startRegionService(config(name), { dashboard: false })));
-    for (const [i, name] of NAMES.entries()) services.set(name, started[i]!);
+    regions = await startShippedRegions(options(upstream.url));
+    for (const [name, service] of regions.services) services.set(name, service);
   });
   afterAll(async () => {
-    await Promise.all([...services.values()].map((service) => service.close()));
+    await regions?.close();
     await upstream?.close();
     await Promise.all(redis.map((client) => client.quit()));
   });

@@ -4,13 +4,19 @@
 // RateLimit field and /v1/check's JSON (which adds regionRemaining, us-east's own allowance); once another
 // region's traffic has been gossiped, Remaining drops by it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRegionService, type RegionService } from '../../src/service.ts';
+import type { RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { shippedRegionConfig, type RawConfig } from '../support/shipped-regions.ts';
+import {
+  SHIPPED_REGIONS,
+  startShippedRegions,
+  type RawConfig,
+  type ShippedRegionOptions,
+  type ShippedRegions,
+} from '../support/shipped-regions.ts';
 import { awayFromWindowEdge, eventually, startUpstream, type Upstream } from '../service/fixtures.ts';
 
 type Raw = RawConfig;
-const NAMES = ['us-east', 'eu-west', 'ap-south'];
+const NAMES: string[] = [...SHIPPED_REGIONS];
 const SECRET = 'quota-headers-secret-0123456789';
 
 interface CheckJson {
@@ -25,32 +31,32 @@ describe('rate-limit headers in a three-region federation', async () => {
   const servers = await Promise.all(NAMES.map(() => useRedis()));
   const services = new Map<string, RegionService>();
   let upstream: Upstream;
+  let regions: ShippedRegions | undefined;
 
   /** regions/<name>.yaml on this test's Redis servers and a free port, plus a 1,000/min fixed window on /fw. */
-  const config = (name: string) =>
-    shippedRegionConfig(name, {
-      redisUrl: (region) => servers[NAMES.indexOf(region)]!.url,
-      upstreamUrl: upstream.url,
-      secret: SECRET,
-      edit: (raw) => {
-        (raw.rules as Raw[]).push({
-          name: 'fw',
-          match: { identity: 'apiKey', endpoints: ['/fw'] },
-          by: ['apiKey'],
-          algorithm: 'fixedWindow',
-          limit: 1000,
-          period: '1m',
-        });
-      },
-    });
+  const options = (upstreamUrl: string): ShippedRegionOptions => ({
+    redisUrl: (region) => servers[NAMES.indexOf(region)]!.url,
+    upstreamUrl,
+    secret: SECRET,
+    edit: (raw) => {
+      (raw.rules as Raw[]).push({
+        name: 'fw',
+        match: { identity: 'apiKey', endpoints: ['/fw'] },
+        by: ['apiKey'],
+        algorithm: 'fixedWindow',
+        limit: 1000,
+        period: '1m',
+      });
+    },
+  });
 
   beforeAll(async () => {
     upstream = await startUpstream();
-    const started = await Promise.all(NAMES.map((name) => startRegionService(config(name), { dashboard: false })));
-    for (const [i, name] of NAMES.entries()) services.set(name, started[i]!);
+    regions = await startShippedRegions(options(upstream.url));
+    for (const [name, service] of regions.services) services.set(name, service);
   });
   afterAll(async () => {
-    await Promise.all([...services.values()].map((service) => service.close()));
+    await regions?.close();
     await upstream?.close();
   });
 

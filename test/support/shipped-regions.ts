@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config } from '../../src/config/schema.ts';
+import { startRegionService, type RegionService } from '../../src/service.ts';
 
 export type RawConfig = Record<string, unknown>;
 
@@ -33,4 +34,24 @@ export function shippedRegionConfig(name: string, options: ShippedRegionOptions)
   federation.peers = (federation.peers as RawConfig[]).map((peer) => ({ ...peer, redisUrl: options.redisUrl(peer.name as string) }));
   options.edit?.(raw);
   return parseConfig(raw, `regions/${name}.yaml`);
+}
+
+/** The shipped regions running as services (no dashboard), by region name. */
+export interface ShippedRegions {
+  services: Map<string, RegionService>;
+  close(): Promise<void>;
+}
+
+/** Starts every shipped region as a service on the test's servers (shippedRegionConfig), all at once. */
+export async function startShippedRegions(options: ShippedRegionOptions): Promise<ShippedRegions> {
+  const started = await Promise.all(
+    SHIPPED_REGIONS.map((name) => startRegionService(shippedRegionConfig(name, options), { dashboard: false })),
+  );
+  const services = new Map<string, RegionService>(SHIPPED_REGIONS.map((name, i) => [name, started[i]!]));
+  return {
+    services,
+    close: async () => {
+      await Promise.all([...services.values()].map((service) => service.close()));
+    },
+  };
 }
