@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { cliCommand } from '../paths.ts';
+import { listensOn } from './port-owner.ts';
 import { stopChild } from './stop-child.ts';
 
 export interface ServiceProcessOptions {
@@ -136,7 +137,9 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
 
   const timeoutMs = options.readyTimeoutMs ?? 60_000;
   const deadline = Date.now() + timeoutMs;
-  while (!(await answers(options.port))) {
+  // Ours answers: a probe alone may reach another process that took the port before the child could bind it.
+  const oursAnswers = async () => (await answers(options.port)) && listensOn(child.pid!, options.port) !== false;
+  while (!(await oursAnswers())) {
     if (!running()) {
       stopping = true;
       throw new Error(

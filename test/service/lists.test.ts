@@ -192,10 +192,12 @@ describe('allow and deny lists', async () => {
     // The process that took the write answers at once; the other one within lists.refreshMs (200 ms).
     expect((await get(service.url, { 'x-forwarded-for': '198.51.100.9' })).status).toBe(403);
     await eventually(async () => expect((await get(second.url, { 'x-forwarded-for': '198.51.100.10' })).status).toBe(403));
-    // Wait for the allow entry itself (a 200 alone may be the rules admitting before the entry arrived).
-    await eventually(async () =>
-      expect((await check(second.url, { apiKey: 'partner-key' })).list).toEqual({ list: 'allow', kind: 'apiKey', source: 'admin' }),
-    );
+    // Wait for both allow entries themselves (a 200 alone may be the rules admitting before an entry arrived; a
+    // refresh between the two writes brings the first one alone).
+    await eventually(async () => {
+      expect((await check(second.url, { apiKey: 'partner-key' })).list).toEqual({ list: 'allow', kind: 'apiKey', source: 'admin' });
+      expect((await check(second.url, { apiKey: 'x', ip: '2001:db8:aa:1::1' })).list).toEqual({ list: 'allow', kind: 'ip', source: 'admin' });
+    });
     const before = await decisionCalls();
     expect((await get(second.url, { 'x-api-key': 'partner-key' })).status).toBe(200);
     for (let i = 0; i < 4; i += 1) expect((await get(second.url, { 'x-api-key': 'partner-key' })).status).toBe(200);
