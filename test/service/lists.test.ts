@@ -196,7 +196,11 @@ describe('allow and deny lists', async () => {
     // refresh between the two writes brings the first one alone).
     await eventually(async () => {
       expect((await check(second.url, { apiKey: 'partner-key' })).list).toEqual({ list: 'allow', kind: 'apiKey', source: 'admin' });
-      expect((await check(second.url, { apiKey: 'x', ip: '2001:db8:aa:1::1' })).list).toEqual({ list: 'allow', kind: 'ip', source: 'admin' });
+      expect((await check(second.url, { apiKey: 'x', ip: '2001:db8:aa:1::1' })).list).toEqual({
+        list: 'allow',
+        kind: 'ip',
+        source: 'admin',
+      });
     });
     const before = await decisionCalls();
     expect((await get(second.url, { 'x-api-key': 'partner-key' })).status).toBe(200);
