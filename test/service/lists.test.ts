@@ -201,6 +201,7 @@ describe('allow and deny lists', async () => {
         kind: 'ip',
         source: 'admin',
       });
+      return true;
     });
     const before = await decisionCalls();
     expect((await get(second.url, { 'x-api-key': 'partner-key' })).status).toBe(200);
