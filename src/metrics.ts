@@ -246,3 +246,12 @@ export const localFallbackKeys = new Gauge({
   help: 'Keys held by the in-memory fallback limiter (bounded by its capacity).',
   registers: [registry],
 });
+
+export const localFallbackRefusalsTotal = new Counter({
+  name: 'quotafed_local_fallback_refusals_total',
+  help:
+    'Requests the local fallback refused to keep its bound: in a window that began before this process started ' +
+    '(started-mid-window), or with no room for another key (full).',
+  labelNames: ['rule', 'reason'] as const,
+  registers: [registry],
+});

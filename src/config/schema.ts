@@ -272,6 +272,14 @@ export const Breaker = z.strictObject({
   localFallback: z.boolean().default(true),
   /** How many gateway instances share a region; the local fallback enforces limit / instances. */
   instancesPerRegion: z.number().int().positive().default(1),
+  /**
+   * When a process's local fallback may first admit. `nextWindow` (default): a window that began before the
+   * process started gets no local allowance, and a token bucket first seen starts empty and refills from the start,
+   * because a new process cannot know what the one it replaces admitted locally before it died (the bound counts
+   * instances, not process starts). `atOnce`: the full share at once; then each process start in a window during an
+   * outage may add another share (docs/federation.md §4).
+   */
+  localFallbackStart: z.enum(['nextWindow', 'atOnce']).default('nextWindow'),
 });
 
 export const Federation = z.strictObject({

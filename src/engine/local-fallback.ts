@@ -14,10 +14,9 @@
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
 // evicted first.
 import { randomUUID } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
 import { KEPT_WINDOWS, portion } from '../protocol/index.ts';
-import { localFallbackKeys } from '../metrics.ts';
+import { localFallbackKeys, localFallbackRefusalsTotal } from '../metrics.ts';
 import { outcomeBase } from './rules.ts';
 import type { Lease, RuleOutcome } from './types.ts';
 
@@ -66,6 +65,8 @@ export interface LocalFallback {
 
 const LOCAL_LEASE_PREFIX = 'local:';
 export const DEFAULT_LOCAL_CAPACITY = 100_000;
+/** How often a full fallback looks for keys that no longer matter before refusing a new one. */
+const PRUNE_WHEN_FULL_MS = 100;
 
 type Entry =
   | { kind: 'window'; windowStart: number; count: number; unsettled: number; rule: Rule; shard: number }
@@ -90,7 +91,16 @@ export interface LocalFallbackOptions {
    * federated rule's regional limit is then portion(amount, units) + portion(budget, units). Alone: the limit.
    */
   federation?: { units: number; budget: (rule: Rule) => number; federated: (rule: Rule) => boolean };
+  /**
+   * When this process started (epoch ms). A process cannot know what the one it replaces admitted locally before
+   * it died: a window that began before `startedAtMs` gets no local allowance here, and a token bucket first seen
+   * here starts with what it refilled since `startedAtMs`, not full. Omitted: no such guard (unit tests).
+   */
+  startedAtMs?: number;
 }
+
+/** Why the fallback refused a request it would otherwise have admitted (quotafed_local_fallback_refusals_total). */
+export type FallbackRefusal = 'started-mid-window' | 'full';
 
 /** Algorithms whose local admissions are written back to Redis (settle_fallback.lua): the window counters. */
 const SETTLED_ALGORITHMS: ReadonlySet<Rule['algorithm']> = new Set(['fixedWindow', 'slidingWindow']);
@@ -105,13 +115,59 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
     return portion(amount, federation.units) + portion(Math.max(0, federation.budget(rule)), federation.units);
   };
   const capacity = options.capacity ?? DEFAULT_LOCAL_CAPACITY;
-  // Least recently committed first out; a read (peek) does not refresh a key, a commit (set) does.
-  const entries = new LRUCache<string, Entry>({ max: capacity });
+  const startedAtMs = options.startedAtMs ?? Number.NEGATIVE_INFINITY;
+  // Never evicts: an evicted key with a running window would get its share again. When it is full of keys that
+  // still matter, a new key is refused after a prune (at most one per PRUNE_WHEN_FULL_MS).
+  const entries = new Map<string, Entry>();
+  let prunedWhenFullAt = Number.NEGATIVE_INFINITY;
+  const refused = (rule: Rule, reason: FallbackRefusal) => localFallbackRefusalsTotal.inc({ rule: rule.name, reason });
 
-  const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
+  const prune = (nowMs: number): void => {
+    const finished: string[] = [];
+    for (const key of entries.keys()) {
+      const entry = entries.get(key)!;
+      let done: boolean;
+      if (entry.kind === 'window') {
+        const ended = entry.windowStart + entry.rule.period <= nowMs;
+        const settleable =
+          entry.unsettled > 0 &&
+          SETTLED_ALGORITHMS.has(entry.rule.algorithm) &&
+          entry.windowStart >= nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period;
+        done = ended && !settleable;
+      } else if (entry.kind === 'concurrency') {
+        done = entry.inFlight <= 0;
+      } else {
+        // A bucket that has refilled is the same as no entry.
+        done = nowMs - entry.last >= entry.fillMs;
+      }
+      if (done) finished.push(key);
+    }
+    for (const key of finished) entries.delete(key);
+    localFallbackKeys.set(entries.size);
+  };
+
+  /** Room for `needed` keys it does not hold: prunes when full (at most once per PRUNE_WHEN_FULL_MS), never evicts. */
+  const hasRoom = (now: number, needed: number): boolean => {
+    if (entries.size + needed <= capacity) return true;
+    if (now - prunedWhenFullAt >= PRUNE_WHEN_FULL_MS) {
+      prunedWhenFullAt = now;
+      prune(now);
+    }
+    return entries.size + needed <= capacity;
+  };
+
+  const propose = (input: LocalRuleInput, cost: number, now: number, room: boolean): Proposal => {
     const { rule } = input;
     const base = { ...outcomeBase(rule), source: 'local-fallback' as const };
-    const current = entries.peek(input.key);
+    const current = entries.get(input.key);
+    if (current === undefined && !room) {
+      refused(rule, 'full');
+      return {
+        input,
+        next: { kind: 'concurrency', inFlight: 0 },
+        outcome: { ...base, allowed: false, remaining: 0, resetAtMs: now + 1_000, retryAfterMs: 1_000 },
+      };
+    }
 
     if (rule.algorithm === 'concurrency') {
       const allowedSlots = share(rule.limit, options.instancesPerRegion);
@@ -134,7 +190,9 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
     if (rule.algorithm === 'tokenBucket') {
       const capacityTokens = share(regional(rule, rule.burst ?? rule.limit), options.instancesPerRegion);
       const ratePerMs = share(regional(rule, rule.limit), options.instancesPerRegion) / rule.period;
-      const previous = current?.kind === 'bucket' ? current : { tokens: capacityTokens, last: now };
+      // First seen here: full, or, in a process that started less than a fill ago, what refilled since its start.
+      const fresh = Math.min(capacityTokens, Math.max(0, now - startedAtMs) * ratePerMs);
+      const previous = current?.kind === 'bucket' ? current : { tokens: fresh, last: now };
       const tokens = Math.min(capacityTokens, previous.tokens + Math.max(0, now - previous.last) * ratePerMs);
       const allowed = tokens >= cost;
       const after = allowed ? tokens - cost : tokens;
@@ -151,12 +209,15 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
       };
     }
 
-    const allowedCount = share(regional(rule, rule.limit), options.instancesPerRegion);
     const windowStart = now - (now % rule.period);
+    // A window this process did not see start may already hold its predecessor's local admissions.
+    const startedMidWindow = windowStart < startedAtMs;
+    const allowedCount = startedMidWindow ? 0 : share(regional(rule, rule.limit), options.instancesPerRegion);
     const same = current?.kind === 'window' && current.windowStart === windowStart;
     const count = same ? current.count : 0;
     const unsettled = same ? current.unsettled : 0;
     const allowed = count + cost <= allowedCount;
+    if (startedMidWindow) refused(rule, 'started-mid-window');
     const after = allowed ? count + cost : count;
     const resetAtMs = windowStart + rule.period;
     return {
@@ -168,7 +229,8 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
 
   return {
     decide(matched, cost, nowMs, commit = true) {
-      const proposals = matched.map((input) => propose(input, cost, nowMs));
+      const room = hasRoom(nowMs, new Set(matched.filter((input) => !entries.has(input.key)).map((input) => input.key)).size);
+      const proposals = matched.map((input) => propose(input, cost, nowMs, room));
       const allowed = proposals.every((p) => p.outcome.allowed || p.outcome.shadow);
       const leases: Lease[] = [];
       // A denial consumes nothing: state changes only when the whole request is admitted.
@@ -190,15 +252,15 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
           remote.push(lease);
           continue;
         }
-        const entry = entries.peek(lease.key);
+        const entry = entries.get(lease.key);
         if (entry?.kind === 'concurrency') entry.inFlight = Math.max(0, entry.inFlight - lease.slots);
       }
       return remote;
     },
     unsettled(nowMs) {
       const out: Unsettled[] = [];
-      for (const key of entries.rkeys()) {
-        const entry = entries.peek(key)!;
+      for (const key of entries.keys()) {
+        const entry = entries.get(key)!;
         if (entry.kind !== 'window' || entry.unsettled <= 0 || !SETTLED_ALGORITHMS.has(entry.rule.algorithm)) continue;
         if (entry.windowStart < nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period) continue;
         out.push({ rule: entry.rule, key, shard: entry.shard, windowStart: entry.windowStart, count: entry.unsettled });
@@ -207,33 +269,11 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
     },
     settled(items) {
       for (const item of items) {
-        const entry = entries.peek(item.key);
+        const entry = entries.get(item.key);
         if (entry?.kind === 'window' && entry.windowStart === item.windowStart) entry.unsettled = Math.max(0, entry.unsettled - item.count);
       }
     },
-    prune(nowMs) {
-      const finished: string[] = [];
-      for (const key of entries.rkeys()) {
-        const entry = entries.peek(key)!;
-        let done: boolean;
-        if (entry.kind === 'window') {
-          const ended = entry.windowStart + entry.rule.period <= nowMs;
-          const settleable =
-            entry.unsettled > 0 &&
-            SETTLED_ALGORITHMS.has(entry.rule.algorithm) &&
-            entry.windowStart >= nowMs - (nowMs % entry.rule.period) - SETTLE_WINDOWS * entry.rule.period;
-          done = ended && !settleable;
-        } else if (entry.kind === 'concurrency') {
-          done = entry.inFlight <= 0;
-        } else {
-          // A bucket that has refilled is the same as no entry.
-          done = nowMs - entry.last >= entry.fillMs;
-        }
-        if (done) finished.push(key);
-      }
-      for (const key of finished) entries.delete(key);
-      localFallbackKeys.set(entries.size);
-    },
+    prune,
     clear() {
       entries.clear();
       localFallbackKeys.set(0);

@@ -109,7 +109,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   const now = options.now ?? Date.now;
   const deadlineMs = options.decisionDeadlineMs ?? defaultDecisionDeadlineMs(current.config);
   const log = options.logger.child({ module: 'resilient-engine' });
-  const local = createRegionFallback(current.config, options.localCapacity);
+  const local = createRegionFallback(current.config, options.localCapacity, now());
   const settlement = createFallbackSettlement({ local, current, deadlineMs, now, log });
   const breaker = createStoreBreaker({
     settings: current.config.breaker,

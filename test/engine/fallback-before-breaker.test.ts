@@ -28,7 +28,7 @@ describe('the local fallback before the breaker opens', () => {
       region: 'us-east',
       redis: { url: server.url, commandTimeoutMs: 50 },
       // The breaker never opens in this test: every degraded decision below is taken with it closed.
-      breaker: { failureThreshold: 10_000, localFallback: true },
+      breaker: { failureThreshold: 10_000, localFallback: true, localFallbackStart: 'atOnce' },
       rules: [{ name: 'fo', by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: '1h', failMode: 'open' }],
     });
     redis = createRegionRedis(config);

@@ -17,7 +17,7 @@ describe('local fallback in a federation', () => {
   it('admits the region’s share of limit + budget per window (protocol.ts portion), not the whole limit; no fail-closed rule', async () => {
     const config = parseConfig({
       region: 'us-east',
-      breaker: { failureThreshold: 1, probeIntervalMs: 60_000, localFallback: true },
+      breaker: { failureThreshold: 1, probeIntervalMs: 60_000, localFallback: true, localFallbackStart: 'atOnce' },
       federation: {
         leakageBudget: 15,
         peers: [

@@ -12,7 +12,7 @@ describe('peek under an outage', () => {
       breaker: { localFallback: true, instancesPerRegion: 1 },
       rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 3, period: '1m', failMode: 'open' }],
     });
-    const local = createRegionFallback(config, 100);
+    const local = createRegionFallback(config, 100, 0);
     const matched = matchRules(config, { apiKey: 'k', ip: '10.0.0.1', method: 'GET', path: '/' });
     const at = 1_800_000_000_000;
     const decide = (peek: boolean) => degradedDecision({ matched, cost: 1, at, settings: config.breaker, local, peek });

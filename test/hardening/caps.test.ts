@@ -93,16 +93,20 @@ describe('in-process caps', () => {
       rule({ name: 'tb', algorithm: 'tokenBucket', burst: 5 }),
       rule({ name: 'cc', algorithm: 'concurrency', limit: 2 }),
     ];
+    let admitted = 0;
     for (let i = 0; i < 5 * capacity; i++) {
       const decided = local.decide(
         rules.map((r) => ({ rule: r, key: `${r.name}:${i}` })),
         1,
         Date.now(),
       );
-      expect(decided.allowed).toBe(true);
+      if (decided.allowed) admitted += 1;
       local.release(decided.leases);
+      expect(local.size).toBeLessThanOrEqual(capacity);
     }
-    expect(local.size).toBe(capacity);
+    // Full of keys that still count (running windows, buckets not yet refilled): new keys are refused, not evicted.
+    expect(local.size).toBeGreaterThanOrEqual(capacity - 2);
+    expect(admitted).toBeLessThan(capacity);
     expect(DEFAULT_LOCAL_CAPACITY).toBe(100_000);
     local.clear();
     expect(local.size).toBe(0);
@@ -120,7 +124,8 @@ describe('caps in Redis and on a running service', async () => {
     service = await startRegionService(
       seedConfig(redis.url, (raw) => {
         raw.redis = { url: redis.url, commandTimeoutMs: 300, connectTimeoutMs: 500 };
-        raw.breaker = { failureThreshold: 2, probeIntervalMs: 100, successThreshold: 1, localFallback: true };
+        // Admits at once after this start (the test's window began before it): the keys it fills are the point here.
+        raw.breaker = { failureThreshold: 2, probeIntervalMs: 100, successThreshold: 1, localFallback: true, localFallbackStart: 'atOnce' };
       }),
     );
   });

@@ -117,12 +117,42 @@ describe('local fallback', () => {
     expect(local.size).toBe(0);
   });
 
-  it('keeps at most `capacity` keys, evicting the least recently used', () => {
+  it('keeps at most `capacity` keys: a new key is refused while the others still count, never evicted', () => {
     const local = createLocalFallback({ instancesPerRegion: 1, capacity: 100 });
-    for (let i = 0; i < 10_000; i++) local.decide([{ rule: window, key: `k${i}` }], 1, at);
+    // k0 spends its whole share (10 per window), then 10,000 other keys pass through the same window.
+    for (let i = 0; i < 10; i++) expect(local.decide([{ rule: window, key: 'k0' }], 1, at).allowed).toBe(true);
+    let admittedOthers = 0;
+    for (let i = 1; i < 10_000; i++) if (local.decide([{ rule: window, key: `k${i}` }], 1, at).allowed) admittedOthers += 1;
     expect(local.size).toBe(100);
-    // k9999 is recent and kept its count; k0 was evicted and starts over.
-    expect(local.decide([{ rule: window, key: 'k9999' }], 1, at).outcomes[0]!.remaining).toBe(8);
-    expect(local.decide([{ rule: window, key: 'k0' }], 1, at).outcomes[0]!.remaining).toBe(9);
+    expect(admittedOthers).toBe(99);
+    // An evicting cache would have forgotten k0 and handed its share out again in the same window.
+    expect(local.decide([{ rule: window, key: 'k0' }], 1, at).allowed).toBe(false);
+    // Once Redis has counted them and their window ended, the keys no longer matter and room returns.
+    local.settled(local.unsettled(at));
+    expect(local.decide([{ rule: window, key: 'k-next' }], 1, at + window.period).allowed).toBe(true);
+  });
+
+  it('a process started mid-window admits nothing locally in that window; its buckets start empty', () => {
+    // The first process of this instance spends the share of the running window, then dies with it unsettled.
+    const first = createLocalFallback({ instancesPerRegion: 1, capacity: 100 });
+    for (let i = 0; i < 10; i++) expect(first.decide([{ rule: window, key: 'k' }], 1, at).allowed).toBe(true);
+    const restartedAt = at + 1_000;
+    const second = createLocalFallback({ instancesPerRegion: 1, capacity: 100, startedAtMs: restartedAt });
+    // Without the guard it would admit the share again: 20 in a window whose local bound is 10.
+    expect(second.decide([{ rule: window, key: 'k' }], 1, restartedAt + 1).allowed).toBe(false);
+    const windowStart = at - (at % window.period);
+    expect(second.decide([{ rule: window, key: 'k' }], 1, windowStart + window.period).allowed).toBe(true);
+
+    const tenPerMinute = { ...window, name: 'tb', algorithm: 'tokenBucket' as const, burst: 10 };
+    // 10 tokens per period refill at 10/period: 0.1 s after the start, one token is there, not ten.
+    const tokensAt = (ms: number) => {
+      const probe = createLocalFallback({ instancesPerRegion: 1, capacity: 100, startedAtMs: restartedAt });
+      let admitted = 0;
+      while (probe.decide([{ rule: tenPerMinute, key: 'b' }], 1, restartedAt + ms).allowed) admitted += 1;
+      return admitted;
+    };
+    expect(tokensAt(0)).toBe(0);
+    expect(tokensAt(window.period / 10)).toBe(1);
+    expect(tokensAt(window.period * 2)).toBe(10);
   });
 });

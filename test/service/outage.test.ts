@@ -51,7 +51,8 @@ describe('Redis outage', async () => {
         raw.region = 'fallback';
         raw.redis = { url: redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, connectTimeoutMs: 500 };
         raw.upstream = { url: upstream.url };
-        raw.breaker = { ...breaker, localFallback: true, instancesPerRegion: 2 };
+        // The windows began before this start: `atOnce` lets its fallback admit in them (the default waits a window).
+        raw.breaker = { ...breaker, localFallback: true, instancesPerRegion: 2, localFallbackStart: 'atOnce' };
         raw.rules = rules;
       }),
       { logger: log.logger.child({ instance: 'fallback' }) },
