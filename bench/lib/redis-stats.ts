@@ -10,6 +10,14 @@ export async function commandCalls(redis: Redis): Promise<CommandCalls> {
   return calls;
 }
 
+/** Microseconds Redis spent inside each command so far (INFO commandstats usec; a script's inner calls count in it too). */
+export async function commandMicros(redis: Redis): Promise<CommandCalls> {
+  const text = await redis.info('commandstats');
+  const micros: CommandCalls = {};
+  for (const match of text.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) micros[match[1]!] = Number(match[2]);
+  return micros;
+}
+
 /** Microseconds Redis spent in scripts (EVAL/EVALSHA/FCALL, including the commands they call) so far. */
 export async function scriptMicros(redis: Redis): Promise<number> {
   const text = await redis.info('commandstats');

@@ -23,7 +23,7 @@ import type { KeyedLoadFigures, KeyedLoadOptions } from '../lib/keyed-load.ts';
 import { processCpuMicros, runKeyedLoad, startServer, type ServerProcess } from '../lib/processes.ts';
 import { progress } from '../lib/progress.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../lib/prom-text.ts';
-import { callsDelta, commandCalls, netBytes, totalCalls, usedMemory, type CommandCalls } from '../lib/redis-stats.ts';
+import { callsDelta, commandCalls, commandMicros, netBytes, totalCalls, usedMemory, type CommandCalls } from '../lib/redis-stats.ts';
 import { round } from '../lib/stats.ts';
 import type { Row, Table } from '../lib/table.ts';
 
@@ -217,6 +217,8 @@ async function drain(sender: RegionUnderTest, maxMs: number): Promise<number> {
 interface Snapshot {
   cpu: { service: number; redis: number }[];
   calls: CommandCalls[];
+  /** The sending Redis's µs inside each command. */
+  senderMicros: CommandCalls;
   memory: number[];
   netInput: number[];
   metrics: string[];
@@ -225,10 +227,11 @@ interface Snapshot {
 async function snapshot(regions: readonly RegionUnderTest[], withMetrics: boolean): Promise<Snapshot> {
   // Redis readings first, CPU last: the INFO calls themselves cost the bench, not the limiter.
   const calls = await Promise.all(regions.map((region) => commandCalls(region.admin)));
+  const senderMicros = await commandMicros(regions[0]!.admin);
   const memory = await Promise.all(regions.map((region) => usedMemory(region.admin)));
   const netInput = (await Promise.all(regions.map((region) => netBytes(region.admin)))).map((net) => net.input);
   const metrics = withMetrics ? await Promise.all(regions.map(metricsText)) : [];
-  return { cpu: regions.map(cpuOf), calls, memory, netInput, metrics };
+  return { cpu: regions.map(cpuOf), calls, senderMicros, memory, netInput, metrics };
 }
 
 /** Figures of one side (standalone or federated) of one case. */
@@ -239,6 +242,8 @@ interface SideFigures {
   senderRedisUs: number;
   wholeUs: number;
   commandsPerDecision: number;
+  /** The sending Redis per decision, by command: calls and µs inside Redis (commandstats). */
+  byCommand: Record<string, { calls: number; micros: number }>;
   netInputPerDecision: number;
   memoryPerKey: number;
   peerMemoryPerKey?: number;
@@ -309,13 +314,15 @@ async function measureSide(
     const before = await snapshot(regions, federated);
     progress(`federation ${bench.label}, ${side}: saturation, ${SATURATION_CONNECTIONS} connections (${sizes.seconds} s)`);
     const saturation = await load({});
-    const end = await memoryAtEnd(regions);
     let backlogLeft: number | undefined;
     if (federated) {
       progress(`federation ${bench.label}, ${side}: waiting for the peers to catch up (at most ${Math.round(drainMs / 1000)} s)`);
       backlogLeft = await drain(sender, drainMs);
     }
     const after = await snapshot(regions, federated);
+    // After the CPU reading: counting the state keys SCANs every key, which is the bench's work, not the limiter's
+    // (at 1 M keys it cost about a second of the sending Redis's CPU, charged to the decisions before).
+    const end = await memoryAtEnd(regions);
 
     const decisions = saturation.requests;
     const cpuDelta = (i: number, part: 'service' | 'redis') => after.cpu[i]![part] - before.cpu[i]![part];
@@ -331,6 +338,7 @@ async function measureSide(
       senderRedisUs: cpuDelta(0, 'redis') / decisions,
       wholeUs: whole / decisions,
       commandsPerDecision: totalCalls(callsDelta(before.calls[0]!, after.calls[0]!)) / decisions,
+      byCommand: byCommand(callsDelta(before.calls[0]!, after.calls[0]!), before.senderMicros, after.senderMicros, decisions),
       netInputPerDecision: netInput / decisions,
       memoryPerKey: memoryPerKey(0),
       memoryUsage: end.memoryUsage,
@@ -375,6 +383,41 @@ async function measureSide(
   } finally {
     await stopRegions(regions);
   }
+}
+
+function byCommand(
+  calls: CommandCalls,
+  before: CommandCalls,
+  after: CommandCalls,
+  decisions: number,
+): Record<string, { calls: number; micros: number }> {
+  const out: Record<string, { calls: number; micros: number }> = {};
+  for (const [name, count] of Object.entries(calls))
+    out[name] = { calls: count / decisions, micros: ((after[name] ?? 0) - (before[name] ?? 0)) / decisions };
+  return out;
+}
+
+/** Where the sending Redis's time goes, command by command, on both sides (the commands a script runs count twice: in it and alone). */
+function commandTable(bench: BenchCase, standalone: SideFigures, federated: SideFigures): Table {
+  const names = [...new Set([...Object.keys(standalone.byCommand), ...Object.keys(federated.byCommand)])].sort(
+    (a, b) => (federated.byCommand[b]?.micros ?? 0) - (federated.byCommand[a]?.micros ?? 0),
+  );
+  return {
+    id: `federation-commands-${bench.id}`,
+    title: `10c. Federation at scale, ${bench.label} keys: the sending Redis per decision, by command`,
+    columns: ['command', 'standalone calls', 'standalone µs', 'federated calls', 'federated µs'],
+    rows: names.map((name) => ({
+      command: name,
+      'standalone calls': round(standalone.byCommand[name]?.calls ?? 0, 3),
+      'standalone µs': round(standalone.byCommand[name]?.micros ?? 0, 2),
+      'federated calls': round(federated.byCommand[name]?.calls ?? 0, 3),
+      'federated µs': round(federated.byCommand[name]?.micros ?? 0, 2),
+    })),
+    notes: [
+      'INFO commandstats over the same interval as the CPU figures: µs inside Redis per decision, without the parsing, the ' +
+        'networking and the other work of its event loop; a script (fcall) includes the commands it calls, which also show alone.',
+    ],
+  };
 }
 
 const ratioOf = (federated: number | undefined, standalone: number | undefined) =>
@@ -541,7 +584,7 @@ export const federationSection: Section = async (ctx) => {
     process.stderr.write(
       `\n${table.rows.map((row) => `  ${row.measure}: ${row.standalone ?? '–'} → ${row.federated ?? '–'}`).join('\n')}\n`,
     );
-    tables.push(table);
+    tables.push(table, commandTable(bench, standalone, federated));
     targets.push(...targetRows(bench, standalone, federated));
   }
   tables.push({
