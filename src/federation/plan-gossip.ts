@@ -55,7 +55,7 @@ export function createPlanGossip(options: PlanGossipOptions): PlanGossip {
   const log = options.logger.child({ module: 'plan-gossip' });
   const peers = peerTargets(config);
   const timeoutMs = Math.max(config.redis.commandTimeoutMs, config.redis.connectTimeoutMs);
-  let retrying: Promise<number> | undefined;
+  let retrying = false;
 
   /** Stores the writes in one peer's Redis; the fields stored (removed from the outbox). */
   const sendTo = async (peer: (typeof peers)[number], writes: ReadonlyArray<{ apiKey: string; assignment: PlanAssignment }>) => {
@@ -102,10 +102,12 @@ export function createPlanGossip(options: PlanGossipOptions): PlanGossip {
   };
 
   const timer = setInterval(() => {
-    retrying ??= retryOnce()
+    if (retrying) return;
+    retrying = true;
+    void retryOnce()
       .catch(() => 0)
       .finally(() => {
-        retrying = undefined;
+        retrying = false;
       });
   }, options.retryMs);
   timer.unref();
