@@ -12,6 +12,8 @@
 // Recovery:      qf:meta:recovery            (lock: one process of the region runs the start-up check)
 // Replay record: qf:seen:<region>            (ZSET of gossip sequence numbers applied from that region)
 // Admin lists:   qf:lists                    (HASH: the allow/deny entries added through the admin API, and `v`)
+// Admin plans:   qf:plans                    (HASH: the plan assignments of the admin API, one field per write, and `v`)
+// Plan outbox:   qf:plans:pending            (HASH: assignments written here that a peer has not stored yet)
 // Gossip queue:  BullMQ prefix {qf} (hash-tagged so a queue lives in one cluster slot)
 // Everything of one shard shares one cluster slot, so a decision and its bookkeeping are one atomic script.
 //
@@ -123,6 +125,19 @@ export const STATE_KEY_PATTERN = /^qf:\{s\d{1,3}\}:[A-Za-z0-9_.-]{1,64}:[A-Za-z0
  * changes, so each process re-reads the whole hash only when `v` moved. One key: one slot on a Redis Cluster.
  */
 export const LISTS_KEY = `${KEY_PREFIX}:lists`;
+
+/**
+ * The plan assignments of the admin API (src/engine/admin-plans.ts), in every region: a HASH with one field per
+ * write, `a:<at ms>:<region>:<apiKey>` → `{"plan":…,"previous":…}` (the newest per API key wins), and the change
+ * counter `v`, as LISTS_KEY. One key: one slot on a Redis Cluster.
+ */
+export const PLANS_KEY = `${KEY_PREFIX}:plans`;
+
+/**
+ * Assignments written in this region that a peer has not stored yet (src/federation/plan-gossip.ts): a HASH whose
+ * fields are `<peer>|<field of PLANS_KEY>` and whose values are the write's; retried until the peer stores it.
+ */
+export const PLANS_PENDING_KEY = `${KEY_PREFIX}:plans:pending`;
 
 /** One gossip publisher per region at a time. */
 export const PUBLISHER_LOCK_KEY = `${META_KEY}:publisher`;

@@ -167,7 +167,7 @@ export const peeksTotal = new Counter({
 
 export const unlimitedDecisionsTotal = new Counter({
   name: 'quotafed_unlimited_decisions_total',
-  help: "Envoy descriptors answered OK by an unlimited rule (envoyproxy/ratelimit's unlimited: true; nothing counted), by rule and endpoint (envoy:<domain>).",
+  help: "Decisions a rule skipped as unlimited, nothing counted: Envoy descriptors of an unlimited rule (envoyproxy/ratelimit's unlimited: true; endpoint envoy:<domain>) and API keys on an unlimited plan (docs/plans.md; the plan-aware rule), by rule and endpoint.",
   labelNames: ['rule', 'endpoint'] as const,
   registers: [registry],
 });

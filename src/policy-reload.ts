@@ -64,7 +64,8 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
     if (
       isDeepStrictEqual(current.rules, next.rules) &&
       isDeepStrictEqual(current.federation, next.federation) &&
-      isDeepStrictEqual(current.lists, next.lists)
+      isDeepStrictEqual(current.lists, next.lists) &&
+      isDeepStrictEqual(current.plans, next.plans)
     ) {
       return { ok: true, rules, changed: false };
     }

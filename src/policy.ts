@@ -8,7 +8,7 @@ import type { Config } from './config/schema.ts';
  * What a reload may change, as config paths. Every other setting (ports, Redis, peers, secrets, weights, logLevel:
  * pino child loggers keep their level) needs a restart, and `restartOnlyChanges` derives that list from this one.
  */
-export const RELOADABLE = ['rules', 'envoy', 'federation.leakageBudget', 'lists.allow', 'lists.deny'] as const;
+export const RELOADABLE = ['rules', 'envoy', 'federation.leakageBudget', 'lists.allow', 'lists.deny', 'plans'] as const;
 
 /** Read once at start-up and meaningless afterwards: a reload ignores them (dropping `bootstrap` after the first start). */
 const START_UP_ONLY: readonly string[] = ['federation.bootstrap'];

@@ -22,6 +22,9 @@ import { federationAdminRoutes } from './http/federation-admin.ts';
 import { keyResetRoutes } from './http/key-reset.ts';
 import { listsAdminRoutes } from './http/lists-admin.ts';
 import { createAdminLists, type AdminLists } from './engine/admin-lists.ts';
+import { createAdminPlans, type AdminPlans } from './engine/admin-plans.ts';
+import { createPlanGossip } from './federation/plan-gossip.ts';
+import { plansAdminRoutes } from './http/plans-admin.ts';
 import { topKeysAdminRoutes } from './http/top-keys-admin.ts';
 import { startFederation, type Federation } from './federation/index.ts';
 import { startRlsServer } from './grpc/server.ts';
@@ -143,6 +146,8 @@ export interface RegionEngine {
   engine: ResilientEngine;
   /** The allow and deny entries added through the admin API (the region's Redis), matched before every rule. */
   lists: AdminLists;
+  /** The plan assignments of the admin API (the region's Redis, gossiped to every region), which win over `plans.keys`. */
+  plans: AdminPlans;
   /** Closes the engine and then the Redis connection. */
   close(): Promise<void>;
 }
@@ -197,6 +202,7 @@ export async function createRegionEngine(
     );
   }
   const lists = createAdminLists({ redis, refreshMs: config.lists.refreshMs, logger });
+  const plans = createAdminPlans({ redis, refreshMs: config.lists.refreshMs, logger });
   // Off unless an OTLP endpoint is configured: then, and only then, the OpenTelemetry SDK is imported.
   const tracer = await startTracing(config);
   if (tracer) logger.info({ event: 'tracing.started' }, 'decision spans exported over OTLP/HTTP');
@@ -206,14 +212,17 @@ export async function createRegionEngine(
     probe: () => redis.ping(),
     logger,
     adminLists: lists,
+    adminPlans: plans,
     tracer,
   });
   return {
     redis,
     engine,
     lists,
+    plans,
     async close() {
       lists.close();
+      plans.close();
       await engine.close();
       await tracer
         ?.shutdown()
@@ -255,6 +264,12 @@ export async function startRegionService(config: Config, options: RegionServiceO
   policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
   if (federation) policy.onChange((next) => federation.updateRules(next));
   const adminRoutes = [...(options.adminRoutes ?? []), listsAdminRoutes({ lists: region.lists, policy }), topKeysAdminRoutes(engine)];
+  // Plan assignments reach every peer's Redis; those a peer misses are retried from this region's outbox.
+  const planGossip =
+    federation && config.federation.peers.length > 0
+      ? createPlanGossip({ config, redis, logger, retryMs: Math.max(1_000, 5 * config.lists.refreshMs) })
+      : undefined;
+  adminRoutes.push(plansAdminRoutes({ plans: region.plans, gossip: planGossip, policy, logger }));
   adminRoutes.push(
     keyResetRoutes({
       get config() {
@@ -262,6 +277,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
       },
       redis,
       forget: (keys) => engine.forget(keys),
+      withPlan: (request) => engine.withPlan(request),
       logger,
     }),
   );
@@ -337,6 +353,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const hooks: ShutdownHook[] = [];
   if (reloader) hooks.push(() => reloader.close());
   if (federation) hooks.push(() => federation.close());
+  if (planGossip) hooks.push(() => planGossip.close());
   if (dashboardSource) hooks.push(() => dashboardSource.close());
   let closing: Promise<void> | undefined;
   const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;

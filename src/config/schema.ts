@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parseIpRange } from './cidr.ts';
 import { TopKeysSettings, TracingSettings } from './observability.ts';
 import { ENVOY_UNITS, type EnvoyUnit } from './envoy-units.ts';
+import { expandPlans, PLAN_NAME, planProblems, UNLIMITED } from './plans.ts';
 
 const DURATION_FORMS = 'expected a duration: a whole number of milliseconds, or "500ms", "10s", "1m", "1h" or "1d"';
 
@@ -470,6 +471,45 @@ export const Lists = z.strictObject({
   refreshMs: Duration.pipe(z.number().min(100).max(600_000)).default(1_000),
 });
 
+/** A plan's name: it appears in derived rule names (`per-key.plan-pro`), metrics and the admin API. */
+export const PlanName = z.string().regex(PLAN_NAME, { error: 'plan names use letters, digits, "_" and "-" (1-32 chars)' });
+
+/** What a plan changes in one rule: its limit and, optionally, burst and period (docs/plans.md). */
+export const PlanOverride = z
+  .strictObject({
+    limit: z.number().int().positive().max(1_000_000_000).optional(),
+    burst: z.number().int().positive().max(1_000_000_000).optional(),
+    period: Duration.optional(),
+  })
+  .refine((override) => override.limit !== undefined || override.burst !== undefined || override.period !== undefined, {
+    error: 'a plan override sets limit, burst or period (or is "unlimited")',
+  });
+
+const UNLIMITED_VALUE = z.literal(UNLIMITED, { error: 'expected "unlimited" or an override such as { limit: 100 }' });
+
+/** One tier: `unlimited`, or per rule name `{ limit, burst?, period? }` or `unlimited`. */
+export const PlanTier = z.union([UNLIMITED_VALUE, z.record(z.string(), z.union([UNLIMITED_VALUE, PlanOverride]))], {
+  error: 'expected "unlimited" or per rule name an override such as { limit: 100 }',
+});
+
+/**
+ * `plans`: the limits of plan-aware rules per plan, the plan of API keys from the config, and the default plan
+ * (docs/plans.md). Assignments from the admin API (PUT /admin/plans/<apiKey>) win over `keys`.
+ *
+ * @example
+ * ```ts
+ * Plans.parse({ default: 'free', tiers: { free: { 'per-key': { limit: 100 } }, unlimited: 'unlimited' }, keys: { 'partner-key': 'unlimited' } });
+ * ```
+ */
+export const Plans = z.strictObject({
+  /** The plan of an API key that no assignment names; absent: such keys are decided by the rules as written. */
+  default: PlanName.optional(),
+  /** Plan name → tier (names are checked with the rules: src/config/plans.ts). */
+  tiers: z.record(z.string(), PlanTier).default({}),
+  /** API key → plan. */
+  keys: z.record(z.string().min(1).max(65_536), PlanName).default({}),
+});
+
 export const PathSettings = z.strictObject({
   /** Match (and forward) paths as sent; by default they are folded to lower case, so /CHECKOUT is /checkout. */
   caseSensitive: z.boolean().default(false),
@@ -554,6 +594,8 @@ export const Config = z
     topKeys: TopKeysSettings.prefault({}),
     /** OpenTelemetry spans of decisions; absent: only OTEL_EXPORTER_OTLP_ENDPOINT turns them on. */
     tracing: TracingSettings.optional(),
+    /** Plans per API key (docs/plans.md); reloadable. */
+    plans: Plans.prefault({}),
     rules: z.array(Rule).min(1),
   })
   .superRefine((config, ctx) => {
@@ -614,7 +656,11 @@ export const Config = z
         ctx.addIssue({ code: 'custom', path: ['federation', 'peers', index, 'name'], message: `duplicate region name "${peer.name}"` });
       names.add(peer.name);
     });
-  });
+    for (const problem of planProblems(config.plans, config.rules))
+      ctx.addIssue({ code: 'custom', path: ['plans', ...problem.path], message: problem.message });
+  })
+  // Each (plan-aware rule, plan) pair with its own parameters becomes a configured rule (src/config/plans.ts).
+  .transform((config) => ({ ...config, ...expandPlans(config) }));
 /**
  * A validated region config, with every default filled in: what the engines and the service take.
  *

@@ -5,12 +5,14 @@
 // (top-keys.ts) and, when a tracer is given, a span per decision (decision-tracer.ts), so every front end (gateway,
 // /v1/check, the embedded middleware) decides and is observed the same way.
 import { performance } from 'node:perf_hooks';
+import { isDeepStrictEqual } from 'node:util';
 import { withDeadline } from '../deadline.ts';
 import type { Config } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
-import { limiterOverheadSeconds, listMatchesTotal } from '../metrics.ts';
+import { limiterOverheadSeconds, listMatchesTotal, OTHER_ENDPOINT, unlimitedDecisionsTotal } from '../metrics.ts';
 import { combinedVerdict, compileLists, NO_LISTS } from './access-lists.ts';
 import type { AdminLists } from './admin-lists.ts';
+import type { AdminPlans } from './admin-plans.ts';
 import type { Breaker } from './breaker.ts';
 import { recordDecision } from './decision-metrics.ts';
 import type { DecisionTracer } from './decision-tracer.ts';
@@ -21,11 +23,13 @@ import { asForgetter, type EngineInUse } from './inner-engine.ts';
 import { releaseLeases, type LeaseReleaseContext } from './lease-release.ts';
 import { decideByRedis, defaultDecisionDeadlineMs, type RedisDecisionContext } from './redis-decision.ts';
 import { createRegionFallback } from './region-fallback.ts';
+import { choosePlan, hasPlanRules, type ReloadedPlans } from './plans.ts';
 import { matchRules } from './rules.ts';
 import { createStoreBreaker } from './store-breaker.ts';
 import { createTopKeys, type TopKeys } from './top-keys.ts';
 import { exposeTopKeys } from './top-keys-metrics.ts';
 import type { Decision, DecisionEngine, Lease, MatchedRule, ObservedDecision, RequestContext } from './types.ts';
+import type { Rule } from '../config/schema.ts';
 import { createGrantWaits, waitBudgetMs, waitForGrant } from './wait-for-grant.ts';
 
 /**
@@ -51,6 +55,8 @@ export interface ResilientEngine extends DecisionEngine {
    * local fallback stay (an outage in progress stays an outage); in-flight decisions finish on the old engine.
    */
   swap(next: { config: Config; inner: DecisionEngine }): Promise<void>;
+  /** The request with the caller's plan filled in (docs/plans.md), as a decision sees it; unchanged without plans. */
+  withPlan(request: RequestContext): RequestContext;
   /** Forget what this process remembers of these state keys (the over-limit cache): an operator reset them. */
   forget(keys: readonly string[]): void;
 }
@@ -75,6 +81,11 @@ export interface ResilientEngineOptions {
    * Without it only the config's lists apply.
    */
   adminLists?: Pick<AdminLists, 'compiled'>;
+  /**
+   * The plan assignments of the admin API (createAdminPlans), which win over the config's `plans.keys`. Without it
+   * only the config's plans apply.
+   */
+  adminPlans?: Pick<AdminPlans, 'assignment'>;
   /** A span per decision (startTracing; its creator shuts it down); without it tracing costs nothing. */
   tracer?: DecisionTracer | undefined;
 }
@@ -149,6 +160,18 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   // The lists come before every rule, in every way in: an allowed caller costs no Redis call, a denied one none either.
   let configLists = compileLists(current.config.lists);
   const adminLists = options.adminLists;
+  const adminPlans = options.adminPlans;
+  /** The plans before the last reload that changed them: a key whose configured plan changed is in transition. */
+  let reloadedPlans: ReloadedPlans | undefined;
+  let plansActive = hasPlanRules(current.config);
+  /** The caller's plan, when some rule takes one (docs/plans.md). */
+  const planned = (request: RequestContext): RequestContext => {
+    if (!plansActive || request.apiKey === undefined || request.plan !== undefined) return request;
+    const plan = choosePlan(current.config, adminPlans?.assignment(request.apiKey), request.apiKey, now(), reloadedPlans);
+    return { ...request, plan };
+  };
+  const countUnlimited = (rule: Rule, endpoint: string | undefined) =>
+    unlimitedDecisionsTotal.inc({ rule: rule.name, endpoint: endpoint ?? OTHER_ENDPOINT });
   /**
    * maxWaitMs (wait-for-grant.ts): a false denial is decided again, a little later each time (one request at a
    * time per caller and rules), until admitted, denied for good (a true denial, a Redis failure, the breaker
@@ -159,15 +182,16 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
   const unexpose = topKeys ? exposeTopKeys({ topKeys, rules: () => current.config.rules }) : undefined;
 
   /** One decision; `timing` (a traced decision only) collects the rules matched and the time spent on Redis. */
-  const decideOnce = async (request: RequestContext, timing?: DecisionTiming): Promise<ObservedDecision> => {
+  const decideOnce = async (asked: RequestContext, timing?: DecisionTiming): Promise<ObservedDecision> => {
     const started = performance.now();
+    const request = planned(asked);
     const list = combinedVerdict(configLists, adminLists?.compiled() ?? NO_LISTS, request);
     if (list !== undefined) {
       listMatchesTotal.inc({ list: list.list, kind: list.kind });
       limiterOverheadSeconds.observe((performance.now() - started) / 1000);
       return { allowed: list.list === 'allow', outcomes: [], binding: undefined, leases: [], list, endpoint: endpointOf([]) };
     }
-    const matched = matchRules(current.config, request);
+    const matched = matchRules(current.config, request, request.peek === true ? undefined : countUnlimited);
     const endpoint = endpointOf(matched);
     if (timing !== undefined) timing.rules = matched.map((entry) => entry.rule.name);
     let decision: Decision;
@@ -229,6 +253,8 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     },
     async swap(next) {
       const previous = current.inner;
+      if (!isDeepStrictEqual(current.config.plans, next.config.plans)) reloadedPlans = { plans: current.config.plans, at: now() };
+      plansActive = hasPlanRules(next.config);
       current.config = next.config;
       rulesByName = new Map(current.config.rules.map((rule) => [rule.name, rule]));
       configLists = compileLists(current.config.lists);
@@ -236,6 +262,7 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
       topKeys?.retain(current.config.rules);
       await previous.close();
     },
+    withPlan: planned,
     // Chosen once: without a tracer a decision does not even look for one.
     decide: tracer === undefined ? (request) => decideOnce(request) : decideTraced,
     forget(keys) {

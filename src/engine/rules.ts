@@ -4,8 +4,9 @@ import { TrieRouter } from 'hono/router/trie-router';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { stateKeyOf } from '../keys.ts';
 import { matchDescriptor } from './descriptors.ts';
+import { configuredPlan } from './plans.ts';
 import { createIdentityCache, type Identity, type IdentityCache } from './identity-cache.ts';
-import type { MatchedRule, RequestContext } from './types.ts';
+import type { MatchedRule, PlanChoice, RequestContext } from './types.ts';
 
 /** Identities longer than this are hashed every time: a cache of 8 KB API keys would cost more than it saves. */
 const IDENTITY_CACHE_MAX_CHARS = 256;
@@ -14,6 +15,10 @@ interface CompiledRule {
   rule: Rule;
   /** Which dimension value is the principal (the API key, else the IP); -1: the rule name and all values. */
   principalAt: number;
+  /** A rule a plan derives (`per-key.plan-pro`): decided only in place of its plan-aware rule, never on its own. */
+  derived: boolean;
+  /** A plan-aware rule: per plan, the index of the rule that decides it, or null (unlimited). */
+  plans: Map<string, number | null> | undefined;
 }
 
 interface CompiledRules {
@@ -26,7 +31,8 @@ interface CompiledRules {
 
 const compiled = new WeakMap<readonly Rule[], CompiledRules>();
 
-function compile(rules: readonly Rule[]): CompiledRules {
+function compile(config: Pick<Config, 'rules'> & Partial<Pick<Config, 'plans'>>): CompiledRules {
+  const { rules } = config;
   let result = compiled.get(rules);
   if (result) return result;
   const router = new TrieRouter<{ index: number; pattern: string }>();
@@ -37,9 +43,18 @@ function compile(rules: readonly Rule[]): CompiledRules {
       routes++;
     }
   });
-  const byRule = rules.map((rule) => {
+  const indexOf = new Map(rules.map((rule, index) => [rule.name, index]));
+  const derived = config.plans?.derived ?? {};
+  const planRoutes = config.plans?.routes ?? {};
+  const byRule = rules.map((rule): CompiledRule => {
     const apiKeyAt = rule.by.indexOf('apiKey');
-    return { rule, principalAt: apiKeyAt !== -1 ? apiKeyAt : rule.by.indexOf('ip') };
+    const route = Object.hasOwn(planRoutes, rule.name) ? planRoutes[rule.name]! : undefined;
+    return {
+      rule,
+      principalAt: apiKeyAt !== -1 ? apiKeyAt : rule.by.indexOf('ip'),
+      derived: Object.hasOwn(derived, rule.name),
+      plans: route && new Map(Object.entries(route).map(([plan, name]) => [plan, name === null ? null : (indexOf.get(name) ?? null)])),
+    };
   });
   result = {
     router: routes > 0 ? router : undefined,
@@ -69,7 +84,7 @@ export function outcomeBase(rule: Rule) {
 
 /** Entries in the identity cache of these rules (for tests of its bound). */
 export function identityCacheSize(config: Pick<Config, 'rules'>): number {
-  return compile(config.rules).identities.size;
+  return compile(config).identities.size;
 }
 
 function dimensionValue(dimension: Dimension, request: RequestContext, endpoint: string | undefined, method: string): string | undefined {
@@ -108,6 +123,30 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
   return identity;
 }
 
+/** The rule a plan-aware rule decides by under `plan`: its index, or null (unlimited); the rule itself without a plan. */
+function routed(entry: CompiledRule, index: number, plan: string | undefined): number | null {
+  if (plan === undefined) return index;
+  const target = entry.plans!.get(plan);
+  return target === undefined ? index : target;
+}
+
+/**
+ * The rules that decide a plan-aware rule (at `index`) for this choice: the plan's rule and, while the change from
+ * the previous plan is younger than the longer of the two rules' periods plus maxClockSkewMs, the previous plan's
+ * too (both must admit). Empty: unlimited.
+ */
+function planRules(rules: readonly CompiledRule[], index: number, choice: PlanChoice, skewMs: number): number[] {
+  const entry = rules[index]!;
+  const current = routed(entry, index, choice.plan);
+  if (choice.changedAt === undefined) return current === null ? [] : [current];
+  const previous = routed(entry, index, choice.previous);
+  if (previous === current) return current === null ? [] : [current];
+  const period = Math.max(current === null ? 0 : rules[current]!.rule.period, previous === null ? 0 : rules[previous]!.rule.period);
+  const open = (choice.now ?? Date.now()) < choice.changedAt + period + skewMs;
+  const chosen = open ? [current, previous] : [current];
+  return chosen.filter((at): at is number => at !== null);
+}
+
 /**
  * The rules of `config` that apply to `request`, each with the Redis state key of this caller under it.
  *
@@ -117,9 +156,13 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
  * console.log(matched.map((m) => m.rule.name)); // e.g. ['per-key', 'search']
  * ```
  */
-export function matchRules(config: Pick<Config, 'rules'>, request: RequestContext): MatchedRule[] {
+export function matchRules(
+  config: Pick<Config, 'rules'> & Partial<Pick<Config, 'plans' | 'federation'>>,
+  request: RequestContext,
+  onUnlimited?: (rule: Rule, endpoint: string | undefined) => void,
+): MatchedRule[] {
   if (request.descriptor) return matchDescriptor(config, request.descriptor);
-  const compiledRules = compile(config.rules);
+  const compiledRules = compile(config);
   const { router, rules } = compiledRules;
   let endpointOf: Map<number, string> | undefined;
   if (router) {
@@ -135,7 +178,7 @@ export function matchRules(config: Pick<Config, 'rules'>, request: RequestContex
   for (let index = 0; index < rules.length; index++) {
     const entry = rules[index]!;
     const { rule } = entry;
-    if (rule.match.envoy) continue;
+    if (rule.match.envoy || entry.derived) continue;
     if (!identityApplies(rule, hasKey)) continue;
     if (rule.match.methods && !rule.match.methods.includes(method)) continue;
     const endpoint = endpointOf?.get(index);
@@ -151,8 +194,19 @@ export function matchRules(config: Pick<Config, 'rules'>, request: RequestContex
       dimensions.push(value);
     }
     if (!complete) continue;
-    const { key, principal, shard } = identityOf(compiledRules, index, entry, dimensions);
-    matched.push({ rule, key, principal, endpoint, shard });
+    if (entry.plans === undefined) {
+      const { key, principal, shard } = identityOf(compiledRules, index, entry, dimensions);
+      matched.push({ rule, key, principal, endpoint, shard });
+      continue;
+    }
+    // A plan-aware rule: the rules of the caller's plan (and of the previous one in a transition) decide it.
+    const choice = request.plan ?? { plan: config.plans ? configuredPlan(config.plans, request.apiKey ?? '') : undefined };
+    const deciding = planRules(rules, index, choice, config.federation?.maxClockSkewMs ?? 0);
+    if (deciding.length === 0) onUnlimited?.(rule, endpoint);
+    for (const at of deciding) {
+      const { key, principal, shard } = identityOf(compiledRules, at, rules[at]!, dimensions);
+      matched.push({ rule: rules[at]!.rule, key, principal, endpoint, shard });
+    }
   }
   return matched;
 }

@@ -32,6 +32,28 @@ export interface RequestContext {
    * a grant, nothing counted by the local fallback (`POST /v1/check` with `"consume": false`, `limiter.peek`).
    */
   peek?: boolean;
+  /**
+   * The caller's plan (src/engine/plans.ts), which picks the rule a plan-aware rule decides by; the resilient
+   * engine fills it in. Absent: the config's plan of the key, without a transition.
+   */
+  plan?: PlanChoice | undefined;
+}
+
+/**
+ * The plan a request is decided under (docs/plans.md): `plan` (undefined: none, the rules as written) and, while
+ * the key's plan changes, the plan it changes from, when (epoch ms) and the time of the decision: a plan-aware rule
+ * then decides under both until the longer of the two rules' periods plus maxClockSkewMs has passed.
+ *
+ * @example
+ * ```ts
+ * const request: RequestContext = { apiKey: 'k', ip: '192.0.2.1', method: 'GET', path: '/', plan: { plan: 'pro', previous: 'free', changedAt: 1767225600000, now: Date.now() } };
+ * ```
+ */
+export interface PlanChoice {
+  plan: string | undefined;
+  previous?: string | undefined;
+  changedAt?: number;
+  now?: number;
 }
 
 /** One descriptor of an Envoy RateLimitRequest, with the request's domain. */

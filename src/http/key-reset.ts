@@ -7,6 +7,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Config } from '../config/schema.ts';
 import { matchRules } from '../engine/rules.ts';
+import type { RequestContext } from '../engine/types.ts';
 import { resetStateKeys } from '../federation/key-reset.ts';
 import type { Logger } from '../log.ts';
 import { keyResetsTotal } from '../metrics.ts';
@@ -22,6 +23,8 @@ export interface KeyResetDeps {
   redis: Redis | Cluster;
   /** Forget this process's cached denials of the keys (the engine's `forget`). */
   forget: (keys: readonly string[]) => void;
+  /** The request with the caller's plan (the engine's `withPlan`): a plan-aware rule resets the plan's state. */
+  withPlan?: (request: RequestContext) => RequestContext;
   logger: Logger;
 }
 
@@ -53,7 +56,8 @@ export function keyResetRoutes(deps: KeyResetDeps): AdminRoutes {
       if (rule !== undefined && !config.rules.some((candidate) => candidate.name === rule)) {
         return jsonError(400, `no rule named "${rule}"`);
       }
-      const matched = matchRules(config, built.request).filter((entry) => rule === undefined || entry.rule.name === rule);
+      const request = deps.withPlan ? deps.withPlan(built.request) : built.request;
+      const matched = matchRules(config, request).filter((entry) => rule === undefined || entry.rule.name === rule);
       if (matched.length === 0) {
         return jsonError(400, rule === undefined ? 'no rule counts this request' : `rule "${rule}" does not count this request`);
       }

@@ -112,7 +112,7 @@ describe('policy reload', () => {
 
 describe('the policy in force', () => {
   it('the restart-only list is everything outside RELOADABLE', () => {
-    expect(RELOADABLE).toEqual(['rules', 'envoy', 'federation.leakageBudget', 'lists.allow', 'lists.deny']);
+    expect(RELOADABLE).toEqual(['rules', 'envoy', 'federation.leakageBudget', 'lists.allow', 'lists.deny', 'plans']);
     const path = join(dir, 'derive.yaml');
     writeConfig(path, [fixed(2)]);
     const base = loadConfigFile(path, {});
