@@ -4,7 +4,7 @@
 import { META_KEY } from '../src/keys.ts';
 import { waitReady } from '../src/store/client.ts';
 import { RUN_ID_FIELD } from '../src/federation/recovery.ts';
-import type { Lab } from './lab/federation.ts';
+import { REMOVAL_GRACE_MS, type Lab } from './lab/federation.ts';
 import type { Link } from './lab/network.ts';
 import { REGIONS, type ChaosFault, type RegionName } from './types.ts';
 
@@ -252,8 +252,13 @@ async function removeRegion(
 ): Promise<void> {
   const note = (text: string) => events.onNote?.(fault, text);
   const seconds = (perf: number) => `${((perf - startPerf) / 1000).toFixed(2)} s`;
-  await lab.removeRegion(fault.region);
-  note(`${fault.region}'s service stopped for good at ${seconds(performance.now())}`);
+  const stopMs = await lab.removeRegion(fault.region);
+  note(
+    `${fault.region}'s service stopped for good at ${seconds(performance.now())} (SIGTERM at ${seconds(performance.now() - stopMs)}; ` +
+      (stopMs >= REMOVAL_GRACE_MS - 50
+        ? `it did not exit within the ${REMOVAL_GRACE_MS / 1000} s grace and was SIGKILLed)`
+        : `it shut down in ${(stopMs / 1000).toFixed(2)} s)`),
+  );
   for (const region of lab.members()) {
     const before = await readStartRecord(lab, region);
     const down = performance.now();

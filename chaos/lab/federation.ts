@@ -61,10 +61,11 @@ export interface Lab {
   /** The regions of the current run's federation: all of REGIONS at every start, fewer once one was removed. */
   members(): readonly RegionName[];
   /**
-   * Stops the region's service (SIGTERM: a graceful shutdown, as an operator's) for the rest of the run and takes it
-   * out of the members: configs written after this list the others only. Its Redis stays up, holding what it had.
+   * Stops the region's service (SIGTERM: a graceful shutdown, as an operator's; SIGKILL after REMOVAL_GRACE_MS) for
+   * the rest of the run and takes it out of the members: configs written after this list the others only. Its Redis
+   * stays up, holding what it had. Resolves with how long the stop took (ms).
    */
-  removeRegion(region: RegionName): Promise<void>;
+  removeRegion(region: RegionName): Promise<number>;
   /**
    * Rewrites the region's config with the current members as its peers (the run's settings and policy otherwise)
    * and restarts its service on it (SIGTERM, then a new process); resolves once the new process answers.
@@ -86,6 +87,9 @@ export interface LabOptions {
   toxiproxyUrl?: string;
   progress?: (line: string) => void;
 }
+
+/** How long a removed region's service has to shut down on SIGTERM before it is SIGKILLed. */
+export const REMOVAL_GRACE_MS = 5_000;
 
 function directClient(url: string): Redis {
   const parsed = new URL(url);
@@ -216,9 +220,11 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     },
     members: () => members,
     async removeRegion(region) {
-      await services.get(region)?.stop(5_000);
+      const started = performance.now();
+      await services.get(region)?.stop(REMOVAL_GRACE_MS);
       services.delete(region);
       members = members.filter((member) => member !== region);
+      return performance.now() - started;
     },
     async restartWithMembers(region) {
       if (!runSettings) throw new Error('no run started: nothing to restart');

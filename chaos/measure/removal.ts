@@ -52,6 +52,8 @@ export function removalNotes(decisions: readonly Decision[], removal: RemovalWin
     return `${span(id)}${partial(id) ? ' (partial)' : ''}: ${REGIONS.map((r) => row[r]).join(' / ')} = ${total}`;
   });
   const notes = [`window rule admitted per window (${REGIONS.join(' / ')}): ${rows.join('; ')}`];
+  const errors = REGIONS.map((region) => `${region} ${decisions.filter((d) => d.region === region && d.outcome === 'error').length}`);
+  notes.push(`requests without a decision (a region stopping or restarting), both rules: ${errors.join(', ')}`);
 
   const next = Math.floor((removal.startEpochMs + removal.changedAtMs) / period) + 1;
   const left = REGIONS.filter((region) => region !== removal.region);
