@@ -33,7 +33,11 @@ export function createAnnotator(serviceUrl: (region: RegionName) => string, admi
       if (!fault) return post({ partition: null });
       const links = cutLinks(fault).map((link) => ({ ...link, oneWay: fault.kind === 'oneWay' }));
       const region =
-        fault.kind === 'partition' || fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisSnapshotRestart'
+        fault.kind === 'partition' ||
+        fault.kind === 'redisDown' ||
+        fault.kind === 'serviceDown' ||
+        fault.kind === 'redisSnapshotRestart' ||
+        fault.kind === 'regionRemoved'
           ? fault.region
           : undefined;
       if (!region && links.length === 0) return;

@@ -11,9 +11,10 @@ import type { Lab } from './lab/federation.ts';
 import { runLoad } from './loadgen.ts';
 import { measureConvergence } from './measure/convergence.ts';
 import { histogramNames, histogramQuantile, readHistogram, type HistogramBuckets } from './measure/prometheus.ts';
+import { removalNotes } from './measure/removal.ts';
 import { admissionsTimeline, summarize } from './measure/summarize.ts';
 import { startUpstashPeer, type UpstashPeer } from './peer/upstash.ts';
-import { planTraffic } from './traffic.ts';
+import { planTraffic, removalsOf } from './traffic.ts';
 import {
   REGIONS,
   RULE_PATHS,
@@ -128,7 +129,11 @@ async function scrapeSyncLag(lab: Lab): Promise<RunResult['syncLagMs']> {
 function decidedByRedis(decisions: readonly Decision[], spec: ScenarioSpec): boolean {
   const faulted = new Set(
     spec.faults.flatMap((fault) =>
-      fault.kind === 'redisDown' || fault.kind === 'serviceDown' || fault.kind === 'redisStall' || fault.kind === 'redisSnapshotRestart'
+      fault.kind === 'redisDown' ||
+      fault.kind === 'serviceDown' ||
+      fault.kind === 'redisStall' ||
+      fault.kind === 'redisSnapshotRestart' ||
+      fault.kind === 'regionRemoved'
         ? [fault.region]
         : [],
     ),
@@ -246,7 +251,7 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     await Promise.all(REGIONS.map((region) => lab.direct[region].slowlog('RESET').catch(() => undefined)));
     await warmUp(lab, peer);
     if (spec.alignToWindow) await alignToWindow(Math.max(policy.windowPeriodMs, policy.bucketPeriodMs), spec.durationMs, progress);
-    const plan = planTraffic(spec.traffic, spec.durationMs, options.seed);
+    const plan = planTraffic(spec.traffic, spec.durationMs, options.seed, removalsOf(spec.faults));
     flood = spec.flood ? startFlood(lab, spec.flood.connections) : undefined;
     const watched = topKeys(
       plan.filter((p) => p.rule === 'window').map((p) => p.key),
@@ -255,6 +260,8 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     const startPerf = performance.now();
     const startEpoch = performance.timeOrigin + startPerf;
     const convergence: Array<Promise<RunResult['convergenceMs'][number]>> = [];
+    /** When each fault healed (ms after the start); a removal "heals" once the regions left run the new peer list. */
+    const healedAt = new Map<ChaosFault, number>();
 
     const [load] = await Promise.all([
       runLoad({
@@ -280,7 +287,10 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
         onHeal: (fault, t) => {
           progress(`  ${spec.name}: ${(t / 1000).toFixed(1)} s heal (${fault.kind})`);
           annotate.partition(null);
-          if (fault.kind === 'latency') return;
+          healedAt.set(fault, t);
+          // A removal never heals, and the regions left are indexed anew: measureConvergence's three-region rows
+          // do not apply (the share notes below say what the change did).
+          if (fault.kind === 'latency' || fault.kind === 'regionRemoved') return;
           convergence.push(
             measureConvergence(lab.direct, watched, 10_000).then(({ ms, behind }) => {
               if (ms === null) notes.push(`not converged 10 s after "${describeFault(fault)}" healed: ${behind.join('; ')}`);
@@ -358,6 +368,22 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
       notes.push(
         `${fault.region} admitted ${lost('window')} (window rule) and ${lost('bucket')} (bucket rule) between the snapshot and the ` +
           'kill: the restart from the snapshot lost them',
+      );
+    }
+    for (const fault of spec.faults) {
+      if (fault.kind !== 'regionRemoved') continue;
+      const changedAtMs = healedAt.get(fault);
+      if (changedAtMs === undefined) continue; // the fault failed: its error is noted
+      notes.push(
+        ...removalNotes(load.quotafed, {
+          region: fault.region,
+          startEpochMs: startEpoch,
+          changedAtMs,
+          durationMs: spec.durationMs,
+          windowLimit: bound.windowLimit,
+          windowPeriodMs: bound.windowPeriodMs,
+          budget: budget.window,
+        }),
       );
     }
     const errors = load.quotafed.filter((d) => d.outcome === 'error').length;

@@ -1,9 +1,10 @@
 // Turns a scenario's faults into actions on the lab at their offsets: links cut and restored through
-// Toxiproxy, latency toxics, redis-server and service processes killed and restarted.
+// Toxiproxy, latency toxics, redis-server and service processes killed and restarted, a region removed from
+// the federation (docs/operations.md §6a).
 import { META_KEY } from '../src/keys.ts';
 import { waitReady } from '../src/store/client.ts';
 import { RUN_ID_FIELD } from '../src/federation/recovery.ts';
-import type { Lab } from './lab/federation.ts';
+import { REMOVAL_GRACE_MS, type Lab } from './lab/federation.ts';
 import type { Link } from './lab/network.ts';
 import { REGIONS, type ChaosFault, type RegionName } from './types.ts';
 
@@ -19,8 +20,14 @@ export interface FaultEvents {
 /** How long after a snapshot restart the region's service has to fence before the run notes it did not. */
 const DETECTION_TIMEOUT_MS = 5_000;
 
+/** How long a region restarted with the new peer list has, once it answers, to record its fence. */
+const FENCE_TIMEOUT_MS = 5_000;
+
+/** What the start-up fence of a topology change says in `federation.fenced` (recovery.ts survivedStateDoubt). */
+const TOPOLOGY_FENCE_REASON = 'regions or weights changed';
+
 export function describeFault(fault: ChaosFault): string {
-  const span = `${fault.at / 1000}–${fault.until / 1000} s`;
+  const span = 'until' in fault ? `${fault.at / 1000}–${fault.until / 1000} s` : `from ${fault.at / 1000} s`;
   switch (fault.kind) {
     case 'latency':
       return `latency ${fault.latencyMs}±${fault.jitterMs} ms on every link, ${span}`;
@@ -41,6 +48,8 @@ export function describeFault(fault: ChaosFault): string {
         `${fault.region} reloads its rules to window ${fault.policy.windowLimit}/${fault.policy.windowPeriodMs / 1000} s, bucket ` +
         `${fault.policy.bucketLimit}/${fault.policy.bucketPeriodMs / 1000} s (capacity ${fault.policy.bucketBurst}), ${span}`
       );
+    case 'regionRemoved':
+      return `${fault.region} removed from the federation (service stopped for good, the others restarted without it), ${span}`;
     case 'redisSnapshotRestart':
       return `${fault.region} redis-server snapshot (BGSAVE) at ${fault.snapshotAt / 1000} s, killed and restarted from it, ${span}`;
   }
@@ -141,20 +150,43 @@ async function runFault(lab: Lab, fault: ChaosFault, index: number, startPerf: n
     case 'redisSnapshotRestart':
       ({ detection } = await restartFromSnapshot(lab, fault, startPerf, events));
       break;
+    case 'regionRemoved':
+      await removeRegion(lab, fault, startPerf, events);
+      break;
   }
   events.onHeal?.(fault, elapsed());
   await detection;
 }
 
+/** What a region's qf:meta records of its last start (recovery.ts markStarted). */
+interface StartRecord {
+  runId: string | null;
+  fingerprint: string | null;
+  /** ms (Redis TIME), 0 when the start fenced nothing. */
+  fence: number;
+}
+
+async function readStartRecord(lab: Lab, region: RegionName): Promise<StartRecord> {
+  const [runId, fingerprint, fence] = await lab.direct[region]
+    .hmget(META_KEY, RUN_ID_FIELD, 'fingerprint', 'fence')
+    .catch(() => [null, null, null]);
+  return { runId: runId ?? null, fingerprint: fingerprint ?? null, fence: Number(fence ?? 0) };
+}
+
 /**
- * Waits until the region's service has fenced on the restarted Redis: qf:meta records the new process's run_id
- * with a fence (recovery.ts, survivedStateDoubt). Resolves with the fence (ms, Redis TIME), or null on timeout.
+ * Waits until the region's service has recorded a fence its qf:meta start record satisfies `fenced` with
+ * (recovery.ts, survivedStateDoubt). Resolves with the record, or null on timeout.
  */
-async function awaitFence(lab: Lab, region: RegionName, runId: string, timeoutMs: number): Promise<number | null> {
+async function awaitFence(
+  lab: Lab,
+  region: RegionName,
+  fenced: (record: StartRecord) => boolean,
+  timeoutMs: number,
+): Promise<StartRecord | null> {
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
-    const [recorded, fence] = await lab.direct[region].hmget(META_KEY, RUN_ID_FIELD, 'fence').catch(() => [null, null]);
-    if (recorded === runId && Number(fence ?? 0) > 0) return Number(fence);
+    const record = await readStartRecord(lab, region);
+    if (record.fence > 0 && fenced(record)) return record;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return null;
@@ -180,7 +212,7 @@ async function restartFromSnapshot(
   const detection = (async () => {
     await waitReady(lab.direct[fault.region], DETECTION_TIMEOUT_MS);
     const after = await lab.redisRunId(fault.region);
-    const fence = await awaitFence(lab, fault.region, after, DETECTION_TIMEOUT_MS);
+    const fence = (await awaitFence(lab, fault.region, (record) => record.runId === after, DETECTION_TIMEOUT_MS))?.fence ?? null;
     const ids = `run_id ${before.slice(0, 8)}… → ${after.slice(0, 8)}…`;
     note(
       fence === null
@@ -190,6 +222,75 @@ async function restartFromSnapshot(
     );
   })();
   return { detection };
+}
+
+/** The reason of the `federation.fenced` line among a service's output lines (pino JSON), if it wrote one. */
+export function fencedReason(lines: readonly string[]): string | undefined {
+  for (const line of lines) {
+    if (!line.includes('federation.fenced')) continue;
+    try {
+      const entry = JSON.parse(line) as { event?: string; reason?: unknown };
+      if (entry.event === 'federation.fenced' && typeof entry.reason === 'string') return entry.reason;
+    } catch {
+      // not a JSON line
+    }
+  }
+  return undefined;
+}
+
+/**
+ * docs/operations.md §6a, remove: stops the region's service for good at `at`, then restarts every remaining region
+ * on the peer list without it, one after the other (the others keep serving meanwhile). Notes, per remaining
+ * region, when it was down and when it fenced on the changed topology fingerprint, with its log's reason (or
+ * NOT FENCED).
+ */
+async function removeRegion(
+  lab: Lab,
+  fault: Extract<ChaosFault, { kind: 'regionRemoved' }>,
+  startPerf: number,
+  events: FaultEvents,
+): Promise<void> {
+  const note = (text: string) => events.onNote?.(fault, text);
+  const seconds = (perf: number) => `${((perf - startPerf) / 1000).toFixed(2)} s`;
+  const stopMs = await lab.removeRegion(fault.region);
+  note(
+    `${fault.region}'s service stopped for good at ${seconds(performance.now())} (SIGTERM at ${seconds(performance.now() - stopMs)}; ` +
+      (stopMs >= REMOVAL_GRACE_MS - 50
+        ? `it did not exit within the ${REMOVAL_GRACE_MS / 1000} s grace and was SIGKILLed)`
+        : `it shut down in ${(stopMs / 1000).toFixed(2)} s)`),
+  );
+  for (const region of lab.members()) {
+    const before = await readStartRecord(lab, region);
+    const down = performance.now();
+    await lab.restartWithMembers(region);
+    const up = performance.now();
+    const record = await awaitFence(
+      lab,
+      region,
+      (now) => now.fingerprint !== null && now.fingerprint !== before.fingerprint,
+      FENCE_TIMEOUT_MS,
+    );
+    const peers = lab.members().filter((member) => member !== region);
+    const restart = `${region} restarted with peers [${peers.join(', ')}] (down ${seconds(down)}–${seconds(up)})`;
+    if (record === null) {
+      note(
+        `NOT FENCED: ${restart}, but recorded no fence on a new topology fingerprint within ${FENCE_TIMEOUT_MS / 1000} s ` +
+          `(fingerprint ${before.fingerprint ?? 'none'})`,
+      );
+      continue;
+    }
+    const reason = fencedReason(lab.serviceOutput(region));
+    const logged =
+      reason === undefined
+        ? 'no federation.fenced line in its log'
+        : reason.includes(TOPOLOGY_FENCE_REASON)
+          ? `log federation.fenced: "${TOPOLOGY_FENCE_REASON}"`
+          : `log federation.fenced with another reason: "${reason}"`;
+    note(
+      `${restart} and fenced at ${seconds(record.fence - performance.timeOrigin)} (${new Date(record.fence).toISOString()}; fingerprint ${before.fingerprint ?? 'none'} → ` +
+        `${record.fingerprint}; ${logged})`,
+    );
+  }
 }
 
 /** Runs every fault on its own timeline; resolves when all have healed. */

@@ -165,6 +165,21 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     },
     {
       ...base,
+      name: 'region-removed',
+      description:
+        'ap-south leaves the federation 2.5 s into a window (docs/operations.md §6a): its service is stopped for good and its ' +
+        'traffic goes to the other two, then us-east and eu-west are restarted one after the other on the two-region peer ' +
+        'list and fence their current windows; judged against L + B per window, 25 s so that full windows follow the change',
+      // Starts on a window boundary, so the removal lands mid-window. Each restart takes a few seconds on a busy
+      // machine (a new tsx process): the change is over about 10 s in, and the 25 s leave two or more whole windows
+      // under the two-region peer list to show that the removed region's share went to the others.
+      durationMs: 25_000,
+      alignToWindow: true,
+      policy: DEFAULT_POLICY,
+      faults: [{ kind: 'regionRemoved', region: 'ap-south', at: 2_500 }],
+    },
+    {
+      ...base,
       name: 'service-kill',
       description: "us-east's service process (HTTP and gossip workers) is SIGKILLed and started again",
       faults: [{ kind: 'serviceDown', region: 'us-east', at: s(3_000), until: s(4_000) }],

@@ -59,7 +59,10 @@ export interface FloodSpec {
   connections: number;
 }
 
-/** A fault lasts from `at` to `until` (ms after the traffic starts); `until` is the heal. */
+/**
+ * A fault lasts from `at` to `until` (ms after the traffic starts); `until` is the heal. A removed region has no
+ * heal: the change is over once the remaining regions run the new peer list.
+ */
 export type ChaosFault =
   | { kind: 'latency'; at: number; until: number; latencyMs: number; jitterMs: number }
   /** Every link to and from the region is cut. */
@@ -85,7 +88,14 @@ export type ChaosFault =
    * (POST /admin/policy/reload) at `at`; at `until` the run's policy is written and reloaded back. The other regions
    * keep the run's policy: a rule reloaded one region at a time.
    */
-  | { kind: 'ruleReload'; at: number; until: number; region: RegionName; policy: Policy };
+  | { kind: 'ruleReload'; at: number; until: number; region: RegionName; policy: Policy }
+  /**
+   * The region leaves the federation for good, as docs/operations.md §6a orders it: at `at` its service is stopped
+   * (and never started again, its traffic going to the others), then every remaining region's config is rewritten
+   * with the peer list without it and its service restarted, one region after the other; each fences its current
+   * windows at start-up (topology fingerprint changed).
+   */
+  | { kind: 'regionRemoved'; at: number; region: RegionName };
 
 export interface ScenarioSpec {
   name: string;

@@ -58,6 +58,21 @@ export interface Lab {
   reloadPolicy(region: RegionName, policy: Policy): Promise<void>;
   /** The policy the current run's services started with. */
   runPolicy(): Policy;
+  /** The regions of the current run's federation: all of REGIONS at every start, fewer once one was removed. */
+  members(): readonly RegionName[];
+  /**
+   * Stops the region's service (SIGTERM: a graceful shutdown, as an operator's; SIGKILL after REMOVAL_GRACE_MS) for
+   * the rest of the run and takes it out of the members: configs written after this list the others only. Its Redis
+   * stays up, holding what it had. Resolves with how long the stop took (ms).
+   */
+  removeRegion(region: RegionName): Promise<number>;
+  /**
+   * Rewrites the region's config with the current members as its peers (the run's settings and policy otherwise)
+   * and restarts its service on it (SIGTERM, then a new process); resolves once the new process answers.
+   */
+  restartWithMembers(region: RegionName): Promise<void>;
+  /** The last lines the region's current service process wrote (raw, pino JSON); empty when none runs. */
+  serviceOutput(region: RegionName): string[];
   /** SIGSTOP the region's redis-server: connections stay open, nothing answers, no data is lost. */
   stallRedis(region: RegionName): void;
   /** SIGCONT after stallRedis. */
@@ -72,6 +87,9 @@ export interface LabOptions {
   toxiproxyUrl?: string;
   progress?: (line: string) => void;
 }
+
+/** How long a removed region's service has to shut down on SIGTERM before it is SIGKILLed. */
+export const REMOVAL_GRACE_MS = 5_000;
 
 function directClient(url: string): Redis {
   const parsed = new URL(url);
@@ -122,6 +140,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
   const services = new Map<RegionName, ServiceProcess>();
   const configPaths = new Map<RegionName, string>();
   let runSettings: RunSettings | undefined;
+  let members: readonly RegionName[] = REGIONS;
   const redisDown = new Set<RegionName>();
   const stalled = new Set<RegionName>();
   const signalRedis = (region: RegionName, signal: NodeJS.Signals) => {
@@ -145,6 +164,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       failOpen: settings.failOpen,
       productRedisDefaults: settings.productRedisDefaults ?? false,
       maxWaitMs: settings.maxWaitMs ?? 0,
+      regions: members,
     });
 
   const launch = async (region: RegionName) => {
@@ -173,6 +193,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       mkdirSync(settings.dir, { recursive: true });
       logPath = join(settings.dir, 'services.log');
       runSettings = settings;
+      members = REGIONS;
       for (const region of REGIONS) configPaths.set(region, writeConfig(region, settings, settings.policy));
       const results = await Promise.allSettled(REGIONS.map((region) => launch(region)));
       const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
@@ -197,6 +218,23 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       if (!response.ok || result.ok !== true || result.changed !== true)
         throw new Error(`${region} did not take the reload (HTTP ${response.status}): ${result.error ?? JSON.stringify(result)}`);
     },
+    members: () => members,
+    async removeRegion(region) {
+      const started = performance.now();
+      await services.get(region)?.stop(REMOVAL_GRACE_MS);
+      services.delete(region);
+      members = members.filter((member) => member !== region);
+      return performance.now() - started;
+    },
+    async restartWithMembers(region) {
+      if (!runSettings) throw new Error('no run started: nothing to restart');
+      if (!members.includes(region)) throw new Error(`${region} is not a member of the federation any more`);
+      configPaths.set(region, writeConfig(region, runSettings, runSettings.policy));
+      await services.get(region)?.stop(5_000);
+      services.delete(region);
+      await launch(region);
+    },
+    serviceOutput: (region) => services.get(region)?.recentOutput() ?? [],
     async stopServices() {
       await Promise.all([...services.values()].map((service) => service.stop(5_000)));
       services.clear();

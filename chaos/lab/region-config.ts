@@ -1,5 +1,6 @@
 // Per-run region configs: the scenario's sync interval and leakage budget, the lab's two rules, each peer's
-// Redis reached through the Toxiproxy link from this region. Validated with the product's own schema.
+// Redis reached through the Toxiproxy link from this region (every other region of the federation's current
+// members: all three, or two once one was removed). Validated with the product's own schema.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -25,6 +26,8 @@ export interface RegionConfigInput {
   productRedisDefaults?: boolean;
   /** rules[].maxWaitMs on both rules (0: answer false denials at once). */
   maxWaitMs?: number;
+  /** The federation's regions, this one included (absent: all of REGIONS); the others are its peers. */
+  regions?: readonly RegionName[];
 }
 
 export function regionConfig(input: RegionConfigInput): ConfigInput {
@@ -44,7 +47,9 @@ export function regionConfig(input: RegionConfigInput): ConfigInput {
       // One machine, one clock.
       maxClockSkewMs: 100,
       secret: input.secret,
-      peers: REGIONS.filter((peer) => peer !== input.region).map((peer) => ({ name: peer, redisUrl: input.peerRedisUrl(peer) })),
+      peers: (input.regions ?? REGIONS)
+        .filter((peer) => peer !== input.region)
+        .map((peer) => ({ name: peer, redisUrl: input.peerRedisUrl(peer) })),
     },
     logLevel: 'warn',
     rules: [

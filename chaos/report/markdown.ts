@@ -68,7 +68,12 @@ function timelineSvg(run: RunResult): string {
     yLabel: 'admitted requests',
     references: [{ y: steady, label: 'limit, spread evenly', color: '#555' }],
     series,
-    shades: run.scenario.faults.map((fault) => ({ fromMs: fault.at, toMs: fault.until, label: fault.kind })),
+    // A removed region has no heal: shaded to the end of the run.
+    shades: run.scenario.faults.map((fault) => ({
+      fromMs: fault.at,
+      toMs: 'until' in fault ? fault.until : run.scenario.durationMs,
+      label: fault.kind,
+    })),
   });
 }
 

@@ -1,9 +1,11 @@
-// The issue-21 scenarios as data: the reload scenario is judged against the larger of its old and new limits, and
-// the snapshot restart's three steps sit in one window of its rule (else the restored state loses nothing current).
+// The issue-21 scenarios as data: the reload scenario is judged against the larger of its old and new limits, the
+// snapshot restart's three steps sit in one window of its rule (else the restored state loses nothing current), and
+// the removed region gets no traffic after its removal while the plan before it stays the same.
 import { describe, expect, it } from 'vitest';
 import { boundPolicy } from '../../chaos/experiment.ts';
 import { scenarios } from '../../chaos/scenarios.ts';
-import { DEFAULT_POLICY, type ScenarioSpec } from '../../chaos/types.ts';
+import { planTraffic, removalsOf } from '../../chaos/traffic.ts';
+import { DEFAULT_POLICY, type RegionName, type ScenarioSpec } from '../../chaos/types.ts';
 
 function named(name: string, quick: boolean): ScenarioSpec {
   const spec = scenarios({ quick, peer: false }).find((s) => s.name === name);
@@ -45,5 +47,43 @@ describe('chaos catalogue: issue-21 scenarios', () => {
       expect(spec.alignToWindow).toBe(true);
       expect(spec.durationMs).toBeLessThan(spec.policy!.windowPeriodMs);
     });
+
+    it(`region-removed${quick ? ' (quick)' : ''}: mid-window, whole windows after it`, () => {
+      const spec = named('region-removed', quick);
+      const [fault] = spec.faults;
+      expect(fault).toEqual({ kind: 'regionRemoved', region: 'ap-south', at: 2_500 });
+      const period = spec.policy!.windowPeriodMs;
+      expect(spec.alignToWindow).toBe(true);
+      expect(fault!.at % period).toBeGreaterThan(0);
+      // Two rolling restarts of a few seconds each, then at least two whole windows.
+      expect(spec.durationMs - fault!.at).toBeGreaterThanOrEqual(4 * period);
+    });
   }
+
+  it('region-removed traffic: the removed region is sent nothing after its removal, the plan before it unchanged', () => {
+    const spec = named('region-removed', false);
+    const removals = removalsOf(spec.faults);
+    expect(removals).toEqual([{ region: 'ap-south', at: 2_500 }]);
+    const without = planTraffic(spec.traffic, spec.durationMs, 7);
+    const plan = planTraffic(spec.traffic, spec.durationMs, 7, removals);
+    expect(plan).toHaveLength(without.length);
+    expect(plan.filter((p) => p.at < 2_500)).toEqual(without.filter((p) => p.at < 2_500));
+    const after = plan.filter((p) => p.at >= 2_500);
+    expect(after.filter((p) => p.region === 'ap-south')).toHaveLength(0);
+    // Only ap-south's requests moved, each to one of the two left, about evenly.
+    const moved = after.filter((p, i) => p.region !== without.filter((w) => w.at >= 2_500)[i]!.region);
+    expect(moved.length).toBe(without.filter((p) => p.at >= 2_500 && p.region === 'ap-south').length);
+    const east = after.filter((p) => p.region === 'us-east').length / after.length;
+    expect(east).toBeGreaterThan(0.45);
+    expect(east).toBeLessThan(0.55);
+  });
+
+  it('a weighted shape keeps its proportions among the regions left', () => {
+    const traffic = { ...named('region-removed', false).traffic, shape: { kind: 'weighted' as const, weights: [0.2, 0.6, 0.2] } };
+    const plan = planTraffic(traffic, 20_000, 3, [{ region: 'ap-south', at: 0 }]);
+    const share = (region: RegionName) => plan.filter((p) => p.region === region).length / plan.length;
+    expect(share('ap-south')).toBe(0);
+    expect(share('eu-west')).toBeGreaterThan(0.7);
+    expect(share('eu-west')).toBeLessThan(0.8);
+  });
 });

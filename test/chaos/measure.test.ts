@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { exactBucket, exactWindow, underAdmission } from '../../chaos/measure/exact.ts';
 import { bucketLeakage, windowLeakage } from '../../chaos/measure/leakage.ts';
 import { histogramQuantile, readHistogram } from '../../chaos/measure/prometheus.ts';
+import { removalNotes } from '../../chaos/measure/removal.ts';
 import { lineChart, timelineChart } from '../../chaos/report/svg.ts';
 import { planPattern, planTraffic } from '../../chaos/traffic.ts';
 import type { Decision } from '../../chaos/types.ts';
@@ -187,5 +188,50 @@ describe('SVG charts', () => {
     });
     expect(timeline).toContain('fill="#f4a582"');
     expect(timeline.trim().endsWith('</svg>')).toBe(true);
+  });
+});
+
+describe('removal notes', () => {
+  // Run start 0.5 s into window 10 of 1 s windows (window w spans w − 10.5 … w − 9.5 s of run time).
+  const removal = {
+    region: 'ap-south' as const,
+    startEpochMs: 10_500,
+    changedAtMs: 1_200,
+    durationMs: 4_000,
+    windowLimit: 30,
+    windowPeriodMs: 1_000,
+    budget: 3,
+  };
+  const admitted = (window: number, region: Decision['region'], count: number) =>
+    Array.from({ length: count }, (_, i) =>
+      decision((window - 10.5) * 1_000 + 500 + i, 'admitted', { window: window, region, rule: 'window' }),
+    );
+
+  it('counts per window and region, and finds the share returned in the first window after the change', () => {
+    const trace = [
+      ...admitted(10, 'ap-south', 9),
+      ...admitted(10, 'us-east', 10),
+      ...admitted(12, 'us-east', 16),
+      ...admitted(12, 'eu-west', 14),
+      decision(1_800, 'limited', { window: 12, region: 'eu-west' }),
+      decision(900, 'error', { region: 'eu-west', rule: 'bucket' }),
+    ];
+    const [perWindow, errors, share] = removalNotes(trace, removal);
+    expect(perWindow).toBe(
+      'window rule admitted per window (us-east / eu-west / ap-south): 0.0–0.5 s (partial): 10 / 0 / 9 = 19; 1.5–2.5 s: 16 / 14 / 0 = 30',
+    );
+    expect(errors).toBe('requests without a decision (a region stopping or restarting), both rules: us-east 0, eu-west 1, ap-south 0');
+    // Changed at 1.2 s (window 11): window 12 is the first after; 16 > (30 + 3) / 3 = 11.
+    expect(share).toMatch(/^ap-south's share returned: in 1\.5–2\.5 s, .* us-east 16, eu-west 14 \(ap-south 0; total 30 of 30\)/);
+  });
+
+  it('says so when the run ended before a whole window after the change', () => {
+    const notes = removalNotes(admitted(10, 'us-east', 5), { ...removal, changedAtMs: 3_000 });
+    expect(notes.at(-1)).toMatch(/^no full window after the change was observed/);
+  });
+
+  it('says the share did NOT return when no region left went past its old share', () => {
+    const notes = removalNotes([...admitted(12, 'us-east', 11), ...admitted(12, 'eu-west', 10)], removal);
+    expect(notes.at(-1)).toMatch(/^ap-south's share did NOT return/);
   });
 });
