@@ -13,6 +13,7 @@
 // Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
 // evicted first.
+import { chargedCost } from './cost-from-response.ts';
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
@@ -108,8 +109,10 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
   // Least recently committed first out; a read (peek) does not refresh a key, a commit (set) does.
   const entries = new LRUCache<string, Entry>({ max: capacity });
 
-  const propose = (input: LocalRuleInput, cost: number, now: number): Proposal => {
+  const propose = (input: LocalRuleInput, requestCost: number, now: number): Proposal => {
     const { rule } = input;
+    // A costFromResponse rule charges its whole reserve: no answer settles a local admission.
+    const cost = chargedCost(rule, requestCost);
     const base = { ...outcomeBase(rule), source: 'local-fallback' as const };
     const current = entries.peek(input.key);
 
