@@ -153,7 +153,25 @@ export const timeToGrantSeconds = new Histogram({
 
 export const responseRefundsTotal = new Counter({
   name: 'quotafed_response_refunds_total',
-  help: 'Admissions refunded once the answer was known, by rule: rules[].countResponses does not count that answer (failed or successful).',
+  help:
+    'Admissions refunded (in whole or in part) once the answer was known, by rule: rules[].countResponses does not count that answer ' +
+    '(failed or successful), or a rules[].costFromResponse rule reserved more than the answer reported.',
+  labelNames: ['rule'] as const,
+  registers: [registry],
+});
+
+export const responseCostsTotal = new Counter({
+  name: 'quotafed_response_costs_total',
+  help:
+    'Answers to admissions of rules[].costFromResponse rules, by rule and how their cost report turned out: reported (the reserve less the ' +
+    'reported cost refunded), missing (no or a garbled cost header: the whole reserve charged) or overrun (above the reserve: the reserve charged).',
+  labelNames: ['rule', 'outcome'] as const,
+  registers: [registry],
+});
+
+export const responseCostOverrunTotal = new Counter({
+  name: 'quotafed_response_cost_overrun_total',
+  help: 'Units answers of rules[].costFromResponse rules reported beyond the reserve, by rule: never charged (the reserve is the most one request costs).',
   labelNames: ['rule'] as const,
   registers: [registry],
 });

@@ -114,6 +114,29 @@ export const Denial = z.strictObject({
 export type Denial = z.infer<typeof Denial>;
 
 /**
+ * A rule that charges what the upstream's answer says a request cost (rules[].costFromResponse): the request is
+ * admitted by reserving `reserve` units (the most one request may cost), and once the answer is known the service
+ * reads `header` (a non-negative integer, e.g. tokens used) and refunds `reserve - min(actual, reserve)`. A missing
+ * or garbled header keeps the whole reserve; an answer above the reserve is charged the reserve (the overrun is
+ * counted, never charged): nothing is charged beyond what was admitted, so the leakage bound holds.
+ *
+ * @example
+ * ```ts
+ * const cost = CostFromResponse.parse({ header: 'x-tokens-used', reserve: 100 });
+ * ```
+ */
+export const CostFromResponse = z.strictObject({
+  /** The answer header that carries the request's actual cost (case-insensitive). */
+  header: z
+    .string()
+    .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/, { error: 'expected an HTTP header name such as "x-tokens-used"' })
+    .transform((name) => name.toLowerCase()),
+  /** Units reserved at admission: the most one request may cost. */
+  reserve: z.number().int().positive().max(1_000_000),
+});
+export type CostFromResponse = z.infer<typeof CostFromResponse>;
+
+/**
  * One rule: which requests it applies to (`match`), what it counts them by (`by`), the algorithm and its limit.
  * A config's `rules` are these; they appear in keys, metrics and headers by `name`.
  *
@@ -122,72 +145,94 @@ export type Denial = z.infer<typeof Denial>;
  * const rule = Rule.parse({ name: 'search', match: { endpoints: ['/search'] }, by: ['apiKey'], algorithm: 'slidingWindow', limit: 100, period: '1m' });
  * ```
  */
-export const Rule = z.strictObject({
-  /** Unique per config; appears in keys, metrics and headers. */
-  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'rule names use letters, digits, "_", "-" and "." (1-64 chars)' }),
-  match: z
-    .strictObject({
-      /** Which callers the rule applies to: those with an API key, those without one, or all. */
-      identity: z.enum(['apiKey', 'anonymous', 'any']).default('any'),
-      /** Route patterns in Hono syntax ("/search", "/v1/items/:id", "/admin/*"); all paths when omitted. */
-      endpoints: z.array(z.string().startsWith('/')).min(1).optional(),
-      methods: z
-        .array(z.string().regex(/^[A-Z]+$/))
-        .min(1)
-        .optional(),
-      /**
-       * Envoy rate limit service requests (gRPC) this rule applies to, the way envoyproxy/ratelimit's config
-       * selects a limit: the domain and the descriptor's entries level by level. Such a rule decides only
-       * ShouldRateLimit descriptors (never HTTP requests); its counter is per distinct descriptor values.
-       */
-      envoy: EnvoyMatch.optional(),
-    })
-    .prefault({}),
-  /** The dimensions that make up the counter key. ["apiKey", "endpoint"] gives each endpoint its own budget. */
-  by: z.array(Dimension).min(1).default(['apiKey']),
-  algorithm: Algorithm.default('tokenBucket'),
-  /** Requests per period (window algorithms), refill per period (token bucket), or in-flight slots (concurrency). */
-  limit: z.number().int().positive().max(1_000_000_000),
-  period: Duration.default(60_000),
-  /** Token bucket capacity; defaults to `limit`. */
-  burst: z.number().int().positive().max(1_000_000_000).optional(),
-  /** Concurrency lease time: a slot not released within it is reclaimed (a crashed gateway cannot leak it). */
-  leaseTtl: Duration.default(30_000),
-  failMode: FailMode.default('open'),
-  /**
-   * While the breaker is open, decide this `failMode: open` rule in memory (this instance's share) instead of
-   * admitting everything; defaults to `breaker.localFallback`. A `failMode: closed` rule never uses it.
-   */
-  localFallback: z.boolean().optional(),
-  leakageBudget: LeakageBudget.optional(),
-  /**
-   * Federated rules: the most a request denied only for want of this region's share (the federation has room,
-   * a "false denial") waits while the key's state goes to the peers on the fast lane and a grant comes
-   * back (about one round trip). 0 (the default) answers at once. docs/federation.md §5a.
-   */
-  maxWaitMs: z.number().int().min(0).max(5_000).default(0),
-  /** Decide and count, but never reject (safe rollout). */
-  shadow: z.boolean().default(false),
-  /**
-   * Which answered requests the rule counts: `all` (default), `failed` (the upstream answered 400 or above, or did
-   * not answer: 502, 504) or `successful` (below 400). An admission the rule does not count is refunded once the
-   * answer is known (gateway and middleware; refund.lua), so the limit applies to the requests it counts.
-   */
-  countResponses: z.enum(['all', 'failed', 'successful']).default('all'),
-  /** The answer a request denied by this rule gets (gateway, middleware, /v1/auth); 429 and the seed's body when absent. */
-  denial: Denial.optional(),
-  /**
-   * Envoy rules only: a descriptor this rule matches (most specifically) is never limited and nothing is counted
-   * (envoyproxy/ratelimit's `unlimited: true`); `limit` and `period` are not used. Counted in
-   * quotafed_unlimited_decisions_total.
-   */
-  unlimited: z.boolean().optional(),
-  /**
-   * Envoy rules only: names of other Envoy rules of the same domain this rule replaces (envoyproxy/ratelimit's
-   * `replaces`): when a request's descriptors match both, the replaced rules decide nothing for that request.
-   */
-  replaces: z.array(z.string().min(1)).min(1).optional(),
-});
+export const Rule = z
+  .strictObject({
+    /** Unique per config; appears in keys, metrics and headers. */
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, { error: 'rule names use letters, digits, "_", "-" and "." (1-64 chars)' }),
+    match: z
+      .strictObject({
+        /** Which callers the rule applies to: those with an API key, those without one, or all. */
+        identity: z.enum(['apiKey', 'anonymous', 'any']).default('any'),
+        /** Route patterns in Hono syntax ("/search", "/v1/items/:id", "/admin/*"); all paths when omitted. */
+        endpoints: z.array(z.string().startsWith('/')).min(1).optional(),
+        methods: z
+          .array(z.string().regex(/^[A-Z]+$/))
+          .min(1)
+          .optional(),
+        /**
+         * Envoy rate limit service requests (gRPC) this rule applies to, the way envoyproxy/ratelimit's config
+         * selects a limit: the domain and the descriptor's entries level by level. Such a rule decides only
+         * ShouldRateLimit descriptors (never HTTP requests); its counter is per distinct descriptor values.
+         */
+        envoy: EnvoyMatch.optional(),
+      })
+      .prefault({}),
+    /** The dimensions that make up the counter key. ["apiKey", "endpoint"] gives each endpoint its own budget. */
+    by: z.array(Dimension).min(1).default(['apiKey']),
+    algorithm: Algorithm.default('tokenBucket'),
+    /** Requests per period (window algorithms), refill per period (token bucket), or in-flight slots (concurrency). */
+    limit: z.number().int().positive().max(1_000_000_000),
+    period: Duration.default(60_000),
+    /** Token bucket capacity; defaults to `limit`. */
+    burst: z.number().int().positive().max(1_000_000_000).optional(),
+    /** Concurrency lease time: a slot not released within it is reclaimed (a crashed gateway cannot leak it). */
+    leaseTtl: Duration.default(30_000),
+    failMode: FailMode.default('open'),
+    /**
+     * While the breaker is open, decide this `failMode: open` rule in memory (this instance's share) instead of
+     * admitting everything; defaults to `breaker.localFallback`. A `failMode: closed` rule never uses it.
+     */
+    localFallback: z.boolean().optional(),
+    leakageBudget: LeakageBudget.optional(),
+    /**
+     * Federated rules: the most a request denied only for want of this region's share (the federation has room,
+     * a "false denial") waits while the key's state goes to the peers on the fast lane and a grant comes
+     * back (about one round trip). 0 (the default) answers at once. docs/federation.md §5a.
+     */
+    maxWaitMs: z.number().int().min(0).max(5_000).default(0),
+    /** Decide and count, but never reject (safe rollout). */
+    shadow: z.boolean().default(false),
+    /**
+     * Which answered requests the rule counts: `all` (default), `failed` (the upstream answered 400 or above, or did
+     * not answer: 502, 504) or `successful` (below 400). An admission the rule does not count is refunded once the
+     * answer is known (gateway and middleware; refund.lua), so the limit applies to the requests it counts.
+     */
+    countResponses: z.enum(['all', 'failed', 'successful']).default('all'),
+    /**
+     * Charge what the upstream's answer reports (a header) instead of a fixed cost: `reserve` units are taken at
+     * admission and the difference refunded once the answer is known (CostFromResponse). Not for concurrency rules.
+     */
+    costFromResponse: CostFromResponse.optional(),
+    /** The answer a request denied by this rule gets (gateway, middleware, /v1/auth); 429 and the seed's body when absent. */
+    denial: Denial.optional(),
+    /**
+     * Envoy rules only: a descriptor this rule matches (most specifically) is never limited and nothing is counted
+     * (envoyproxy/ratelimit's `unlimited: true`); `limit` and `period` are not used. Counted in
+     * quotafed_unlimited_decisions_total.
+     */
+    unlimited: z.boolean().optional(),
+    /**
+     * Envoy rules only: names of other Envoy rules of the same domain this rule replaces (envoyproxy/ratelimit's
+     * `replaces`): when a request's descriptors match both, the replaced rules decide nothing for that request.
+     */
+    replaces: z.array(z.string().min(1)).min(1).optional(),
+  })
+  .superRefine((rule, ctx) => {
+    if (rule.costFromResponse === undefined) return;
+    if (rule.algorithm === 'concurrency')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['costFromResponse'],
+        message: 'a concurrency rule holds slots, not costs: no costFromResponse',
+      });
+    const capacity = rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit;
+    if (rule.costFromResponse.reserve > capacity)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['costFromResponse', 'reserve'],
+        message: `the reserve (${rule.costFromResponse.reserve}) exceeds the rule's ${rule.algorithm === 'tokenBucket' ? 'burst' : 'limit'} (${capacity}): no request could ever be admitted`,
+      });
+  });
 /**
  * A validated rule, as `config.rules` holds it (defaults filled in).
  *

@@ -13,6 +13,7 @@
 // Every window algorithm degrades to a fixed window (constant state per key), the token bucket stays a
 // token bucket, concurrency counts in-flight leases. Memory: at most `capacity` keys, least recently used
 // evicted first.
+import { chargedCost } from './cost-from-response.ts';
 import { randomUUID } from 'node:crypto';
 import type { Rule } from '../config/schema.ts';
 import { KEPT_WINDOWS, portion } from '../protocol/index.ts';
@@ -156,8 +157,10 @@ export function createLocalFallback(options: LocalFallbackOptions): LocalFallbac
     return entries.size + needed <= capacity;
   };
 
-  const propose = (input: LocalRuleInput, cost: number, now: number, room: boolean): Proposal => {
+  const propose = (input: LocalRuleInput, requestCost: number, now: number, room: boolean): Proposal => {
     const { rule } = input;
+    // A costFromResponse rule charges its whole reserve: no answer settles a local admission.
+    const cost = chargedCost(rule, requestCost);
     const base = { ...outcomeBase(rule), source: 'local-fallback' as const };
     const current = entries.get(input.key);
     if (current === undefined && !room) {

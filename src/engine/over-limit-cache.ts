@@ -15,8 +15,15 @@ interface Entry {
 }
 
 export interface OverLimitCache {
-  /** A cached denial for any enforcing rule of this request, or undefined. */
-  lookup(matched: readonly MatchedRule[], cost: number): RuleOutcome | undefined;
+  /**
+   * A cached denial for any enforcing rule of this request, or undefined. `costOf` is what a rule charges a request
+   * of `cost` (chargedCost: a costFromResponse rule its reserve); `cost` itself when omitted.
+   */
+  lookup(
+    matched: readonly MatchedRule[],
+    cost: number,
+    costOf?: (rule: MatchedRule['rule'], cost: number) => number,
+  ): RuleOutcome | undefined;
   /** Cache a denial until its retry time, or for at most `maxMs`. */
   remember(key: string, outcome: RuleOutcome, cost: number, maxMs?: number): void;
   clear(): void;
@@ -32,7 +39,7 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
   // Bounded: the least recently used denial goes first.
   const entries = new LRUCache<string, Entry>({ max: maxEntries });
   return {
-    lookup(matched, cost) {
+    lookup(matched, cost, costOf) {
       if (entries.size === 0) return undefined;
       const at = now();
       for (const { key, rule } of matched) {
@@ -43,7 +50,7 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
           entries.delete(key);
           continue;
         }
-        if (cost < entry.cost) continue;
+        if ((costOf ? costOf(rule, cost) : cost) < entry.cost) continue;
         // Decided from memory, not from a view: whether it would be a false denial is unknown (not flagged).
         // Field by field (a rest copy and a spread cost more than the rest of the lookup on this path).
         const o = entry.outcome;

@@ -10,8 +10,8 @@ import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { advertisedLimit, matchRules } from './rules.ts';
-import { falseDenialsTotal, responseRefundsTotal } from '../metrics.ts';
-import { countsResponse } from './count-responses.ts';
+import { falseDenialsTotal, responseCostsTotal, responseCostOverrunTotal, responseRefundsTotal } from '../metrics.ts';
+import { chargedCost, ruleSettlement, settlesAfterAnswer, type ReportedCost } from './cost-from-response.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
 import { createDecideBatcher } from './decide-batcher.ts';
@@ -67,8 +67,11 @@ export interface RedisDecisionEngine extends DecisionEngine {
   settle(items: readonly Unsettled[]): Promise<void>;
   /** Forget the over-limit cache's denials of these state keys (an operator reset them). */
   forget(keys: readonly string[]): void;
-  /** Refund what rules with `countResponses` do not count for the answer's status (refund.lua). */
-  settleResponse(decision: Decision, status: number): Promise<number>;
+  /**
+   * Refund what rules with `countResponses` do not count for the answer's status, and what costFromResponse rules
+   * reserved beyond the cost the answer reports (refund.lua).
+   */
+  settleResponse(decision: Decision, status: number, reported?: ReportedCost): Promise<number>;
 }
 
 function groupByShard(matched: readonly MatchedRule[]): ShardGroup[] {
@@ -181,18 +184,36 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     return { group, reply: parseDecideReply(await callDecide(call, group.shard), group.rules.length) };
   };
 
-  const refund = async (result: Awaited<ReturnType<typeof decideGroup>>, cost: number, leaseId: string) => {
-    const rules = result.group.rules.map(({ key, rule }) => ({ key, algorithm: rule.algorithm, period: rule.period }));
-    const marker = refundMarkerKey(result.group.shard, randomUUID());
-    await runRefund(redis, refundCall(topology.selfIndex, result.reply.now, rules, cost, leaseId, marker));
+  // Gives `cost` units back to each rule of one shard's admission: one refund.lua call per distinct cost (a
+  // costFromResponse rule charged its reserve, the others the request's cost). Resolves with the keys refunded.
+  const refundShard = async (shard: number, now: number, items: readonly { rule: Rule; key: string; cost: number }[], leaseId: string) => {
+    const byCost = new Map<number, { key: string; algorithm: Rule['algorithm']; period: number }[]>();
+    for (const { rule, key, cost } of items) {
+      if (cost <= 0) continue;
+      const list = byCost.get(cost) ?? [];
+      list.push({ key, algorithm: rule.algorithm, period: rule.period });
+      byCost.set(cost, list);
+    }
+    let refunded = 0;
+    for (const [cost, rules] of byCost) {
+      const marker = refundMarkerKey(shard, randomUUID());
+      refunded += await runRefund(redis, refundCall(topology.selfIndex, now, rules, cost, leaseId, marker));
+    }
+    return refunded;
   };
 
-  // Rules that count only some answers: their admissions carry a refund ticket (none otherwise: no cost per request).
-  const countsSome = config.rules.some((rule) => rule.countResponses !== 'all');
+  const refund = async (result: Awaited<ReturnType<typeof decideGroup>>, cost: number, leaseId: string) => {
+    const items = result.group.rules.map(({ key, rule }) => ({ key, rule, cost: chargedCost(rule, cost) }));
+    await refundShard(result.group.shard, result.reply.now, items, leaseId);
+  };
+
+  // Rules settled once the answer is known (countResponses, costFromResponse): their admissions carry a refund
+  // ticket (none otherwise: no cost per request).
+  const settlesSome = config.rules.some(settlesAfterAnswer);
 
   const cached = (matched: readonly MatchedRule[], request: RequestContext): Decision | undefined => {
     if (cache === undefined || matched.length === 0) return undefined;
-    const outcome = cache.lookup(matched, request.cost ?? 1);
+    const outcome = cache.lookup(matched, request.cost ?? 1, chargedCost);
     return outcome ? { allowed: false, outcomes: [outcome], binding: outcome, leases: [] } : undefined;
   };
 
@@ -253,45 +274,57 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
         if (timeToGrant && !peek && FEDERATED_ALGORITHMS.has(rule.algorithm) && !rule.shadow)
           timeToGrant.decided(rule.name, key, rule.period, result.reply.now, allowed && ruleAllowed, falseDenial);
         if (allowed && outcome.allowed && !peek && rule.algorithm === 'concurrency') leases.push({ key, id: leaseId, slots: cost });
-        // A false denial is not cached: the federation has room, and a grant may come within a round trip.
-        if (!outcome.allowed && !falseDenial && !rule.shadow && rule.algorithm !== 'concurrency') {
+        // A false denial is not cached: the federation has room, and a grant may come within a round trip. Nor a
+        // denial of a rule settled after the answer (countResponses, costFromResponse): its refunds free room at
+        // any time, and a cached denial would hold until the retry time regardless.
+        if (!outcome.allowed && !falseDenial && !rule.shadow && rule.algorithm !== 'concurrency' && !settlesAfterAnswer(rule)) {
           cache?.remember(
             key,
             outcome,
-            cost,
+            chargedCost(rule, cost),
             federated && FEDERATED_ALGORITHMS.has(rule.algorithm) ? config.federation.syncIntervalMs : Infinity,
           );
         }
       });
     }
     const decision: Decision = { allowed, outcomes, binding: bindingOutcome(outcomes), leases };
-    if (countsSome && allowed && !peek) {
+    if (settlesSome && allowed && !peek) {
       const calls = results
         .map((result) => ({
           shard: result.group.shard,
           now: result.reply.now,
-          rules: result.group.rules.filter((entry) => entry.rule.countResponses !== 'all').map(({ rule, key }) => ({ rule, key })),
+          rules: result.group.rules.filter((entry) => settlesAfterAnswer(entry.rule)).map(({ rule, key }) => ({ rule, key })),
         }))
         .filter((call) => call.rules.length > 0);
-      if (calls.length > 0) decision.refund = { cost, leaseId, calls };
+      if (calls.length > 0) decision.refund = { id: randomUUID(), cost, leaseId, calls };
     }
     return decision;
   };
 
-  const settleResponse = async (decision: Decision, status: number): Promise<number> => {
+  const settleResponse = async (decision: Decision, status: number, reported?: ReportedCost): Promise<number> => {
     const ticket = decision.refund;
     if (ticket === undefined) return 0;
-    const refunded = await Promise.all(
-      ticket.calls.map(async (call) => {
-        const rules = call.rules.filter(({ rule }) => !countsResponse(rule, status));
-        if (rules.length === 0) return 0;
-        const marker = refundMarkerKey(call.shard, randomUUID());
-        const refund = rules.map(({ key, rule }) => ({ key, algorithm: rule.algorithm, period: rule.period }));
-        const count = await runRefund(redis, refundCall(topology.selfIndex, call.now, refund, ticket.cost, ticket.leaseId, marker));
-        for (const { rule } of rules) responseRefundsTotal.inc({ rule: rule.name });
-        return count;
-      }),
-    );
+    const refunds: Promise<number>[] = [];
+    for (const call of ticket.calls) {
+      for (const { rule, key } of call.rules) {
+        const charged = chargedCost(rule, ticket.cost);
+        const settlement = ruleSettlement(rule, charged, status, reported);
+        if (settlement.outcome !== undefined) responseCostsTotal.inc({ rule: rule.name, outcome: settlement.outcome });
+        if (settlement.outcome === 'overrun') responseCostOverrunTotal.inc({ rule: rule.name }, settlement.actual! - charged);
+        if (settlement.refund <= 0) continue;
+        // One call per rule, its marker named by the ticket and the rule (a request matches a rule once): a rule's
+        // admission is refunded once, whatever amount a second settlement of the same ticket would name.
+        const marker = refundMarkerKey(call.shard, `${ticket.id}.${rule.name}`);
+        const refund = [{ key, algorithm: rule.algorithm, period: rule.period }];
+        refunds.push(
+          runRefund(redis, refundCall(topology.selfIndex, call.now, refund, settlement.refund, ticket.leaseId, marker)).then((count) => {
+            if (count > 0) responseRefundsTotal.inc({ rule: rule.name });
+            return count;
+          }),
+        );
+      }
+    }
+    const refunded = await Promise.all(refunds);
     return refunded.reduce((total, count) => total + count, 0);
   };
 

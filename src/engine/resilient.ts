@@ -11,6 +11,7 @@ import type { Config } from '../config/schema.ts';
 import type { Logger } from '../log.ts';
 import { limiterOverheadSeconds, listMatchesTotal, OTHER_ENDPOINT, unlimitedDecisionsTotal } from '../metrics.ts';
 import { combinedVerdict, compileLists, NO_LISTS } from './access-lists.ts';
+import type { ReportedCost } from './cost-from-response.ts';
 import type { AdminLists } from './admin-lists.ts';
 import type { AdminPlans } from './admin-plans.ts';
 import type { Breaker } from './breaker.ts';
@@ -268,10 +269,23 @@ export function createResilientEngine(options: ResilientEngineOptions): Resilien
     forget(keys) {
       asForgetter(current.inner)?.forget(keys);
     },
-    async settleResponse(decision, status) {
+    async settleResponse(decision, status, reported) {
       if (decision.refund === undefined || current.inner.settleResponse === undefined) return 0;
+      // An answer that reports more than a costFromResponse rule reserved: charged the reserve (counted by the engine).
+      const logged: ReportedCost | undefined =
+        reported &&
+        ((rule) => {
+          const actual = reported(rule);
+          const reserve = rule.costFromResponse?.reserve;
+          if (actual !== undefined && reserve !== undefined && actual > reserve)
+            log.debug(
+              { event: 'cost.overrun', rule: rule.name, actual, reserve },
+              'the answer reported more than the rule reserved; charged the reserve',
+            );
+          return actual;
+        });
       try {
-        return await withDeadline(current.inner.settleResponse(decision, status), deadlineMs, 'response refund');
+        return await withDeadline(current.inner.settleResponse(decision, status, logged), deadlineMs, 'response refund');
       } catch (error) {
         // The admission stays counted: the safe side of the limit.
         log.warn({ event: 'refund.failed', error: (error as Error).message }, 'could not refund an admission its rule does not count');

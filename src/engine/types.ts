@@ -1,6 +1,7 @@
 // Types at the boundary of the decision engine, and how an outcome's reported count reads. The HTTP layer, the
 // middleware, the benchmarks and the chaos lab all speak these.
 import type { Algorithm, FailMode, Rule } from '../config/schema.ts';
+import type { ReportedCost } from './cost-from-response.ts';
 
 /**
  * Who is asking and for what. Built by the HTTP layer from the request (or from a /v1/check body).
@@ -158,7 +159,7 @@ export interface Decision {
   /** Set when an allow or deny list decided the request before any rule (then `outcomes` is empty). */
   list?: ListVerdict;
   /**
-   * What an admission of rules with `countResponses` needs to be refunded once the answer is known (the Redis
+   * What an admission of rules with `countResponses` or `costFromResponse` needs to be refunded once the answer is known (the Redis
    * engine sets it only for such rules); see DecisionEngine.settleResponse.
    */
   refund?: RefundTicket;
@@ -166,6 +167,11 @@ export interface Decision {
 
 /** An admission's parts per script call, as refund.lua takes them back. */
 export interface RefundTicket {
+  /**
+   * Names this admission's refunds (refund.lua's marker per rule): settling the same ticket again, or a reported
+   * cost sent twice to /v1/release, returns nothing more.
+   */
+  id: string;
   cost: number;
   leaseId: string;
   calls: { shard: number; now: number; rules: { rule: Rule; key: string }[] }[];
@@ -246,7 +252,9 @@ export interface DecisionEngine {
   close(): Promise<void>;
   /**
    * The answer to an admitted request is known: refund what rules with `countResponses` do not count for its status
-   * (decision.refund). Resolves with the number of state keys refunded; engines without such rules need not have it.
+   * and what costFromResponse rules reserved beyond the cost the answer reports (`reported`: the cost header's
+   * value; none or undefined keeps the whole reserve) (decision.refund). Resolves with the number of state keys
+   * refunded; engines without such rules need not have it.
    */
-  settleResponse?(decision: Decision, status: number): Promise<number>;
+  settleResponse?(decision: Decision, status: number, reported?: ReportedCost): Promise<number>;
 }

@@ -15,6 +15,7 @@ import { errorHandler, notFound } from './errors.ts';
 import { canonicalizePath, gatewayHandler, refuseUnforwardable } from './gateway.ts';
 import { ruleLookup } from './headers.ts';
 import { jsonError } from './json-error.ts';
+import { settleTokens } from './settle-token.ts';
 import { quotafed } from './middleware.ts';
 import { registerHealthRoutes, registerMetricsRoute, type Readiness } from './ops.ts';
 import type { AnnotationStore } from '../dashboard/annotations.ts';
@@ -65,7 +66,8 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
     app.use('/v1/check', requireAdminToken(config.admin.token));
     app.use('/v1/release', requireAdminToken(config.admin.token));
   }
-  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths, rules });
+  const settle = { tokens: settleTokens(config.admin.token), ruleOf: rules };
+  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths, rules, settle });
   reserve(app, '/v1/check', '/v1/release');
   registerAuthRequestRoute(app, {
     engine,

@@ -1,6 +1,7 @@
 // POST /v1/check: the gateway's decision as JSON, for sidecars and internal callers that bypass the gateway.
 // The response carries the same rate-limit headers; `status` says what the caller should answer its client.
-// POST /v1/release returns concurrency leases taken by a check.
+// POST /v1/release returns concurrency leases taken by a check, and settles an admission once the caller knows
+// its answer (the `settle` token of the check, with the answer's status and the cost it reported).
 import type { Context, Hono } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { ServerResponse } from 'node:http';
@@ -24,6 +25,8 @@ import { checkApiKey, clientAddress, ipKey, ipv6PrefixOf, type IdentitySettings 
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } from './path.ts';
 import { readBodyText } from './read-body.ts';
+import type { SettleTokens } from './settle-token.ts';
+import type { Rule } from '../config/schema.ts';
 
 export const CHECK_BODY_LIMIT_BYTES = 16 * 1024;
 
@@ -69,7 +72,19 @@ const ReleaseBody = z.strictObject({
         slots: z.number().int().positive().max(1_000_000),
       }),
     )
-    .max(100),
+    .max(100)
+    .default([]),
+  /**
+   * The answer to a checked request is known: the check's `settle` token, the answer's status (countResponses) and
+   * the cost it reported (costFromResponse; omitted: the whole reserve stays charged).
+   */
+  settle: z
+    .strictObject({
+      token: z.string().min(1).max(8_192),
+      status: z.number().int().min(100).max(599).default(200),
+      cost: z.number().int().min(0).max(1_000_000_000).optional(),
+    })
+    .optional(),
 });
 
 export type CheckBody = z.output<ReturnType<typeof checkBodySchema>>;
@@ -139,7 +154,7 @@ export interface CheckAnswer {
 export function checkAnswer(
   decision: Pick<Decision, 'allowed' | 'binding' | 'leases' | 'outcomes' | 'list'>,
   at: number,
-  options: { cost?: number; rules?: RuleLookup | undefined; peek?: boolean | undefined } = {},
+  options: { cost?: number; rules?: RuleLookup | undefined; peek?: boolean | undefined; settle?: string | undefined } = {},
 ): CheckAnswer {
   const binding = decision.binding;
   const impossible = costExceedsLimit(decision, options.cost ?? 1);
@@ -180,6 +195,8 @@ export function checkAnswer(
   if (degraded !== undefined) body.degraded = degraded;
   // `"consume": false`: the answer of the decision, nothing spent.
   if (options.peek === true) body.consumed = false;
+  // Settled once the answer is known (countResponses, costFromResponse): the token POST /v1/release takes back.
+  if (options.settle !== undefined) body.settle = options.settle;
   if (impossible) body.error = costExceedsLimitReason(impossible, options.cost ?? 1);
   // Decided by a list before any rule: which one, and for the deny list the 403 the caller should answer.
   if (decision.list) {
@@ -216,6 +233,11 @@ export interface CheckRouteOptions {
   /** The rules in force, by name (a token bucket's policy header states its refill). */
   rules?: RuleLookup;
   now?: () => number;
+  /**
+   * Settle tokens for admissions settled once the answer is known (/v1/check hands one out, /v1/release takes it
+   * back), and the rules in force by name; without it /v1/check hands out none.
+   */
+  settle?: { tokens: SettleTokens; ruleOf: (name: string) => Rule | undefined };
 }
 
 export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteOptions): void {
@@ -231,7 +253,9 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     if (!built.ok) return c.json({ allowed: false, status: built.status, error: built.reason }, 200);
     const request = built.request;
     const decision = await options.engine.decide(request);
-    const { headers, json } = checkAnswer(decision, now(), { cost: request.cost, rules: options.rules, peek: request.peek });
+    const settle =
+      decision.refund && options.settle && options.engine.settleResponse ? options.settle.tokens.issue(decision.refund) : undefined;
+    const { headers, json } = checkAnswer(decision, now(), { cost: request.cost, rules: options.rules, peek: request.peek, settle });
     return answer(c, headers, json);
   });
 
@@ -240,7 +264,17 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     if (!body.ok) return body.response;
     const parsed = ReleaseBody.safeParse(body.value);
     if (!parsed.success) return jsonError(400, 'Invalid request body', { reasons: reasons(parsed.error) });
-    await options.engine.release(parsed.data.leases satisfies Lease[]);
-    return c.json({ released: parsed.data.leases.length });
+    const { leases, settle } = parsed.data;
+    let refunded: number | undefined;
+    if (settle !== undefined) {
+      if (options.settle === undefined || options.engine.settleResponse === undefined)
+        return jsonError(400, 'Invalid request body', { reasons: ['settle: this service settles no admissions'] });
+      const opened = options.settle.tokens.open(settle.token, options.settle.ruleOf);
+      if (!opened.ok) return jsonError(400, 'Invalid request body', { reasons: [`settle.token: ${opened.reason}`] });
+      const admitted: Decision = { allowed: true, outcomes: [], binding: undefined, leases: [], refund: opened.ticket };
+      refunded = await options.engine.settleResponse(admitted, settle.status, () => settle.cost);
+    }
+    await options.engine.release(leases satisfies Lease[]);
+    return c.json(refunded === undefined ? { released: leases.length } : { released: leases.length, refunded });
   });
 }

@@ -1,6 +1,7 @@
 // The Hono environment shared by quotafed's apps: Node bindings (for the client socket) and the decision
 // the middleware stores for later handlers.
 import type { HttpBindings } from '@hono/node-server';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Decision } from '../engine/types.ts';
 
 export type QuotafedVariables = {
@@ -8,6 +9,11 @@ export type QuotafedVariables = {
   quotafed: Decision;
   /** The canonical request path (src/http/path.ts), set by the gateway before the limiter. */
   canonicalPath: string;
+  /**
+   * The upstream answer's headers (lower-case names), set by the gateway when it wrote the answer straight to
+   * Node's response (forward.ts), where the middleware cannot read them from `c.res`: costFromResponse reads them.
+   */
+  upstreamHeaders: IncomingHttpHeaders;
 };
 
 /**

@@ -55,6 +55,8 @@ export interface ForwardRequest {
   headers: OutgoingHttpHeaders;
   /** Headers added to the answer, replacing the upstream's of the same name (the rate-limit headers). */
   answerHeaders: Record<string, string>;
+  /** Called with the upstream answer's headers (lower-case names) before its head is written. */
+  answered?: (headers: IncomingHttpHeaders) => void;
 }
 
 export interface Forwarder {
@@ -123,6 +125,7 @@ export function createForwarder(upstreamUrl: URL, timeoutMs: number): Forwarder 
         clearTimeout(timer);
         outgoing.off('close', clientClosed);
         settled = true;
+        request.answered?.(answer.headers);
         outgoing.writeHead(answer.statusCode ?? 502, answer.statusMessage, answerHeaders(answer.rawHeaders, request.answerHeaders));
         // A client that leaves mid-answer closes the upstream connection too (it cannot be reused half-read).
         outgoing.once('close', () => {

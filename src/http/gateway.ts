@@ -1,6 +1,6 @@
 // Gateway mode: the request was admitted by the quotafed middleware; forward it to the upstream.
 // Denied requests never get here. Upstream failures are the upstream's, so they become 502/504, not 500.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import type { Context, Handler, MiddlewareHandler } from 'hono';
@@ -88,7 +88,8 @@ export function gatewayHandler(options: GatewayOptions): Handler<QuotafedEnv> {
     headers['x-forwarded-proto'] = (incoming.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
     const decision = c.get('quotafed');
     const answerHeaders = decision ? rateLimitHeaders(decision, Date.now(), { rules: options.rules }) : {};
-    const failed = await forwarder.forward(incoming, outgoing, { path, headers, answerHeaders });
+    const answered = (upstream: IncomingHttpHeaders) => c.set('upstreamHeaders', upstream);
+    const failed = await forwarder.forward(incoming, outgoing, { path, headers, answerHeaders, answered });
     if (failed === undefined) return RESPONSE_ALREADY_SENT;
     if (failed.failure === 'upstream-error') logUpstreamError(failed.error);
     return failureResponse(failed.failure);

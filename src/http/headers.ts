@@ -40,7 +40,7 @@ export const COST_EXCEEDS_LIMIT_STATUS = 422;
 export type RuleLookup = (name: string) => Pick<Rule, 'algorithm' | 'limit' | 'period' | 'denial'> | undefined;
 
 /** A RuleLookup over the rules in force; `rules` is read at every call, so a policy reload is followed. */
-export function ruleLookup(rules: () => readonly Rule[]): RuleLookup {
+export function ruleLookup(rules: () => readonly Rule[]): (name: string) => Rule | undefined {
   let seen: readonly Rule[] | undefined;
   let byName = new Map<string, Rule>();
   return (name) => {

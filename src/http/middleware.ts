@@ -11,6 +11,7 @@ import type { ServerResponse } from 'node:http';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
+import { parseReportedCost, type ReportedCost } from '../engine/cost-from-response.ts';
 import { rejectionsTotal } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
 import { listDeniedResponse, rateLimitedResponse, rulesOfEngine } from './denial.ts';
@@ -170,10 +171,16 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     try {
       await next();
       const res = c.res;
-      // Rules that count only failed (or only successful) answers: refund what this answer is not, once known.
+      // Rules that count only failed (or only successful) answers: refund what this answer is not, once known; and
+      // costFromResponse rules: refund what they reserved beyond the cost the answer's header reports.
       if (decision.refund !== undefined && options.engine.settleResponse !== undefined) {
-        const sent = res.headers.has(ALREADY_SENT_HEADER) ? (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing : undefined;
-        void options.engine.settleResponse(decision, sent?.statusCode ?? res.status).catch(() => undefined);
+        const alreadySent = res.headers.has(ALREADY_SENT_HEADER);
+        const sent = alreadySent ? (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing : undefined;
+        // Written straight to Node's response (the gateway, forward.ts): the upstream's headers are on the context.
+        const header = alreadySent ? (name: string) => c.get('upstreamHeaders')?.[name] : (name: string) => res.headers.get(name);
+        const reported: ReportedCost = (rule) =>
+          rule.costFromResponse ? parseReportedCost(header(rule.costFromResponse.header)) : undefined;
+        void options.engine.settleResponse(decision, sent?.statusCode ?? res.status, reported).catch(() => undefined);
       }
       // Written straight to Node's response (the gateway on Node, forward.ts), rate-limit headers included:
       // leases are released when that response closes.

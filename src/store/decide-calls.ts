@@ -36,6 +36,8 @@ export interface DecideRuleArgs {
   budget: number;
   leaseTtl: number;
   shadow: 0 | 1;
+  /** A cost the rule charges whatever the request's (rules[].costFromResponse: its reserve). */
+  cost?: number | undefined;
 }
 
 /** A rule as decide.lua takes it, before cost and lease id (built once per rule by the engine). */
@@ -45,6 +47,7 @@ export function decideRuleArgs(rule: Rule, fallbackBudget: Config['federation'][
     budget: scriptBudget(rule, fallbackBudget, regions),
     leaseTtl: rule.leaseTtl,
     shadow: rule.shadow ? 1 : 0,
+    cost: rule.costFromResponse?.reserve,
   };
 }
 
@@ -97,13 +100,13 @@ export function decideCall(input: DecideInputs): (string | number)[] {
   call[argv + DECIDE_ARGV.ruleCount] = ruleCount;
   call[argv + DECIDE_ARGV.now] = input.now;
   for (let i = 0; i < ruleCount; i++) {
-    const { head, budget, leaseTtl, shadow } = rules[i]!;
+    const { head, budget, leaseTtl, shadow, cost } = rules[i]!;
     const at = argv + DECIDE_RULES_AFTER + i * DECIDE_RULE_WIDTH;
     call[at + DECIDE_RULE_ARGV.code] = head[0];
     call[at + DECIDE_RULE_ARGV.limit] = head[1];
     call[at + DECIDE_RULE_ARGV.period] = head[2];
     call[at + DECIDE_RULE_ARGV.burst] = head[3];
-    call[at + DECIDE_RULE_ARGV.cost] = input.cost;
+    call[at + DECIDE_RULE_ARGV.cost] = cost ?? input.cost;
     call[at + DECIDE_RULE_ARGV.budget] = budget;
     call[at + DECIDE_RULE_ARGV.leaseTtl] = leaseTtl;
     call[at + DECIDE_RULE_ARGV.leaseId] = input.leaseId;

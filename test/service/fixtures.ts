@@ -66,13 +66,17 @@ export interface Upstream {
   close(): Promise<void>;
 }
 
-export async function startUpstream(): Promise<Upstream> {
+/**
+ * A tiny upstream that answers 200 with JSON and counts what reaches it; `answerHeaders` adds headers of its own
+ * to an answer (a cost header, for example).
+ */
+export async function startUpstream(answerHeaders: (req: IncomingMessage) => Record<string, string> = () => ({})): Promise<Upstream> {
   const seen: Upstream['seen'] = [];
   const server: Server = createServer((req, res) => {
     seen.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers });
     req.resume();
     req.on('end', () => {
-      res.writeHead(200, { 'Content-Type': 'application/json', 'X-Upstream': 'yes' });
+      res.writeHead(200, { 'Content-Type': 'application/json', 'X-Upstream': 'yes', ...answerHeaders(req) });
       res.end(JSON.stringify({ upstream: true, path: req.url }));
     });
   });
