@@ -34,7 +34,6 @@ const RULE = 'per-key';
 const SATURATION_CONNECTIONS = 32;
 /** autocannon fires a fixed rate's connections together: few connections keep arrivals smooth. */
 const FIXED_RATE_CONNECTIONS = 8;
-const WARM_KEYS = 1_000;
 const MEMORY_SAMPLE_KEYS = 200;
 
 export interface FederationBenchSizes {
@@ -304,10 +303,12 @@ async function measureSide(
       const after = await Promise.all(regions.map((region) => commandCalls(region.admin)));
       idleCommandsPerSec = Math.max(...regions.map((_, i) => totalCalls(callsDelta(before[i]!, after[i]!)) / idleS));
     }
-    // A fresh Node server spends up to twice its steady CPU while its code is optimised: warm up on other keys.
+    // A fresh Node server spends up to twice its steady CPU while its code is optimised: warm up on other keys,
+    // drawn as the measured ones are. (A warm-up on 1,000 keys at saturation made those keys loud: they held
+    // grants and were swept every round for the rest of their epoch, inside the measured interval.)
     const warmS = Math.min(2, sizes.seconds);
-    progress(`federation ${bench.label}, ${side}: warm-up (${warmS} s, ${WARM_KEYS} other keys, not recorded)`);
-    await load({ durationS: warmS, distribution: 'uniform', keys: WARM_KEYS, prefix: 'warm-', seed: 7 });
+    progress(`federation ${bench.label}, ${side}: warm-up (${warmS} s, ${bench.label} other keys, not recorded)`);
+    await load({ durationS: warmS, prefix: 'warm-', seed: 7 });
     const drainMs = Math.max(5_000, sizes.seconds * 3_000);
     if (federated) await drain(sender, drainMs);
 
