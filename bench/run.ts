@@ -13,6 +13,7 @@ import { alternativesSection } from './sections/alternatives.ts';
 import { ceilingSection } from './sections/ceiling.ts';
 import { commandsSection } from './sections/commands.ts';
 import { engineSection } from './sections/engine.ts';
+import { featuresSection } from './sections/features.ts';
 import { federationSection } from './sections/federation.ts';
 import { gossipSection } from './sections/gossip.ts';
 import { grpcSection } from './sections/grpc.ts';
@@ -31,6 +32,7 @@ const SECTIONS: [string, Section][] = [
   ['ceiling', ceilingSection],
   ['alternatives', alternativesSection],
   ['grpc', grpcSection],
+  ['features', featuresSection],
   ['federation', federationSection],
 ];
 
