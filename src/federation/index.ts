@@ -213,6 +213,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       bells = undefined;
     }
   };
+  // A flush sweeps every watched shard at once, whatever their backoff (watch-sweep.ts).
+  let forceSweep = false;
   const round = async () => {
     try {
       if (recovery === undefined) await recover();
@@ -231,8 +233,11 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         if (bellsUsable) await markLanesWithWork(local as Redis, dirty, topology.peerIndexes);
         wakeFast();
       }
-      if (leader) await publisher.round();
-      else if (Date.now() - sampledAt >= FULL_PASS_MS) {
+      if (leader) {
+        const force = forceSweep;
+        forceSweep = false;
+        await publisher.round(force);
+      } else if (Date.now() - sampledAt >= FULL_PASS_MS) {
         sampledAt = Date.now();
         await publisher.sampleBacklog();
       }
@@ -300,6 +305,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     // Everything pending goes out, whether or not its bell was heard yet.
     flush: () => {
       dirty.markAll();
+      forceSweep = true;
       return exclusive();
     },
     updateRules(next) {
