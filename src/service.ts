@@ -10,6 +10,7 @@ import { createRegionRedis, waitReady, type RegionRedis } from './store/client.t
 import { createResilientEngine, type ResilientEngine } from './engine/resilient.ts';
 import { startTracing } from './engine/tracing.ts';
 import type { DecisionEngine } from './engine/types.ts';
+import { layoutOf } from './keys.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import { createAdminListenerApp, createPublicApp, type RegionAppDeps } from './http/app.ts';
 import type { Readiness } from './http/ops.ts';
@@ -201,8 +202,8 @@ export async function createRegionEngine(
       'Redis not reachable at startup; starting degraded',
     );
   }
-  const lists = createAdminLists({ redis, refreshMs: config.lists.refreshMs, logger });
-  const plans = createAdminPlans({ redis, refreshMs: config.lists.refreshMs, logger });
+  const lists = createAdminLists({ redis, keys: layoutOf(config), refreshMs: config.lists.refreshMs, logger });
+  const plans = createAdminPlans({ redis, keys: layoutOf(config), refreshMs: config.lists.refreshMs, logger });
   // Off unless an OTLP endpoint is configured: then, and only then, the OpenTelemetry SDK is imported.
   const tracer = await startTracing(config);
   if (tracer) logger.info({ event: 'tracing.started' }, 'decision spans exported over OTLP/HTTP');

@@ -12,7 +12,7 @@ import { createPublisher } from '../../src/federation/gossip/publisher.ts';
 import { federationMetrics } from '../../src/federation/metrics.ts';
 import { createPeerBook } from '../../src/federation/peers.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
-import { KEY_SHARDS, peerPendingKey } from '../../src/keys.ts';
+import { KEY_SHARDS, keyLayout, peerPendingKey } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startRedis } from '../../src/ops/redis-process.ts';
 import { apiKeyRequest, benchConfig, newClient, type Section } from '../lib/context.ts';
@@ -81,7 +81,7 @@ export const gossipSection: Section = async (ctx) => {
       const metrics = federationMetrics(new Registry());
       const peerList = config.federation.peers.map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
       const peers = createPeerBook(config.region, peerList, metrics, silentLogger());
-      const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, 5_000, silentLogger()));
+      const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, 5_000, silentLogger(), keyLayout()));
       // The link's client connects on its own; wait until both are ready so the first round is not a failed add.
       await Promise.all(peerAdmins.map((admin) => admin.ping()));
       await new Promise((resolve) => setTimeout(resolve, 200));

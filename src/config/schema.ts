@@ -295,6 +295,15 @@ export const RedisSettings = z.strictObject({
    * when its Redis comes back as another process (a new run_id); otherwise it fences them (docs/federation.md §4).
    */
   durable: z.boolean().default(false),
+  /**
+   * The first part of every Redis key of this deployment (`<keyPrefix>:{s12}:<rule>:<hash>`, `<keyPrefix>:meta`,
+   * BullMQ queues under `{<keyPrefix>}`), so several quotafed deployments can share one Redis. Every region of a
+   * federation must use the same prefix (the gossip names keys without it and each side rebuilds them under its own).
+   */
+  keyPrefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}$/, { error: 'expected 1-32 letters, digits, "_" or "-" (no ":", braces or "*")' })
+    .default('qf'),
 });
 
 export const Breaker = z.strictObject({

@@ -7,7 +7,7 @@ import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { peerSilentAfterMs, type PeerStatus } from '../federation/peers.ts';
 import type { Topology } from '../protocol/index.ts';
-import { KEY_SHARDS, peerPendingKey } from '../keys.ts';
+import { KEY_SHARDS, type KeyLayout, layoutOf } from '../keys.ts';
 import type { LinkView } from './types.ts';
 
 /** The part of the federation's per-peer status (src/federation/peers.ts) the dashboard reads. */
@@ -61,8 +61,8 @@ function describe(error: unknown): string {
   return text.slice(0, 60);
 }
 
-async function backlogTo(redis: RegionRedis, peerIndex: number): Promise<number> {
-  const counts = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(peerPendingKey(shard, peerIndex))));
+async function backlogTo(redis: RegionRedis, keys: KeyLayout, peerIndex: number): Promise<number> {
+  const counts = await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(keys.peerPendingKey(shard, peerIndex))));
   return counts.reduce((total, count) => total + count, 0);
 }
 
@@ -97,7 +97,9 @@ export function createLinkProbe(options: LinkProbeOptions): LinkProbe {
           const peerIndex = topology.regions.indexOf(peer.name);
           const [probe, sampledBacklog] = await Promise.all([
             clients.has(peer.name) ? ping(peer.name) : Promise.resolve(undefined),
-            options.redis && !options.federation ? backlogTo(options.redis, peerIndex).catch(() => null) : Promise.resolve(null),
+            options.redis && !options.federation
+              ? backlogTo(options.redis, layoutOf(config), peerIndex).catch(() => null)
+              : Promise.resolve(null),
           ]);
           const status = byPeer.get(peer.name);
           const heardAgo = status?.lastHeardAt == null ? undefined : now() - status.lastHeardAt;

@@ -1,10 +1,10 @@
-// The allow and deny entries added through the admin API, kept in the region's Redis (LISTS_KEY, src/keys.ts) so
+// The allow and deny entries added through the admin API, kept in the region's Redis (KeyLayout.listsKey, src/keys.ts) so
 // every gateway process of the region agrees. Each process holds a compiled copy and re-reads it every
 // `lists.refreshMs` (one HGET of the change counter; the whole hash only when it moved) and right after its own
 // writes. While Redis does not answer, the last copy stays in force. Entries are per region: nothing gossips them.
 import { parseIpRange } from '../config/cidr.ts';
 import { MAX_LIST_ENTRIES, type ListEntry } from '../config/schema.ts';
-import { LISTS_KEY } from '../keys.ts';
+import type { KeyLayout } from '../keys.ts';
 import type { Logger } from '../log.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { NO_LISTS, compileLists, type CompiledLists } from './access-lists.ts';
@@ -24,7 +24,7 @@ export interface AdminListEntries {
  *
  * @example
  * ```ts
- * const lists = createAdminLists({ redis, refreshMs: 1000, logger });
+ * const lists = createAdminLists({ redis, keys: layoutOf(config), refreshMs: 1000, logger });
  * await lists.add('deny', { ip: '198.51.100.0/24', comment: 'scraper' });
  * lists.compiled(); // what the engine matches now
  * lists.close();
@@ -46,6 +46,8 @@ export interface AdminLists {
 
 export interface AdminListsOptions {
   redis: RegionRedis;
+  /** The deployment's key layout (`redis.keyPrefix`): the entries live in its listsKey. */
+  keys: KeyLayout;
   refreshMs: number;
   logger: Logger;
 }
@@ -87,6 +89,7 @@ function parseHash(hash: Record<string, string>): AdminListEntries {
 
 export function createAdminLists(options: AdminListsOptions): AdminLists {
   const { redis } = options;
+  const { listsKey } = options.keys;
   const log = options.logger.child({ module: 'admin-lists' });
   let compiled = NO_LISTS;
   let entries: AdminListEntries = { allow: [], deny: [] };
@@ -95,9 +98,9 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
   let failing = false;
 
   const read = async (): Promise<void> => {
-    const seen = await redis.hget(LISTS_KEY, VERSION_FIELD);
+    const seen = await redis.hget(listsKey, VERSION_FIELD);
     if (seen === version) return;
-    const hash = await redis.hgetall(LISTS_KEY);
+    const hash = await redis.hgetall(listsKey);
     entries = parseHash(hash);
     compiled = compileLists(entries);
     version = hash[VERSION_FIELD] ?? null;
@@ -139,9 +142,9 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
     async add(list, entry) {
       await refresh();
       const field = fieldOf(list, entry);
-      if (entries[list].length >= MAX_LIST_ENTRIES && (await redis.hexists(LISTS_KEY, field)) === 0) throw new ListFullError(list);
+      if (entries[list].length >= MAX_LIST_ENTRIES && (await redis.hexists(listsKey, field)) === 0) throw new ListFullError(list);
       const value = JSON.stringify({ ...(entry.comment !== undefined ? { comment: entry.comment } : {}), addedAt: Date.now() });
-      const reply = await redis.multi().hset(LISTS_KEY, field, value).hincrby(LISTS_KEY, VERSION_FIELD, 1).exec();
+      const reply = await redis.multi().hset(listsKey, field, value).hincrby(listsKey, VERSION_FIELD, 1).exec();
       if (reply === null || reply.some(([error]) => error)) throw reply?.find(([error]) => error)?.[0] ?? new Error('lists write aborted');
       await reread();
       return { added: reply[0]![1] === 1 };
@@ -153,8 +156,8 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
       const found = entries[list].filter((entry) => entry.apiKey === value || entry.ip === ip);
       if (found.length === 0) return [];
       const tx = redis.multi();
-      for (const entry of found) tx.hdel(LISTS_KEY, fieldOf(list, entry));
-      await tx.hincrby(LISTS_KEY, VERSION_FIELD, 1).exec();
+      for (const entry of found) tx.hdel(listsKey, fieldOf(list, entry));
+      await tx.hincrby(listsKey, VERSION_FIELD, 1).exec();
       await reread();
       return found.map(({ addedAt: _addedAt, ...entry }) => entry);
     },

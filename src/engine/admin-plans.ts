@@ -1,11 +1,11 @@
-// The plan assignments of the admin API (PUT /admin/plans/<apiKey>), kept in the region's Redis (PLANS_KEY,
+// The plan assignments of the admin API (PUT /admin/plans/<apiKey>), kept in the region's Redis (KeyLayout.plansKey,
 // src/keys.ts) as the admin lists are (src/engine/admin-lists.ts): each process holds a copy and re-reads it every
 // `lists.refreshMs` (one HGET of the change counter; the whole hash only when it moved) and right after its own
 // writes; while Redis does not answer, the last copy stays in force. Unlike the lists, assignments are gossiped to
 // every region (src/federation/plan-gossip.ts). Every write is a field of its own, named by its time and region, so
 // writes never overwrite each other whatever the order they arrive in: the newest per key wins when read (last
 // writer wins, src/engine/plans.ts), and the losers are deleted then.
-import { PLANS_KEY } from '../keys.ts';
+import type { KeyLayout } from '../keys.ts';
 import type { Logger } from '../log.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { newer, type PlanAssignment } from './plans.ts';
@@ -46,14 +46,15 @@ export function parseAssignment(field: string, value: string): { apiKey: string;
  *
  * @example
  * ```ts
- * await storeAssignment(redis, 'partner-key', { plan: 'pro', previous: 'free', at: Date.now(), region: 'us-east' });
+ * await storeAssignment(redis, layoutOf(config), 'partner-key', { plan: 'pro', previous: 'free', at: Date.now(), region: 'us-east' });
  * ```
  */
-export async function storeAssignment(redis: RegionRedis, apiKey: string, assignment: PlanAssignment): Promise<void> {
+export async function storeAssignment(redis: RegionRedis, keys: KeyLayout, apiKey: string, assignment: PlanAssignment): Promise<void> {
+  const { plansKey } = keys;
   const reply = await redis
     .multi()
-    .hset(PLANS_KEY, assignmentField(apiKey, assignment), assignmentValue(assignment))
-    .hincrby(PLANS_KEY, VERSION_FIELD, 1)
+    .hset(plansKey, assignmentField(apiKey, assignment), assignmentValue(assignment))
+    .hincrby(plansKey, VERSION_FIELD, 1)
     .exec();
   if (reply === null || reply.some(([error]) => error)) throw reply?.find(([error]) => error)?.[0] ?? new Error('plans write aborted');
 }
@@ -63,7 +64,7 @@ export async function storeAssignment(redis: RegionRedis, apiKey: string, assign
  *
  * @example
  * ```ts
- * const plans = createAdminPlans({ redis, refreshMs: 1000, logger });
+ * const plans = createAdminPlans({ redis, keys: layoutOf(config), refreshMs: 1000, logger });
  * await plans.put('partner-key', { plan: 'pro', previous: 'free', at: Date.now(), region: 'us-east' });
  * plans.assignment('partner-key'); // { plan: 'pro', ... }
  * plans.close();
@@ -83,6 +84,8 @@ export interface AdminPlans {
 
 export interface AdminPlansOptions {
   redis: RegionRedis;
+  /** The deployment's key layout (`redis.keyPrefix`): the assignments live in its plansKey. */
+  keys: KeyLayout;
   refreshMs: number;
   logger: Logger;
 }
@@ -108,7 +111,8 @@ function parseHash(hash: Record<string, string>): { winners: Map<string, PlanAss
 }
 
 export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
-  const { redis } = options;
+  const { redis, keys } = options;
+  const { plansKey } = keys;
   const log = options.logger.child({ module: 'admin-plans' });
   let winners = new Map<string, PlanAssignment>();
   let version: string | null | undefined;
@@ -116,14 +120,14 @@ export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
   let failing = false;
 
   const read = async (): Promise<void> => {
-    const seen = await redis.hget(PLANS_KEY, VERSION_FIELD);
+    const seen = await redis.hget(plansKey, VERSION_FIELD);
     if (seen === version) return;
-    const hash = await redis.hgetall(PLANS_KEY);
+    const hash = await redis.hgetall(plansKey);
     const parsed = parseHash(hash);
     winners = parsed.winners;
     version = hash[VERSION_FIELD] ?? null;
     // A losing write never wins again (the order is total): forget it. The counter does not move, nothing changed.
-    if (parsed.losers.length > 0) await redis.hdel(PLANS_KEY, ...parsed.losers);
+    if (parsed.losers.length > 0) await redis.hdel(plansKey, ...parsed.losers);
   };
   const refresh = (): Promise<void> => {
     inFlight ??= read().finally(() => {
@@ -156,7 +160,7 @@ export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
     size: () => winners.size,
     refresh,
     async put(apiKey, assignment) {
-      await storeAssignment(redis, apiKey, assignment);
+      await storeAssignment(redis, keys, apiKey, assignment);
       await reread();
     },
     close() {

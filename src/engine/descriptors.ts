@@ -6,7 +6,7 @@
 // limit override (RateLimitDescriptor.limit) apply as in envoyproxy/ratelimit (planDescriptors, matchDescriptor).
 import { hash } from 'node:crypto';
 import type { Config, EnvoyEntryMatch, Rule } from '../config/schema.ts';
-import { stateKeyOf } from '../keys.ts';
+import { layoutOf } from '../keys.ts';
 import type { DescriptorRequest, LimitOverride, MatchedRule } from './types.ts';
 
 interface EnvoyRule {
@@ -144,7 +144,11 @@ function overrideKeyName(config: Pick<Config, 'rules'>, rule: Rule, override: Li
  * console.log(matched.map((m) => m.rule.name)); // e.g. ['per-key']
  * ```
  */
-export function matchDescriptor(config: Pick<Config, 'rules'>, request: DescriptorRequest): MatchedRule[] {
+export function matchDescriptor(
+  config: Pick<Config, 'rules'> & { redis?: Pick<Config['redis'], 'keyPrefix'> },
+  request: DescriptorRequest,
+): MatchedRule[] {
+  const keys = layoutOf(config);
   const override = request.limit;
   let chosen = winners(config, request);
   if (!override) chosen = chosen.filter(({ rule }) => rule.unlimited !== true && !request.replaced?.has(rule.name));
@@ -155,7 +159,7 @@ export function matchDescriptor(config: Pick<Config, 'rules'>, request: Descript
     const decided = override ? overridden(rule, override) : rule;
     const keyName = decided === rule ? rule.name : overrideKeyName(config, rule, override!);
     const principal = `${rule.name}|${dimensions.join('|')}`;
-    const { key, shard } = stateKeyOf(keyName, { principal, dimensions });
+    const { key, shard } = keys.stateKeyOf(keyName, { principal, dimensions });
     return { rule: decided, key, principal, endpoint, shard };
   });
 }

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../config/schema.ts';
 import { topologyOf, type Topology } from '../protocol/index.ts';
-import { KEY_SHARDS, peerPendingKey, refundMarkerKey, shardMarkerKey } from '../keys.ts';
+import { KEY_SHARDS, layoutOf } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
@@ -140,6 +140,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
   const { config } = options;
   const redis: ScriptedRedis = withScripts(options.redis);
   const topology = topologyOf(config);
+  const keys = layoutOf(config);
   const federated = topology.regions.length > 1;
   const caller = decideCaller(redis, {
     functions: options.redisFunctions,
@@ -158,7 +159,8 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
   // Everything of a decide call that does not change per request, built once: the shard's fixed keys and
   // each rule's script arguments (cost and lease id are filled in per call).
   const fixedKeysOf: string[][] = [];
-  for (let shard = 0; shard < KEY_SHARDS; shard++) fixedKeysOf.push(decideShardKeys(shard, federated ? topology.peerIndexes : undefined));
+  for (let shard = 0; shard < KEY_SHARDS; shard++)
+    fixedKeysOf.push(decideShardKeys(keys, shard, federated ? topology.peerIndexes : undefined));
   const scriptArgs = (rule: Rule) => decideRuleArgs(rule, config.federation.leakageBudget, regions);
   const ruleArgs = new Map(config.rules.map((rule) => [rule, scriptArgs(rule)]));
   // A rule object of another config (a caller's own matchRules) is built per call, as before.
@@ -171,7 +173,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     peek: boolean,
   ): Promise<{ group: ShardGroup; reply: DecideReply }> => {
     const call = decideCall({
-      fixedKeys: fixedKeysOf[group.shard] ?? [shardMarkerKey(group.shard)],
+      fixedKeys: fixedKeysOf[group.shard] ?? [keys.shardMarkerKey(group.shard)],
       ruleKeys: group.rules.map((entry) => entry.key),
       rules: group.rules.map((entry) => argsOf(entry.rule)),
       topology,
@@ -196,7 +198,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     }
     let refunded = 0;
     for (const [cost, rules] of byCost) {
-      const marker = refundMarkerKey(shard, randomUUID());
+      const marker = keys.refundMarkerKey(shard, randomUUID());
       refunded += await runRefund(redis, refundCall(topology.selfIndex, now, rules, cost, leaseId, marker));
     }
     return refunded;
@@ -314,7 +316,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
         if (settlement.refund <= 0) continue;
         // One call per rule, its marker named by the ticket and the rule (a request matches a rule once): a rule's
         // admission is refunded once, whatever amount a second settlement of the same ticket would name.
-        const marker = refundMarkerKey(call.shard, `${ticket.id}.${rule.name}`);
+        const marker = keys.refundMarkerKey(call.shard, `${ticket.id}.${rule.name}`);
         const refund = [{ key, algorithm: rule.algorithm, period: rule.period }];
         refunds.push(
           runRefund(redis, refundCall(topology.selfIndex, call.now, refund, settlement.refund, ticket.leaseId, marker)).then((count) => {
@@ -338,7 +340,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     try {
       await Promise.all(
         [...byShard].map(([shard, list]) => {
-          const pending = federated ? topology.peerIndexes.map((peer) => peerPendingKey(shard, peer)) : [];
+          const pending = federated ? topology.peerIndexes.map((peer) => keys.peerPendingKey(shard, peer)) : [];
           const items = list.map((item) => ({ key: item.key, period: item.rule.period, windowStart: item.windowStart, count: item.count }));
           return runSettleFallback(redis, settleFallbackCall(topology, regions, pending, items));
         }),

@@ -2,7 +2,7 @@
 // Route patterns are matched with Hono's own TrieRouter, compiled once per config.
 import { TrieRouter } from 'hono/router/trie-router';
 import type { Config, Dimension, Rule } from '../config/schema.ts';
-import { stateKeyOf } from '../keys.ts';
+import { layoutOf, type KeyLayout } from '../keys.ts';
 import { matchDescriptor } from './descriptors.ts';
 import { configuredPlan } from './plans.ts';
 import { createIdentityCache, type Identity, type IdentityCache } from './identity-cache.ts';
@@ -106,9 +106,16 @@ function identityApplies(rule: Rule, hasKey: boolean): boolean {
   return true;
 }
 
-function identityOf(compiledRules: CompiledRules, index: number, entry: CompiledRule, dimensions: readonly string[]): Identity {
-  // The principal is one of the dimension values or derived from all of them, so the values decide the key.
-  let cacheKey = `${index}`;
+function identityOf(
+  keys: KeyLayout,
+  compiledRules: CompiledRules,
+  index: number,
+  entry: CompiledRule,
+  dimensions: readonly string[],
+): Identity {
+  // The principal is one of the dimension values or derived from all of them, so the values decide the key (and
+  // the prefix, so two layouts over the same rules never share an entry).
+  let cacheKey = `${keys.prefix}|${index}`;
   for (const value of dimensions) cacheKey += `|${value.length}:${value}`;
   const cacheable = cacheKey.length <= IDENTITY_CACHE_MAX_CHARS;
   if (cacheable) {
@@ -117,7 +124,7 @@ function identityOf(compiledRules: CompiledRules, index: number, entry: Compiled
   }
   const { rule, principalAt } = entry;
   const principal = principalAt !== -1 ? dimensions[principalAt]! : `${rule.name}|${dimensions.join('|')}`;
-  const { key, shard } = stateKeyOf(rule.name, { principal, dimensions });
+  const { key, shard } = keys.stateKeyOf(rule.name, { principal, dimensions });
   const identity = { key, principal, shard };
   if (cacheable) compiledRules.identities.offer(cacheKey, identity);
   return identity;
@@ -157,11 +164,12 @@ function planRules(rules: readonly CompiledRule[], index: number, choice: PlanCh
  * ```
  */
 export function matchRules(
-  config: Pick<Config, 'rules'> & Partial<Pick<Config, 'plans' | 'federation'>>,
+  config: Pick<Config, 'rules'> & Partial<Pick<Config, 'plans' | 'federation'>> & { redis?: Pick<Config['redis'], 'keyPrefix'> },
   request: RequestContext,
   onUnlimited?: (rule: Rule, endpoint: string | undefined) => void,
 ): MatchedRule[] {
   if (request.descriptor) return matchDescriptor(config, request.descriptor);
+  const keys = layoutOf(config);
   const compiledRules = compile(config);
   const { router, rules } = compiledRules;
   let endpointOf: Map<number, string> | undefined;
@@ -195,7 +203,7 @@ export function matchRules(
     }
     if (!complete) continue;
     if (entry.plans === undefined) {
-      const { key, principal, shard } = identityOf(compiledRules, index, entry, dimensions);
+      const { key, principal, shard } = identityOf(keys, compiledRules, index, entry, dimensions);
       matched.push({ rule, key, principal, endpoint, shard });
       continue;
     }
@@ -204,7 +212,7 @@ export function matchRules(
     const deciding = planRules(rules, index, choice, config.federation?.maxClockSkewMs ?? 0);
     if (deciding.length === 0) onUnlimited?.(rule, endpoint);
     for (const at of deciding) {
-      const { key, principal, shard } = identityOf(compiledRules, at, rules[at]!, dimensions);
+      const { key, principal, shard } = identityOf(keys, compiledRules, at, rules[at]!, dimensions);
       matched.push({ rule: rules[at]!.rule, key, principal, endpoint, shard });
     }
   }

@@ -76,7 +76,7 @@ const emptyWindow = (capacity: number, windowId: number): WindowSketches => ({
   consumption: new SpaceSaving<string>(capacity),
 });
 
-/** The last part of a state key `qf:{s<n>}:<rule>:<identity hash>`. */
+/** The last part of a state key `<prefix>:{s<n>}:<rule>:<identity hash>`. */
 function identityIdOf(stateKey: string): string {
   return stateKey.slice(stateKey.lastIndexOf(':') + 1);
 }

@@ -3,7 +3,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Config, Rule } from '../config/schema.ts';
 import { matchRules } from '../engine/rules.ts';
-import { peerPendingKey, shardMarkerKey, shardOfKey } from '../keys.ts';
+import { layoutOf, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
 import { ruleFederationParams, topologyOf, windowAllowance, windowForfeited, type WindowSlot } from '../protocol/index.ts';
@@ -87,11 +87,12 @@ export async function federationKeyView(config: Config, redis: Redis | Cluster, 
   const self = topology.selfIndex;
   const key = matched.key;
   const shard = shardOfKey(key);
+  const keys = layoutOf(config);
   const peers = topology.peerIndexes;
   const [raw, fenceRaw, ...scores] = await Promise.all([
     redis.hgetall(key),
-    redis.hget(shardMarkerKey(shard), 'fence'),
-    ...peers.map((peer) => redis.zscore(peerPendingKey(shard, peer), key)),
+    redis.hget(keys.shardMarkerKey(shard), 'fence'),
+    ...peers.map((peer) => redis.zscore(keys.peerPendingKey(shard, peer), key)),
   ]);
   const state = decodeState(raw as Record<string, string>, n);
   const fence = Number(fenceRaw ?? 0);

@@ -1,6 +1,6 @@
 // Regions that disagree about the federation (names or weights) reject each other's gossip as `fingerprint`: no
 // state ever merges, so each region only spends its own allowance. That is safe but silent unless it is said
-// once, loudly: each region publishes its fingerprint in its own qf:meta (recovery.ts markStarted), and this
+// once, loudly: each region publishes its fingerprint in its own <prefix>:meta (recovery.ts markStarted), and this
 // check reads every peer's, at start-up and then every few seconds, and from rejected gossip too. A mismatch is
 // logged once per peer (and once when it is resolved) and keeps /readyz not ready with the reason.
 import type { Logger } from 'pino';

@@ -3,6 +3,7 @@
 // region's own Redis; this module moves state between regions' Redis servers in the background.
 import { Cluster, type Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
+import { layoutOf } from '../keys.ts';
 import type { Config } from '../config/schema.ts';
 import { orAfter } from '../deadline.ts';
 import { waitReady, type RegionRedis } from '../store/client.ts';
@@ -12,6 +13,7 @@ import { registry as sharedRegistry } from '../metrics.ts';
 import { createApplier } from './gossip/apply.ts';
 import { peerTargets } from './gossip/connections.ts';
 import { createFingerprintWatch } from './fingerprints.ts';
+import { createPrefixWatch } from './prefix-watch.ts';
 import { createRuleWatch } from './rule-watch.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
@@ -107,6 +109,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   let current = config;
   const topology = topologyOf(config);
   if (topology.regions.length <= 1) return idleFederation(topology);
+  // Every key this federation reads or writes, here and on the peers (all regions use the same redis.keyPrefix).
+  const keys = layoutOf(config);
   const logger = (options.logger ?? silentLogger()).child({ module: 'federation' });
   const metrics = federationMetrics(options.registry ?? sharedRegistry);
   const interval = config.federation.syncIntervalMs;
@@ -130,7 +134,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   const peerList = peerTargets(config).map((peer) => ({ ...peer, index: topology.regions.indexOf(peer.name) }));
   const peers = createPeerBook(config.region, peerList, metrics, logger);
   const addTimeoutMs = Math.max(1_000, 5 * interval);
-  const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, addTimeoutMs, logger));
+  const links: PeerLink[] = peerList.map((peer) => createPeerLink(peer, addTimeoutMs, logger, keys));
   // On a single Redis the publisher waits on the shards' bells and looks only at the shards that rang; a multi-key
   // blocking read cannot span a cluster's slots, so on a Redis Cluster every lane polls every shard.
   const bellsUsable = !(local instanceof Cluster);
@@ -152,13 +156,25 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     dirty,
   });
   const fingerprints = createFingerprintWatch(topology.fingerprint, logger);
+  const prefixes = createPrefixWatch(keys.prefix, logger);
   const ruleWatch = createRuleWatch(logger);
   let fingerprintsCheckedAt = 0;
   const checkFingerprints = async () => {
     fingerprintsCheckedAt = Date.now();
-    await Promise.all(links.map(async (link) => fingerprints.observe(link.name, await link.fingerprint())));
+    await Promise.all(
+      links.map(async (link) => {
+        const theirs = await link.fingerprint();
+        fingerprints.observe(link.name, theirs);
+        // No meta under our prefix on the peer's Redis: it has not started yet, or it runs under another prefix.
+        if (theirs !== null) prefixes.observe(link.name, null);
+        else {
+          const other = await link.foreignPrefix();
+          if (other !== null) prefixes.observe(link.name, other);
+        }
+      }),
+    );
   };
-  const lock = createPublisherLock(local, Math.max(5 * interval, 2_000));
+  const lock = createPublisherLock(local, keys, Math.max(5 * interval, 2_000));
   const applierFor = (rules: Config) =>
     createApplier({
       config: rules,
@@ -206,7 +222,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     if (holding) {
       // Taking over: whatever the previous holder had not sent is looked at now.
       dirty.markAll();
-      if (bellsUsable && !stopped) bells = startBellWaiter(local as Redis, dirty, wakeFast, logger, FAST_LANE_MS);
+      if (bellsUsable && !stopped) bells = startBellWaiter(local as Redis, keys, dirty, wakeFast, logger, FAST_LANE_MS);
       wakeFast();
     } else {
       bells?.stop();
@@ -218,7 +234,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   const round = async () => {
     try {
       if (recovery === undefined) await recover();
-      else if (!(await stateIntact(local))) {
+      else if (!(await stateIntact(local, keys))) {
         await recoverWhileRunning(recoveryDeps);
         publisher.requestResync();
         recheckRedis = false;
@@ -230,7 +246,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       lead(await lock.hold());
       if (leader && Date.now() - fullPassAt >= FULL_PASS_MS) {
         fullPassAt = Date.now();
-        if (bellsUsable) await markLanesWithWork(local as Redis, dirty, topology.peerIndexes);
+        if (bellsUsable) await markLanesWithWork(local as Redis, keys, dirty, topology.peerIndexes);
         wakeFast();
       }
       if (leader) {
@@ -354,6 +370,6 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     },
     status: () => peers.list(),
     problems: () => fingerprints.problems(),
-    warnings: () => ruleWatch.problems(),
+    warnings: () => [...ruleWatch.problems(), ...prefixes.warnings()],
   };
 }

@@ -1,7 +1,8 @@
 // An operator's reset of the state a request is counted against: its rules' state keys deleted in this
-// region's Redis and, for a federation-wide reset, in every peer's (the same key names everywhere). It is an
-// override, not part of the protocol: every region that forgets a key may admit its allowance again, so the
-// window in which a key is reset everywhere may admit up to another L + B (docs/operations.md, "Resetting a key").
+// region's Redis and, for a federation-wide reset, in every peer's (the same key names everywhere: every region of
+// a federation uses the same redis.keyPrefix). It is an override, not part of the protocol: every region that
+// forgets a key may admit its allowance again, so the window in which a key is reset everywhere may admit up to
+// another L + B (docs/operations.md, "Resetting a key").
 import type { Cluster, Redis } from 'ioredis';
 import type { Config } from '../config/schema.ts';
 import { errorMessage } from '../engine/errors.ts';

@@ -1,7 +1,7 @@
 // Plan assignments to every region (docs/plans.md): an assignment written here is stored in each peer's Redis the
 // way a federation-wide key reset reaches them (src/federation/key-reset.ts: a short-lived fail-fast connection to
 // the peer's Redis), not on the gossip queues. Before it is sent it goes into this region's outbox
-// (PLANS_PENDING_KEY); a peer that does not store it stays there, and every process of the region retries the
+// (KeyLayout.plansPendingKey); a peer that does not store it stays there, and every process of the region retries the
 // outbox every `retryMs` until the peer does: a region cut off gets every assignment when it comes back. Storing a
 // write twice changes nothing and the newest write per key wins wherever it lands (src/engine/admin-plans.ts), so
 // retries, concurrent retries and any order of arrival converge on the same assignment in every region.
@@ -9,7 +9,7 @@ import type { Config } from '../config/schema.ts';
 import { assignmentField, assignmentValue, parseAssignment, storeAssignment } from '../engine/admin-plans.ts';
 import { errorMessage } from '../engine/errors.ts';
 import type { PlanAssignment } from '../engine/plans.ts';
-import { PLANS_PENDING_KEY } from '../keys.ts';
+import { layoutOf } from '../keys.ts';
 import type { Logger } from '../log.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { waitReady } from '../store/client.ts';
@@ -52,6 +52,9 @@ const pendingField = (peer: string, field: string) => `${peer}|${field}`;
 
 export function createPlanGossip(options: PlanGossipOptions): PlanGossip {
   const { config, redis } = options;
+  // Every region of a federation uses the same prefix: a peer's assignments live under this region's plansKey.
+  const keys = layoutOf(config);
+  const pendingKey = keys.plansPendingKey;
   const log = options.logger.child({ module: 'plan-gossip' });
   const peers = peerTargets(config);
   const timeoutMs = Math.max(config.redis.commandTimeoutMs, config.redis.connectTimeoutMs);
@@ -63,11 +66,8 @@ export function createPlanGossip(options: PlanGossipOptions): PlanGossip {
     connection.on('error', () => {}); // reported from the command that failed
     try {
       await waitReady(connection, timeoutMs);
-      for (const write of writes) await storeAssignment(connection, write.apiKey, write.assignment);
-      await redis.hdel(
-        PLANS_PENDING_KEY,
-        ...writes.map((write) => pendingField(peer.name, assignmentField(write.apiKey, write.assignment))),
-      );
+      for (const write of writes) await storeAssignment(connection, keys, write.apiKey, write.assignment);
+      await redis.hdel(pendingKey, ...writes.map((write) => pendingField(peer.name, assignmentField(write.apiKey, write.assignment))));
       return undefined;
     } catch (error) {
       return errorMessage(error);
@@ -77,7 +77,7 @@ export function createPlanGossip(options: PlanGossipOptions): PlanGossip {
   };
 
   const retryOnce = async (): Promise<number> => {
-    const pending = await redis.hgetall(PLANS_PENDING_KEY);
+    const pending = await redis.hgetall(pendingKey);
     const byPeer = new Map<string, Array<{ apiKey: string; assignment: PlanAssignment }>>();
     for (const [field, value] of Object.entries(pending)) {
       const at = field.indexOf('|');
@@ -118,7 +118,7 @@ export function createPlanGossip(options: PlanGossipOptions): PlanGossip {
       const field = assignmentField(apiKey, assignment);
       const value = assignmentValue(assignment);
       const outbox = Object.fromEntries(peers.map((peer) => [pendingField(peer.name, field), value]));
-      await redis.hset(PLANS_PENDING_KEY, outbox);
+      await redis.hset(pendingKey, outbox);
       return Promise.all(
         peers.map(async (peer): Promise<PlanDelivery> => {
           const error = await sendTo(peer, [{ apiKey, assignment }]);

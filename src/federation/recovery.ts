@@ -1,6 +1,6 @@
 // Recovery after data loss. A region whose Redis lost its data must not hand out what it had
-// already admitted a second time. At start-up, a missing start-up marker in qf:meta means either a brand-new
-// region or a Redis that lost its data; the peers tell the two apart (each records, in its own qf:meta, when it
+// already admitted a second time. At start-up, a missing start-up marker in <prefix>:meta means either a brand-new
+// region or a Redis that lost its data; the peers tell the two apart (each records, in its own <prefix>:meta, when it
 // last heard from us). If any peer has heard of us, or a peer cannot be asked, the data is taken as lost: every
 // shard marker gets `fence = now` (Redis TIME), so decide.lua admits nothing in the windows that began before
 // it and token buckets start empty at the fence, and each peer is asked to resync (resync.ts) so this region's
@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
 import { randomUUID } from 'node:crypto';
 import { orAfter } from '../deadline.ts';
-import { KEY_PREFIX, KEY_SHARDS, META_KEY, PUBLISHER_LOCK_KEY, RECOVERY_LOCK_KEY, shardMarkerKey } from '../keys.ts';
+import { KEY_SHARDS, keyLayout, layoutOf, type KeyLayout } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
 import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
 import type { Topology } from '../protocol/index.ts';
@@ -53,17 +53,18 @@ export interface PeerReply {
 
 /**
  * Has the peer's Redis heard of `region`, and under which topology did the peer last start? Any doubt (timeout,
- * refused, error) answers 'unreachable'. A cluster peer is asked through a cluster connection: qf:meta lives in
- * one slot, and a single node would answer MOVED.
+ * refused, error) answers 'unreachable'. A cluster peer is asked through a cluster connection: <prefix>:meta lives
+ * in one slot, and a single node would answer MOVED. The peer's meta is read under `keys` (this region's prefix:
+ * every region of a federation uses the same `redis.keyPrefix`).
  */
-export async function askPeerReply(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerReply> {
+export async function askPeerReply(peer: GossipTarget | string, region: string, timeoutMs: number, keys: KeyLayout): Promise<PeerReply> {
   const connection = probeConnection(typeof peer === 'string' ? { redisUrl: peer } : peer, timeoutMs);
   connection.on('error', () => undefined);
   const unreachable: PeerReply = { answer: 'unreachable', fingerprint: null };
   // A cluster's connect walks the seeds one by one: bound the whole question, not each step.
   const question = (async (): Promise<PeerReply> => {
     await connection.connect();
-    const [heard, fingerprint, started] = await connection.hmget(META_KEY, heardField(region), 'fingerprint', STARTED_FIELD);
+    const [heard, fingerprint, started] = await connection.hmget(keys.metaKey, heardField(region), 'fingerprint', STARTED_FIELD);
     return { answer: heard === null ? 'never' : 'heard', fingerprint: started == null ? null : (fingerprint ?? null) };
   })().catch((): PeerReply => unreachable);
   try {
@@ -73,9 +74,14 @@ export async function askPeerReply(peer: GossipTarget | string, region: string, 
   }
 }
 
-/** Has the peer's Redis heard of `region`? (askPeerReply's answer.) */
-export async function askPeer(peer: GossipTarget | string, region: string, timeoutMs: number): Promise<PeerAnswer> {
-  return (await askPeerReply(peer, region, timeoutMs)).answer;
+/** Has the peer's Redis heard of `region`? (askPeerReply's answer; under the default prefix unless `keys` says.) */
+export async function askPeer(
+  peer: GossipTarget | string,
+  region: string,
+  timeoutMs: number,
+  keys: KeyLayout = keyLayout(),
+): Promise<PeerAnswer> {
+  return (await askPeerReply(peer, region, timeoutMs, keys)).answer;
 }
 
 /**
@@ -98,7 +104,7 @@ export async function redisRunId(redis: Redis | Cluster): Promise<string> {
  */
 export async function survivedStateDoubt(deps: Pick<RecoveryDeps, 'config' | 'topology' | 'redis'>): Promise<string | undefined> {
   const { config, topology, redis } = deps;
-  const [fingerprint, runId] = await redis.hmget(META_KEY, 'fingerprint', RUN_ID_FIELD);
+  const [fingerprint, runId] = await redis.hmget(layoutOf(config).metaKey, 'fingerprint', RUN_ID_FIELD);
   if (fingerprint !== null && fingerprint !== topology.fingerprint) {
     return (
       `the federation's regions or weights changed since this region last ran (topology fingerprint ${fingerprint} -> ` +
@@ -119,8 +125,8 @@ export async function survivedStateDoubt(deps: Pick<RecoveryDeps, 'config' | 'to
 }
 
 /** True while the start-up marker is present (no data loss since this region last started). */
-export async function stateIntact(redis: Redis | Cluster): Promise<boolean> {
-  return (await redis.hexists(META_KEY, STARTED_FIELD)) === 1;
+export async function stateIntact(redis: Redis | Cluster, keys: KeyLayout): Promise<boolean> {
+  return (await redis.hexists(keys.metaKey, STARTED_FIELD)) === 1;
 }
 
 /**
@@ -128,11 +134,11 @@ export async function stateIntact(redis: Redis | Cluster): Promise<boolean> {
  * partial loss proves nothing); otherwise markers that decide/apply recreated since the loss are kept (their
  * fences are already later than the loss).
  */
-async function fenceAllShards(redis: Redis | Cluster, overwrite: boolean): Promise<number> {
+async function fenceAllShards(redis: Redis | Cluster, keys: KeyLayout, overwrite: boolean): Promise<number> {
   const now = await redisNow(redis);
   await Promise.all(
     Array.from({ length: KEY_SHARDS }, (_, shard) =>
-      overwrite ? redis.hset(shardMarkerKey(shard), 'fence', now) : redis.hsetnx(shardMarkerKey(shard), 'fence', now),
+      overwrite ? redis.hset(keys.shardMarkerKey(shard), 'fence', now) : redis.hsetnx(keys.shardMarkerKey(shard), 'fence', now),
     ),
   );
   return now;
@@ -140,16 +146,17 @@ async function fenceAllShards(redis: Redis | Cluster, overwrite: boolean): Promi
 
 /**
  * Marks every shard as never having lost data (fence 0): what a brand-new region does, and what the chaos lab and
- * the benchmarks do to a Redis they just emptied (a fresh run is not a data loss).
+ * the benchmarks do to a Redis they just emptied (a fresh run is not a data loss). Under the default prefix unless
+ * `keys` says.
  */
-export async function markShardsIntact(redis: Redis | Cluster): Promise<void> {
-  await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.hset(shardMarkerKey(shard), 'fence', 0)));
+export async function markShardsIntact(redis: Redis | Cluster, keys: KeyLayout = keyLayout()): Promise<void> {
+  await Promise.all(Array.from({ length: KEY_SHARDS }, (_, shard) => redis.hset(keys.shardMarkerKey(shard), 'fence', 0)));
 }
 
 async function markStarted(redis: Redis | Cluster, config: Config, topology: Topology, fence: number): Promise<void> {
   const [now, runId] = await Promise.all([redisNow(redis), redisRunId(redis)]);
   await redis.hset(
-    META_KEY,
+    layoutOf(config).metaKey,
     'region',
     config.region,
     'fingerprint',
@@ -175,18 +182,18 @@ export interface RecoveryDeps {
 }
 
 /**
- * Some key of this region's own quotafed state (`qf:*`: meta, shard markers, rule state, backlogs, replay
- * records), or null when there is none. Gossip queued by peers (`{qf}` BullMQ keys) is not this region's state.
- * A Redis Cluster is scanned on every primary.
+ * Some key of this region's own quotafed state (`<prefix>:*`: meta, shard markers, rule state, backlogs, replay
+ * records), or null when there is none. Gossip queued by peers (`{<prefix>}` BullMQ keys) is not this region's
+ * state, nor is another deployment's under another prefix. A Redis Cluster is scanned on every primary.
  */
-async function findQuotafedState(redis: Redis | Cluster): Promise<string | null> {
+async function findQuotafedState(redis: Redis | Cluster, keys: KeyLayout): Promise<string | null> {
   const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
   for (const node of nodes) {
     let cursor = '0';
     do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', `${KEY_PREFIX}:*`, 'COUNT', 1_000);
+      const [next, found] = await node.scan(cursor, 'MATCH', keys.scanPattern, 'COUNT', 1_000);
       // Locks are coordination between this region's processes, not state.
-      const state = keys.find((key) => key !== RECOVERY_LOCK_KEY && key !== PUBLISHER_LOCK_KEY);
+      const state = found.find((key) => key !== keys.recoveryLockKey && key !== keys.publisherLockKey);
       if (state !== undefined) return state;
       cursor = next;
     } while (cursor !== '0');
@@ -202,23 +209,23 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * just wrote and take them for leftover state. Resolves with the sibling's outcome, or null: run it here
  * (the lock is then held by this process until `release`).
  */
-async function startUpTurn(redis: Redis | Cluster, owner: string, lockMs: number): Promise<RecoveryResult | null> {
-  if ((await redis.set(RECOVERY_LOCK_KEY, owner, 'PX', lockMs, 'NX')) === 'OK') return null;
+async function startUpTurn(redis: Redis | Cluster, keys: KeyLayout, owner: string, lockMs: number): Promise<RecoveryResult | null> {
+  if ((await redis.set(keys.recoveryLockKey, owner, 'PX', lockMs, 'NX')) === 'OK') return null;
   const deadline = Date.now() + lockMs;
   while (Date.now() < deadline) {
     await sleep(100);
-    if (await stateIntact(redis)) {
-      const fence = Number((await redis.hget(META_KEY, 'fence')) ?? 0);
+    if (await stateIntact(redis, keys)) {
+      const fence = Number((await redis.hget(keys.metaKey, 'fence')) ?? 0);
       return { fenced: fence > 0, fence, answers: {}, reason: 'another process of this region ran the start-up check' };
     }
     // The holder failed before deciding: take over.
-    if ((await redis.set(RECOVERY_LOCK_KEY, owner, 'PX', lockMs, 'NX')) === 'OK') return null;
+    if ((await redis.set(keys.recoveryLockKey, owner, 'PX', lockMs, 'NX')) === 'OK') return null;
   }
   return null;
 }
 
-async function releaseTurn(redis: Redis | Cluster, owner: string): Promise<void> {
-  if ((await redis.get(RECOVERY_LOCK_KEY)) === owner) await redis.del(RECOVERY_LOCK_KEY);
+async function releaseTurn(redis: Redis | Cluster, keys: KeyLayout, owner: string): Promise<void> {
+  if ((await redis.get(keys.recoveryLockKey)) === owner) await redis.del(keys.recoveryLockKey);
 }
 
 /** Until when each federated rule admits nothing after a fence (window end; token bucket: its fenceEnd). */
@@ -247,30 +254,32 @@ function logFence(logger: Logger, config: Config, fence: number, reason: string,
 /** Run before the region gossips (and ideally before it serves): decides whether this Redis lost data. */
 export async function recoverOnStart(deps: RecoveryDeps): Promise<RecoveryResult> {
   const { redis } = deps;
-  if (await stateIntact(redis)) return fenceIfDoubted(deps);
+  const keys = layoutOf(deps.config);
+  if (await stateIntact(redis, keys)) return fenceIfDoubted(deps);
   const timeoutMs = deps.timeoutMs ?? 2_000;
   const owner = randomUUID();
   // Each peer question is bounded by 2 × timeoutMs and they run in parallel.
-  const sibling = await startUpTurn(redis, owner, 4 * timeoutMs + 10_000);
+  const sibling = await startUpTurn(redis, keys, owner, 4 * timeoutMs + 10_000);
   if (sibling) return sibling;
   try {
-    if (await stateIntact(redis)) return await fenceIfDoubted(deps);
+    if (await stateIntact(redis, keys)) return await fenceIfDoubted(deps);
     return await checkOnStart(deps, timeoutMs);
   } finally {
-    await releaseTurn(redis, owner).catch(() => undefined);
+    await releaseTurn(redis, keys, owner).catch(() => undefined);
   }
 }
 
 /** State survived: fences anyway when it cannot be trusted for the current windows (survivedStateDoubt). */
 async function fenceIfDoubted(deps: RecoveryDeps): Promise<RecoveryResult> {
   const reason = await survivedStateDoubt(deps);
+  const keys = layoutOf(deps.config);
   if (reason === undefined) {
     // Record the Redis process the state is known good on (a state written before run_ids were recorded).
-    if ((await deps.redis.hexists(META_KEY, RUN_ID_FIELD)) === 0)
-      await deps.redis.hset(META_KEY, RUN_ID_FIELD, await redisRunId(deps.redis));
+    if ((await deps.redis.hexists(keys.metaKey, RUN_ID_FIELD)) === 0)
+      await deps.redis.hset(keys.metaKey, RUN_ID_FIELD, await redisRunId(deps.redis));
     return { fenced: false, fence: 0, answers: {} };
   }
-  const fence = await fenceAllShards(deps.redis, true);
+  const fence = await fenceAllShards(deps.redis, keys, true);
   logFence(deps.logger, deps.config, fence, reason, {});
   await markStarted(deps.redis, deps.config, deps.topology, fence);
   return { fenced: true, fence, answers: {}, reason };
@@ -281,15 +290,16 @@ async function fenceIfDoubted(deps: RecoveryDeps): Promise<RecoveryResult> {
  * changed), the current windows are fenced as at start-up. Resolves with the fence, or 0 when none was needed.
  */
 export async function recheckAfterReconnect(deps: RecoveryDeps): Promise<number> {
-  if (!(await stateIntact(deps.redis))) return 0; // the vanished marker has its own path (recoverWhileRunning)
+  if (!(await stateIntact(deps.redis, layoutOf(deps.config)))) return 0; // the vanished marker has its own path (recoverWhileRunning)
   const result = await fenceIfDoubted(deps);
   return result.fence;
 }
 
 async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<RecoveryResult> {
   const { config, topology, redis, logger } = deps;
+  const keys = layoutOf(config);
   const replies = await Promise.all(
-    peerTargets(config).map(async (peer) => [peer.name, await askPeerReply(peer, config.region, timeoutMs)] as const),
+    peerTargets(config).map(async (peer) => [peer.name, await askPeerReply(peer, config.region, timeoutMs, keys)] as const),
   );
   const entries = replies.map(([name, reply]) => [name, reply.answer] as const);
   const answers = Object.fromEntries(entries) as Record<string, PeerAnswer>;
@@ -309,14 +319,14 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
     if (deps.declaredNew) reason += ' (the new-federation declaration is overruled)';
   } else if (heard.length > 0) {
     reason =
-      `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") but ${heard.join(', ')} heard of ` +
+      `this Redis has no start-up marker (${keys.metaKey} "${STARTED_FIELD}") but ${heard.join(', ')} heard of ` +
       `${config.region} before: its data was lost`;
     if (deps.declaredNew) reason += ' (the new-federation declaration is overruled: this federation has run before)';
   } else if (unreachable.length > 0) {
-    const leftover = deps.declaredNew ? await findQuotafedState(redis) : null;
+    const leftover = deps.declaredNew ? await findQuotafedState(redis, keys) : null;
     if (!deps.declaredNew) {
       reason =
-        `this Redis has no start-up marker (qf:meta "${STARTED_FIELD}") and ${unreachable.join(', ')} could not be asked whether ` +
+        `this Redis has no start-up marker (${keys.metaKey} "${STARTED_FIELD}") and ${unreachable.join(', ')} could not be asked whether ` +
         `they know ${config.region}, ` +
         'so a data loss cannot be ruled out (a brand-new federation: start with --new-federation or set federation.bootstrap: new)';
     } else if (leftover !== null) {
@@ -330,12 +340,12 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
   }
   let fence = 0;
   if (reason !== undefined) {
-    fence = await fenceAllShards(redis, true);
+    fence = await fenceAllShards(redis, keys, true);
     logFence(logger, config, fence, reason, { answers, declaredNew: deps.declaredNew === true });
   } else {
     // A new region: fence 0 everywhere. A marker a decision created before this check (the service may serve
     // before the federation starts) carries a spurious fence: nothing was lost, so it is reset too.
-    await markShardsIntact(redis);
+    await markShardsIntact(redis, keys);
     if (declaredNew) {
       reason =
         `new federation declared; ${unreachable.join(', ')} not reachable yet, no peer has heard of ${config.region} and this ` +
@@ -352,7 +362,7 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
 
 /** The running region found its start-up marker gone: its Redis lost data under it. */
 export async function recoverWhileRunning(deps: RecoveryDeps): Promise<number> {
-  const fence = await fenceAllShards(deps.redis, false);
+  const fence = await fenceAllShards(deps.redis, layoutOf(deps.config), false);
   await markStarted(deps.redis, deps.config, deps.topology, fence);
   logFence(
     deps.logger,

@@ -3,33 +3,38 @@
 // batches, so the wiped region rebuilds its views, its own row as the peers saw it included.
 import { Cluster, type Redis } from 'ioredis';
 import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
-import { KEY_PREFIX, STATE_KEY_PATTERN, bellKey, peerPendingKey, ruleNameOf, shardOfKey } from '../keys.ts';
+import { layoutOf, ruleNameOf, shardOfKey, type KeyLayout } from '../keys.ts';
 
 /** Keys examined per SCAN step; the scan is bounded in steps as well (a safety net, not a limit in practice). */
 const SCAN_COUNT = 500;
 const MAX_STEPS = 100_000;
 
-async function scanNode(node: Redis, visit: (keys: string[]) => Promise<void>): Promise<void> {
+async function scanNode(node: Redis, layout: KeyLayout, visit: (keys: string[]) => Promise<void>): Promise<void> {
   let cursor = '0';
   for (let step = 0; step < MAX_STEPS; step++) {
-    const [next, keys] = await node.scan(cursor, 'MATCH', `${KEY_PREFIX}:{s*}:*`, 'COUNT', SCAN_COUNT);
+    const [next, keys] = await node.scan(cursor, 'MATCH', layout.shardScanPattern, 'COUNT', SCAN_COUNT);
     if (keys.length > 0) await visit(keys);
     cursor = next;
     if (cursor === '0') return;
   }
 }
 
-/** Marks every live federated state key pending for `peerIndex`; returns how many were marked. */
-export async function markAllPending(redis: Redis | Cluster, config: Pick<Config, 'rules'>, peerIndex: number): Promise<number> {
+/** Marks every live federated state key (under the config's key prefix) pending for `peerIndex`; returns how many were marked. */
+export async function markAllPending(
+  redis: Redis | Cluster,
+  config: Pick<Config, 'rules'> & { redis?: Pick<Config['redis'], 'keyPrefix'> },
+  peerIndex: number,
+): Promise<number> {
+  const layout = layoutOf(config);
   const federated = new Set(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => rule.name));
   let marked = 0;
   const visit = async (keys: string[]) => {
-    const states = keys.filter((key) => STATE_KEY_PATTERN.test(key) && federated.has(ruleNameOf(key)));
+    const states = keys.filter((key) => layout.statePattern.test(key) && federated.has(ruleNameOf(key)));
     const versions = await Promise.all(states.map((key) => redis.hget(key, 'v')));
     await Promise.all(
       states.map((key, i) => {
         // GT: never lower a score the decision path just raised (the ack compares against it).
-        return redis.zadd(peerPendingKey(shardOfKey(key), peerIndex), 'GT', Number(versions[i] ?? 0), key);
+        return redis.zadd(layout.peerPendingKey(shardOfKey(key), peerIndex), 'GT', Number(versions[i] ?? 0), key);
       }),
     );
     marked += states.length;
@@ -38,7 +43,7 @@ export async function markAllPending(redis: Redis | Cluster, config: Pick<Config
     const shards = new Set(states.map((key) => shardOfKey(key)));
     await Promise.all(
       [...shards].map(async (shard) => {
-        if ((await redis.llen(bellKey(shard))) === 0) await redis.rpush(bellKey(shard), '1');
+        if ((await redis.llen(layout.bellKey(shard))) === 0) await redis.rpush(layout.bellKey(shard), '1');
       }),
     );
   };
@@ -46,6 +51,6 @@ export async function markAllPending(redis: Redis | Cluster, config: Pick<Config
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
   // Before the cluster client knows its topology there are no nodes, and an empty scan would claim success.
   if (nodes.length === 0) throw new Error('the Redis Cluster topology is not known yet; resync retried with the job');
-  for (const node of nodes) await scanNode(node, visit);
+  for (const node of nodes) await scanNode(node, layout, visit);
   return marked;
 }

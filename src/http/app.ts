@@ -4,6 +4,7 @@
 import { Hono } from 'hono';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
+import { layoutOf } from '../keys.ts';
 import type { DecisionEngine } from '../engine/types.ts';
 import type { Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
@@ -67,7 +68,7 @@ export function createPublicApp(deps: RegionAppDeps): Hono<QuotafedEnv> {
     app.use('/v1/release', requireAdminToken(config.admin.token));
   }
   const settle = { tokens: settleTokens(config.admin.token), ruleOf: rules };
-  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths, rules, settle });
+  registerCheckRoutes(app, { engine, identity: config.identity, paths: config.paths, rules, settle, keys: layoutOf(config) });
   reserve(app, '/v1/check', '/v1/release');
   registerAuthRequestRoute(app, {
     engine,

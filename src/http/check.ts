@@ -8,7 +8,7 @@ import type { ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import type { Decision, DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
-import { STATE_KEY_PATTERN } from '../keys.ts';
+import { keyLayout, STATE_KEY_PATTERN, type KeyLayout } from '../keys.ts';
 import { LIST_DENIED_STATUS, listDeniedReason } from './denial.ts';
 import type { QuotafedEnv } from './env.ts';
 import {
@@ -238,11 +238,14 @@ export interface CheckRouteOptions {
    * back), and the rules in force by name; without it /v1/check hands out none.
    */
   settle?: { tokens: SettleTokens; ruleOf: (name: string) => Rule | undefined };
+  /** The deployment's key layout (`redis.keyPrefix`): /v1/release takes only lease keys under it (default `qf`). */
+  keys?: KeyLayout;
 }
 
 export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteOptions): void {
   const schema = checkBodySchema(options.identity, options.paths);
   const now = options.now ?? Date.now;
+  const keys = options.keys ?? keyLayout();
 
   app.post('/v1/check', async (c) => {
     const body = await readJson(c);
@@ -265,6 +268,12 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     const parsed = ReleaseBody.safeParse(body.value);
     if (!parsed.success) return jsonError(400, 'Invalid request body', { reasons: reasons(parsed.error) });
     const { leases, settle } = parsed.data;
+    // A key under another prefix is another deployment's on a shared Redis: never released from here.
+    const foreign = leases.findIndex((lease) => !keys.statePattern.test(lease.key));
+    if (foreign !== -1)
+      return jsonError(400, 'Invalid request body', {
+        reasons: [`leases.${foreign}.key: not a lease key of this deployment (redis.keyPrefix "${keys.prefix}")`],
+      });
     let refunded: number | undefined;
     if (settle !== undefined) {
       if (options.settle === undefined || options.engine.settleResponse === undefined)

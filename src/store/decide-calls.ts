@@ -2,7 +2,7 @@
 // libraries' batch function. The argument layout is written here once for TypeScript, and once for Lua in
 // lua/includes/read_rule.lua; test/store/decide-layout.test.ts pins the two together through a real Redis.
 import type { Config, Rule } from '../config/schema.ts';
-import { bellKey, fastSetKey, peerPendingKey, shardMarkerKey } from '../keys.ts';
+import type { KeyLayout } from '../keys.ts';
 import { scriptBudget, type Topology } from '../protocol/index.ts';
 import { arrayReply, numberAt } from './replies.ts';
 import { ALGORITHM_CODES } from './script-call.ts';
@@ -55,11 +55,11 @@ export function decideRuleArgs(rule: Rule, fallbackBudget: Config['federation'][
  * A shard's fixed keys of a decide call, as lua/decide.lua's header lays them out: its marker, then, federated
  * (`peerIndexes` given), one pending set per peer, the fast-lane set and the bell.
  */
-export function decideShardKeys(shard: number, peerIndexes?: readonly number[]): string[] {
-  const keys = [shardMarkerKey(shard)];
+export function decideShardKeys(layout: KeyLayout, shard: number, peerIndexes?: readonly number[]): string[] {
+  const keys = [layout.shardMarkerKey(shard)];
   if (peerIndexes === undefined) return keys;
-  for (const peer of peerIndexes) keys.push(peerPendingKey(shard, peer));
-  keys.push(fastSetKey(shard), bellKey(shard));
+  for (const peer of peerIndexes) keys.push(layout.peerPendingKey(shard, peer));
+  keys.push(layout.fastSetKey(shard), layout.bellKey(shard));
   return keys;
 }
 

@@ -2,7 +2,7 @@
 // (rebalance watched keys), take_pending.lua / ack_pending.lua (what to send a peer), screen_gossip.lua
 // (refuse oversized queued jobs). Each builder lays out KEYS and ARGV as its script documents them.
 import type { Config, Rule } from '../config/schema.ts';
-import { bellKey, fastSetKey, peerPendingKey, shardMarkerKey, shardOfKey, watchSetKey } from '../keys.ts';
+import { layoutOfKey, shardOfKey, type KeyLayout } from '../keys.ts';
 import { REBALANCE, type RebalancePolicy } from '../protocol/index.ts';
 import { scriptBudget, type Topology } from '../protocol/index.ts';
 import type { QuotafedCommands, ScriptedRedis } from './commands.ts';
@@ -35,8 +35,8 @@ function federationArgs(topology: Topology): (string | number)[] {
 }
 
 /** A shard's pending sets, one per peer, in peer index order. */
-function pendingKeys(topology: Topology, shard: number): string[] {
-  return topology.peerIndexes.map((peer) => peerPendingKey(shard, peer));
+function pendingKeys(keys: KeyLayout, topology: Topology, shard: number): string[] {
+  return topology.peerIndexes.map((peer) => keys.peerPendingKey(shard, peer));
 }
 
 // ---- apply_gossip.lua ------------------------------------------------------------------------------------
@@ -52,7 +52,16 @@ export function applyGossipCall(
 ): ScriptCall {
   const shard = shardOfKey(entry.k);
   const n = topology.regions.length;
-  const keys = [entry.k, shardMarkerKey(shard), watchSetKey(shard), fastSetKey(shard), bellKey(shard), ...pendingKeys(topology, shard)];
+  // The entry's siblings follow its own prefix (the wire rebuilt its key under this region's layout).
+  const layout = layoutOfKey(entry.k);
+  const keys = [
+    entry.k,
+    layout.shardMarkerKey(shard),
+    layout.watchSetKey(shard),
+    layout.fastSetKey(shard),
+    layout.bellKey(shard),
+    ...pendingKeys(layout, topology, shard),
+  ];
   const args: (string | number)[] = [
     ...federationArgs(topology),
     ...ruleArgs(rule, fallbackBudget, n),
@@ -95,6 +104,7 @@ export async function runApplyGossip(redis: ScriptedRedis, call: ScriptCall): Pr
 
 /** The sweep_watch.lua call for watched keys of one shard. `now` pins the clock (tests). */
 export function sweepCall(
+  layout: KeyLayout,
   topology: Topology,
   shard: number,
   watched: readonly { key: string; rule: Rule }[],
@@ -102,7 +112,7 @@ export function sweepCall(
   options: { now?: number; policy?: RebalancePolicy; strandedHorizonMs?: number } = {},
 ): ScriptCall {
   const n = topology.regions.length;
-  const keys = [watchSetKey(shard), shardMarkerKey(shard), bellKey(shard), ...pendingKeys(topology, shard)];
+  const keys = [layout.watchSetKey(shard), layout.shardMarkerKey(shard), layout.bellKey(shard), ...pendingKeys(layout, topology, shard)];
   const args: (string | number)[] = [
     ...federationArgs(topology),
     ...policyArgs(options.policy),
@@ -145,8 +155,8 @@ export async function runSweepWatch(redis: ScriptedRedis, call: ScriptCall): Pro
 // ---- take_pending.lua / ack_pending.lua ------------------------------------------------------------------
 
 /** Reads up to `most` pending keys of one shard for one peer: KEYS the pending set; ARGV most. */
-export function takePendingCall(shard: number, peer: number, most: number): ScriptCall {
-  return { keys: [peerPendingKey(shard, peer)], args: [most] };
+export function takePendingCall(layout: KeyLayout, shard: number, peer: number, most: number): ScriptCall {
+  return { keys: [layout.peerPendingKey(shard, peer)], args: [most] };
 }
 
 /** One key take_pending.lua answered. */
@@ -173,10 +183,15 @@ export async function runTakePending(redis: ScriptedRedis, call: ScriptCall): Pr
 }
 
 /** Forgets sent keys still at the version sent: KEYS the pending set; ARGV key, version, key, version, ... */
-export function ackPendingCall(shard: number, peer: number, sent: readonly { key: string; version: string }[]): ScriptCall {
+export function ackPendingCall(
+  layout: KeyLayout,
+  shard: number,
+  peer: number,
+  sent: readonly { key: string; version: string }[],
+): ScriptCall {
   const args: string[] = [];
   for (const { key, version } of sent) args.push(key, version);
-  return { keys: [peerPendingKey(shard, peer)], args };
+  return { keys: [layout.peerPendingKey(shard, peer)], args };
 }
 
 /** The number of keys forgotten. */

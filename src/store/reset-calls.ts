@@ -1,5 +1,5 @@
 // The typed call of reset_key.lua: an operator's reset of one state key (src/federation/key-reset.ts).
-import { fastSetKey, peerPendingKey, shardOfKey, watchSetKey } from '../keys.ts';
+import { layoutOfKey, shardOfKey } from '../keys.ts';
 import type { ScriptedRedis } from './commands.ts';
 import { integerReply } from './replies.ts';
 import { runScript, type ScriptCall } from './script-call.ts';
@@ -10,8 +10,9 @@ import { runScript, type ScriptCall } from './script-call.ts';
  */
 export function resetKeyCall(stateKey: string, regions: number, markMs: number): ScriptCall {
   const shard = shardOfKey(stateKey);
-  const pending = Array.from({ length: regions }, (_, index) => peerPendingKey(shard, index));
-  return { keys: [stateKey, ...pending, fastSetKey(shard), watchSetKey(shard)], args: [markMs] };
+  const layout = layoutOfKey(stateKey);
+  const pending = Array.from({ length: regions }, (_, index) => layout.peerPendingKey(shard, index));
+  return { keys: [stateKey, ...pending, layout.fastSetKey(shard), layout.watchSetKey(shard)], args: [markMs] };
 }
 
 /** Whether the key held state before the reset. */

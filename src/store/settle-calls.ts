@@ -2,7 +2,7 @@
 // request denied), release_leases.lua (free a concurrency lease), settle_fallback.lua (write the local
 // fallback's admissions into Redis once it answers again).
 import type { Algorithm } from '../config/schema.ts';
-import { bellKey, shardOfKey } from '../keys.ts';
+import { layoutOfKey, shardOfKey } from '../keys.ts';
 import type { Topology } from '../protocol/index.ts';
 import type { ScriptedRedis } from './commands.ts';
 import { integerReply } from './replies.ts';
@@ -79,7 +79,7 @@ export function settleFallbackCall(
   const args: (string | number)[] = [topology.selfIndex, regions, topology.unitsCsv, topology.maxClockSkewMs, items.length];
   for (const item of items) args.push(item.period, item.windowStart, item.count);
   // The bell of the items' shard (one shard per call), rung when the call queued a key for the peers.
-  const bell = pendingKeys.length > 0 && items.length > 0 ? [bellKey(shardOfKey(items[0]!.key))] : [];
+  const bell = pendingKeys.length > 0 && items.length > 0 ? [layoutOfKey(items[0]!.key).bellKey(shardOfKey(items[0]!.key))] : [];
   return { keys: [...pendingKeys, ...bell, ...items.map((item) => item.key)], args };
 }
 

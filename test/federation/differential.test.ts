@@ -39,7 +39,7 @@ import {
   type WindowSlot,
   type WindowState,
 } from '../../src/protocol/index.ts';
-import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { fastSetKey, keyLayout, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -446,7 +446,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const now = localNow(r);
         // Allowance stranded at window end: reported when the window ends within half a period of the sweep.
         const horizon = Math.floor(setup.periodMs / 2);
-        const call = sweepCall(topologies[r]!, SHARD, [{ key: KEY, rule }], configs[r]!.federation.leakageBudget, {
+        const call = sweepCall(keyLayout(), topologies[r]!, SHARD, [{ key: KEY, rule }], configs[r]!.federation.leakageBudget, {
           now,
           policy: setup.policy,
           strandedHorizonMs: horizon,

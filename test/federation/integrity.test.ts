@@ -5,11 +5,10 @@ import { Queue, type Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { slotLength } from '../../src/federation/gossip/cells.ts';
 import { encodeJob, LIMITS, macOf, MESSAGE_VERSION, type GossipMessage } from '../../src/federation/gossip/message.ts';
-import { replayKey } from '../../src/federation/gossip/replay.ts';
 import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
 import { eventually } from '../support/wait.ts';
-import { GOSSIP_QUEUE_PREFIX, ruleKey } from '../../src/keys.ts';
+import { GOSSIP_QUEUE_PREFIX, replayKey, ruleKey } from '../../src/keys.ts';
 
 const SECRET = 'integrity-secret-0123456789abcdef';
 let fed: TestFederation;

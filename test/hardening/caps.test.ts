@@ -9,7 +9,8 @@ import { createLocalFallback, DEFAULT_LOCAL_CAPACITY } from '../../src/engine/lo
 import { createOverLimitCache } from '../../src/engine/over-limit-cache.ts';
 import { matchRules } from '../../src/engine/rules.ts';
 import type { RuleOutcome } from '../../src/engine/types.ts';
-import { recordApplied, replayKey, RETAINED } from '../../src/federation/gossip/replay.ts';
+import { recordApplied, RETAINED } from '../../src/federation/gossip/replay.ts';
+import { keyLayout, replayKey } from '../../src/keys.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
 import { eventually, metricValue, seedConfig } from '../service/fixtures.ts';
@@ -138,7 +139,9 @@ describe('caps in Redis and on a running service', async () => {
     const total = RETAINED + 500;
     for (let start = 0; start < total; start += 1_000) {
       await Promise.all(
-        Array.from({ length: Math.min(1_000, total - start) }, (_, i) => recordApplied(admin, 'eu-west', 1_000_000 + start + i)),
+        Array.from({ length: Math.min(1_000, total - start) }, (_, i) =>
+          recordApplied(admin, keyLayout(), 'eu-west', 1_000_000 + start + i),
+        ),
       );
     }
     expect(await admin.zcard(replayKey('eu-west'))).toBe(RETAINED);

@@ -38,3 +38,19 @@ describe('check-config: costFromResponse', () => {
     expect(result.stderr).toContain('rules[0].costFromResponse.header: expected an HTTP header name');
   });
 });
+
+describe('check-config: redis.keyPrefix', () => {
+  it('accepts a prefix of letters, digits, "_" and "-"', () => {
+    const result = checkConfig(`region: us-east\nredis: { keyPrefix: tenant-b_2 }\n${rule('')}`);
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+  });
+
+  for (const bad of ['"a:b"', '"{qf}"', '"qf*"', '""', 'a-prefix-longer-than-thirty-two-chars']) {
+    it(`refuses ${bad}, naming redis.keyPrefix`, () => {
+      const result = checkConfig(`region: us-east\nredis: { keyPrefix: ${bad} }\n${rule('')}`);
+      expect(result.status).toBe(2);
+      expect(result.stderr).toContain('redis.keyPrefix');
+    });
+  }
+});

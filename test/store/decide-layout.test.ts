@@ -19,7 +19,7 @@ import {
   type DecideRuleArgs,
 } from '../../src/store/decide-calls.ts';
 import type { DecideScriptName } from '../../src/store/library.ts';
-import { bellKey, fastSetKey, peerPendingKey, shardMarkerKey } from '../../src/keys.ts';
+import { bellKey, fastSetKey, keyLayout, peerPendingKey, shardMarkerKey } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
 /** The decide family's Lua files other than read_rule.lua. */
@@ -122,8 +122,8 @@ describe('the decide argument layout', () => {
     }
 
     it("a federated call's shard keys are decide.lua's: marker, pending sets, fast-lane set, bell, then the rules", async () => {
-      expect(decideShardKeys(5)).toEqual([shardMarkerKey(5)]);
-      const keys = decideShardKeys(5, [0, 2]);
+      expect(decideShardKeys(keyLayout(), 5)).toEqual([shardMarkerKey(5)]);
+      const keys = decideShardKeys(keyLayout(), 5, [0, 2]);
       expect(keys).toEqual([shardMarkerKey(5), peerPendingKey(5, 0), peerPendingKey(5, 2), fastSetKey(5), bellKey(5)]);
       const federated = (tag: string) =>
         decideCall({

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { META_KEY, ruleNameOf } from '../../keys.ts';
+import { layoutOf, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import { ruleFingerprints } from '../rule-identity.ts';
 import type { RuleWatch } from '../rule-watch.ts';
@@ -45,6 +45,7 @@ export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
 export function createApplier(deps: ApplierDeps): Applier {
   const { config, topology, redis, metrics, peers, logger } = deps;
   const region = config.region;
+  const keys = layoutOf(config);
   // Only federated rules: an entry of any other rule is skipped.
   const rules = new Map<string, Rule>(
     config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]),
@@ -94,10 +95,10 @@ export function createApplier(deps: ApplierDeps): Applier {
   };
 
   return async (data, bytes) => {
-    const verdict = verify(data, bytes, topology, region, config.federation.secret);
+    const verdict = verify(data, bytes, topology, region, config.federation.secret, keys);
     if (!verdict.ok) return reject(verdict.reason, verdict.from, verdict.detail);
     const { message, senderIndex } = verdict;
-    if (await alreadyApplied(redis, message.from, message.seq)) return reject('replayed', message.from, `seq ${message.seq}`);
+    if (await alreadyApplied(redis, keys, message.from, message.seq)) return reject('replayed', message.from, `seq ${message.seq}`);
 
     let changed = 0;
     let skipped = 0;
@@ -135,9 +136,9 @@ export function createApplier(deps: ApplierDeps): Applier {
       );
     }
 
-    await recordApplied(redis, message.from, message.seq);
+    await recordApplied(redis, keys, message.from, message.seq);
     const now = Date.now();
-    await redis.hset(META_KEY, heardField(message.from), now);
+    await redis.hset(keys.metaKey, heardField(message.from), now);
     peers.heard(message.from, now);
     metrics.batches.inc({ region, peer: message.from, direction: 'received' });
     metrics.bytes.inc({ region, peer: message.from, direction: 'received' }, bytes);

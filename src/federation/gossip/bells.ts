@@ -5,7 +5,7 @@
 // after any error or reconnect of this connection, and the publisher's full passes catch anything else.
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { KEY_SHARDS, bellKey, fastSetKey, peerPendingKey, shardOfKey, watchSetKey } from '../../keys.ts';
+import { KEY_SHARDS, shardOfKey, type KeyLayout } from '../../keys.ts';
 import type { DirtyShards, Lane } from './dirty-shards.ts';
 
 /** How long one BLMPOP blocks (s): an idle region asks again this often. */
@@ -14,17 +14,16 @@ export const BELL_WAIT_S = 5;
 const RETRY_MS = 1_000;
 
 const SHARDS: readonly number[] = Array.from({ length: KEY_SHARDS }, (_, shard) => shard);
-const BELLS: readonly string[] = SHARDS.map(bellKey);
 
 /**
  * A full pass on a single Redis: one EXISTS over each lane's 64 sets (an empty set does not exist), and every shard
  * dirty for the lanes that have any key at all. The cross-slot EXISTS is why this is for a single Redis only.
  */
-export async function markLanesWithWork(redis: Redis, dirty: DirtyShards, peerIndexes: readonly number[]): Promise<void> {
+export async function markLanesWithWork(redis: Redis, keys: KeyLayout, dirty: DirtyShards, peerIndexes: readonly number[]): Promise<void> {
   const lanes: [Lane, string[]][] = [
-    ['fast', SHARDS.map(fastSetKey)],
-    ['watch', SHARDS.map(watchSetKey)],
-    ...peerIndexes.map((peer): [Lane, string[]] => [peer, SHARDS.map((shard) => peerPendingKey(shard, peer))]),
+    ['fast', SHARDS.map(keys.fastSetKey)],
+    ['watch', SHARDS.map(keys.watchSetKey)],
+    ...peerIndexes.map((peer): [Lane, string[]] => [peer, SHARDS.map((shard) => keys.peerPendingKey(shard, peer))]),
   ];
   const found = await Promise.all(lanes.map(([, keys]) => redis.exists(...keys)));
   lanes.forEach(([lane], i) => {
@@ -43,7 +42,15 @@ export interface BellWaiter {
  * Two wakes are at least `gapMs` apart (the fast lane's least gap): bells that ring meanwhile stay rung, so a
  * busy shard's scripts find them rung and cost one LLEN each.
  */
-export function startBellWaiter(redis: Redis, dirty: DirtyShards, onRing: () => void, logger: Logger, gapMs = 0): BellWaiter {
+export function startBellWaiter(
+  redis: Redis,
+  keys: KeyLayout,
+  dirty: DirtyShards,
+  onRing: () => void,
+  logger: Logger,
+  gapMs = 0,
+): BellWaiter {
+  const bells: readonly string[] = SHARDS.map(keys.bellKey);
   const blocking = redis.duplicate({
     commandTimeout: BELL_WAIT_S * 1_000 + 5_000,
     enableAutoPipelining: false,
@@ -84,12 +91,12 @@ export function startBellWaiter(redis: Redis, dirty: DirtyShards, onRing: () => 
         continue;
       }
       try {
-        if (!markPopped(await blocking.blmpop(BELL_WAIT_S, KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) continue;
+        if (!markPopped(await blocking.blmpop(BELL_WAIT_S, KEY_SHARDS, ...bells, 'LEFT', 'COUNT', KEY_SHARDS))) continue;
         const wokeAt = Date.now();
         // BLMPOP pops one list: collect the other rung bells before waking the publisher. Bounded: under load a
         // bell rings again as soon as it is popped, and the publisher must still be woken.
         for (let more = 1; more < KEY_SHARDS; more++) {
-          if (!markPopped(await blocking.lmpop(KEY_SHARDS, ...BELLS, 'LEFT', 'COUNT', KEY_SHARDS))) break;
+          if (!markPopped(await blocking.lmpop(KEY_SHARDS, ...bells, 'LEFT', 'COUNT', KEY_SHARDS))) break;
         }
         onRing();
         const rest = wokeAt + gapMs - Date.now();

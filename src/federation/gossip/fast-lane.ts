@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { ackPendingCall, runAckPending } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { fastSetKey, shardOfKey } from '../../keys.ts';
+import { layoutOf, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot } from './cells.ts';
@@ -36,6 +36,7 @@ export interface FastLaneDeps {
 /** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
 export function createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty }: FastLaneDeps): () => Promise<number> {
   const region = config.region;
+  const keys = layoutOf(config);
   const n = topology.regions.length;
   return async () => {
     try {
@@ -44,7 +45,7 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
       if (shards.length === 0) return 0;
       let perShard: string[][];
       try {
-        perShard = await Promise.all(shards.map((shard) => redis.spop(fastSetKey(shard), FAST_KEYS_PER_SHARD)));
+        perShard = await Promise.all(shards.map((shard) => redis.spop(keys.fastSetKey(shard), FAST_KEYS_PER_SHARD)));
       } catch (error) {
         dirty.keep('fast', shards);
         throw error;
@@ -84,7 +85,7 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
             ack.push({ key, version: String(version) });
             byShard.set(shard, ack);
           }
-          await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(shard, link.index, ack))));
+          await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(keys, shard, link.index, ack))));
         }),
       );
       return entries.length;

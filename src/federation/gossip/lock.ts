@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { releaseLockCall, renewLockCall, runReleaseLock, runRenewLock } from '../../store/lock-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { PUBLISHER_LOCK_KEY } from '../../keys.ts';
+import type { KeyLayout } from '../../keys.ts';
 
 export interface PublisherLock {
   readonly owner: string;
@@ -16,8 +16,9 @@ export interface PublisherLock {
 // Renew and release are compare-and-act scripts (lua/renew_lock.lua, lua/release_lock.lua), so an instance
 // never extends or deletes a lock another instance took after its own expired. A held lock is renewed once a
 // third of its ttl has passed since it was last taken or renewed (not on every call): until then at least two
-// thirds of the ttl are left, so no other instance can hold it.
-export function createPublisherLock(redis: ScriptedRedis, ttlMs: number): PublisherLock {
+// thirds of the ttl are left, so no other instance can hold it. The lock is the layout's publisherLockKey.
+export function createPublisherLock(redis: ScriptedRedis, keys: KeyLayout, ttlMs: number): PublisherLock {
+  const lockKey = keys.publisherLockKey;
   const owner = randomUUID();
   let held = false;
   let heldSince = 0;
@@ -26,18 +27,18 @@ export function createPublisherLock(redis: ScriptedRedis, ttlMs: number): Publis
     async hold() {
       const asked = Date.now();
       if (held && asked - heldSince < ttlMs / 3) return true;
-      if (held && (await runRenewLock(redis, renewLockCall(PUBLISHER_LOCK_KEY, owner, ttlMs)))) {
+      if (held && (await runRenewLock(redis, renewLockCall(lockKey, owner, ttlMs)))) {
         heldSince = asked;
         return true;
       }
-      held = (await redis.set(PUBLISHER_LOCK_KEY, owner, 'PX', ttlMs, 'NX')) === 'OK';
+      held = (await redis.set(lockKey, owner, 'PX', ttlMs, 'NX')) === 'OK';
       if (held) heldSince = asked;
       return held;
     },
     async release() {
       if (!held) return;
       held = false;
-      await runReleaseLock(redis, releaseLockCall(PUBLISHER_LOCK_KEY, owner));
+      await runReleaseLock(redis, releaseLockCall(lockKey, owner));
     },
   };
 }

@@ -8,7 +8,7 @@
 // merge each other's state, as under a fingerprint mismatch (each spends only its own allowance).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { KEY_SHARDS, shardOfKey } from '../../keys.ts';
+import { KEY_SHARDS, shardOfKey, type KeyLayout } from '../../keys.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { slotLength, timeCellsOffset } from './cells.ts';
 import {
@@ -86,10 +86,10 @@ export function encodeJob(message: GossipMessage, n: number, secret: string | un
  * @example
  * const message = readJob(job.data, topology.regions.length);
  */
-export function readJob(data: unknown, n: number): GossipMessage {
+export function readJob(data: unknown, n: number, keys?: KeyLayout): GossipMessage {
   const job = Job.parse(data);
   const { header, entries, rules } = openPayload(job.p);
-  const list = entries(n, LIMITS.maxEntries);
+  const list = entries(n, LIMITS.maxEntries, keys);
   return { v: MESSAGE_VERSION, ...header, entries: list, rules };
 }
 
@@ -155,13 +155,21 @@ const wireDetail = (error: unknown) => (error instanceof WireError ? error.messa
 
 /**
  * Every check but replay (which needs Redis): size, version, shape, signature, sender, destination, topology,
- * then the entries' shape and ranges. `bytes` is the job's JSON size. Never throws.
+ * then the entries' shape and ranges. `bytes` is the job's JSON size. The entries' state keys are rebuilt under
+ * `keys`, this region's layout (the default prefix when omitted). Never throws.
  *
  * @example
  * const verdict = verify(job.data, bytes, topology, 'b', config.federation.secret);
  * if (!verdict.ok) metrics.rejected.inc({ reason: verdict.reason });
  */
-export function verify(data: unknown, bytes: number, topology: Topology, self: string, secret: string | undefined): Verdict {
+export function verify(
+  data: unknown,
+  bytes: number,
+  topology: Topology,
+  self: string,
+  secret: string | undefined,
+  keys?: KeyLayout,
+): Verdict {
   const reject = (reason: RejectReason, detail: string, header?: PayloadHeader): Verdict => ({
     ok: false,
     reason,
@@ -192,7 +200,7 @@ export function verify(data: unknown, bytes: number, topology: Topology, self: s
   const n = topology.regions.length;
   let entries: GossipEntry[];
   try {
-    entries = opened.entries(n, LIMITS.maxEntries);
+    entries = opened.entries(n, LIMITS.maxEntries, keys);
   } catch (error) {
     return reject(error instanceof TooManyEntries ? 'oversized' : 'invalid', `entries: ${wireDetail(error)}`, header);
   }

@@ -3,8 +3,9 @@
 // is built once the client is ready and rebuilt if its initialisation failed.
 import { Queue } from 'bullmq';
 import type { Logger } from 'pino';
-import { GOSSIP_QUEUE_PREFIX, META_KEY } from '../../keys.ts';
+import type { KeyLayout } from '../../keys.ts';
 import { producerConnection, type GossipTarget } from './connections.ts';
+import { foreignPrefixScan } from './foreign-prefix.ts';
 import type { GossipJob, MessageKind } from './message.ts';
 
 export const GOSSIP_QUEUE = 'gossip';
@@ -14,25 +15,39 @@ export interface PeerLink {
   readonly index: number;
   /** Adds the job (named by its kind) to the peer's queue; rejects at once when the peer is unreachable. */
   add(kind: MessageKind, job: GossipJob): Promise<void>;
-  /** The topology fingerprint the peer published in its qf:meta; null when unknown or unreachable. */
+  /** The topology fingerprint the peer published in its <prefix>:meta; null when unknown or unreachable. */
   fingerprint(): Promise<string | null>;
+  /**
+   * The key prefix another quotafed deployment of this peer's region runs under on the peer's Redis, found when this
+   * layout's meta is missing there (the regions' `redis.keyPrefix` differ); null when none was found.
+   */
+  foreignPrefix(): Promise<string | null>;
   close(): Promise<void>;
 }
 
-/** A peer given with `clusterNodes` is a Redis Cluster: the link then uses a Cluster connection. */
-export function createPeerLink(peer: GossipTarget & { name: string; index: number }, timeoutMs: number, logger: Logger): PeerLink {
+/**
+ * A peer given with `clusterNodes` is a Redis Cluster: the link then uses a Cluster connection. The peer's queue and
+ * meta are under `keys`, this region's layout (every region of a federation uses the same `redis.keyPrefix`).
+ */
+export function createPeerLink(
+  peer: GossipTarget & { name: string; index: number },
+  timeoutMs: number,
+  logger: Logger,
+  keys: KeyLayout,
+): PeerLink {
   const client = producerConnection(peer, timeoutMs);
   client.on('error', (error: Error) =>
     logger.debug({ event: 'federation.peer_redis_error', peer: peer.name, error: error.message }, 'peer Redis error'),
   );
   let queue: Queue | undefined;
+  const foreign = foreignPrefixScan(client, keys, peer.name);
 
   const ready = async (): Promise<Queue> => {
     if (client.status !== 'ready') throw new Error(`${peer.name}'s Redis is not connected (${client.status})`);
     if (queue === undefined) {
       queue = new Queue(GOSSIP_QUEUE, {
         connection: client,
-        prefix: GOSSIP_QUEUE_PREFIX,
+        prefix: keys.gossipQueuePrefix,
         defaultJobOptions: { removeOnComplete: 100, removeOnFail: 1_000, attempts: 5, backoff: { type: 'exponential', delay: 200 } },
       });
       queue.on('error', (error: Error) =>
@@ -58,7 +73,11 @@ export function createPeerLink(peer: GossipTarget & { name: string; index: numbe
     },
     async fingerprint() {
       if (client.status !== 'ready') return null;
-      return client.hget(META_KEY, 'fingerprint').catch(() => null);
+      return client.hget(keys.metaKey, 'fingerprint').catch(() => null);
+    },
+    async foreignPrefix() {
+      if (client.status !== 'ready') return null;
+      return foreign.next().catch(() => null);
     },
     async close() {
       await queue?.close().catch(() => undefined);

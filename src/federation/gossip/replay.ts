@@ -7,15 +7,14 @@
 // Replays of genuine jobs could not change a counter anyway (merging is a max), but the record lets a replay
 // be seen, counted and logged rather than silently absorbed.
 import type { Redis, Cluster } from 'ioredis';
-import { replayKey } from '../../keys.ts';
+import type { KeyLayout } from '../../keys.ts';
 
 /** Jobs remembered per sender: with one job per sync interval per peer, 20k covers ≥ 30 min at 100 ms. */
 export const RETAINED = 20_000;
 
-export { replayKey };
-
-export async function alreadyApplied(redis: Redis | Cluster, from: string, seq: number): Promise<boolean> {
-  const key = replayKey(from);
+/** Has this region applied `seq` from `from` already? (The record lives under the region's layout, `keys`.) */
+export async function alreadyApplied(redis: Redis | Cluster, keys: KeyLayout, from: string, seq: number): Promise<boolean> {
+  const key = keys.replayKey(from);
   const [score, count, oldest] = await Promise.all([
     redis.zscore(key, String(seq)),
     redis.zcard(key),
@@ -26,8 +25,8 @@ export async function alreadyApplied(redis: Redis | Cluster, from: string, seq: 
 }
 
 /** Recorded after the job's effects are applied, so a failed apply is retried rather than taken for a replay. */
-export async function recordApplied(redis: Redis | Cluster, from: string, seq: number): Promise<void> {
-  const key = replayKey(from);
+export async function recordApplied(redis: Redis | Cluster, keys: KeyLayout, from: string, seq: number): Promise<void> {
+  const key = keys.replayKey(from);
   await redis.zadd(key, String(seq), String(seq));
   await redis.zremrangebyrank(key, 0, -RETAINED - 1);
 }

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { ackPendingCall, runAckPending, runTakePending, takePendingCall } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { KEY_SHARDS, peerPendingKey } from '../../keys.ts';
+import { KEY_SHARDS, layoutOf } from '../../keys.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot } from './cells.ts';
@@ -42,6 +42,7 @@ export interface SyncRound {
 }
 
 export function createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs, dirty }: SyncRoundDeps): SyncRound {
+  const keys = layoutOf(config);
   const n = topology.regions.length;
   const maxKeys = Math.min(config.federation.maxBatchKeys, LIMITS.maxEntries);
   const resyncWanted = new Set<string>();
@@ -58,7 +59,7 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
 
   /** Counts the pending sets of `shards` for one peer (ZCARD). */
   const count = async (link: PeerLink, shards: readonly number[]): Promise<void> => {
-    const fresh = await Promise.all(shards.map((shard) => redis.zcard(peerPendingKey(shard, link.index))));
+    const fresh = await Promise.all(shards.map((shard) => redis.zcard(keys.peerPendingKey(shard, link.index))));
     const counts = countsOf(link);
     shards.forEach((shard, i) => {
       counts[shard] = fresh[i]!;
@@ -119,7 +120,9 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
   const deliver = async (link: PeerLink, allotted: readonly [number, number][]): Promise<boolean> => {
     const entries: GossipEntry[] = [];
     const acks = new Map<number, { key: string; version: string }[]>();
-    const replies = await Promise.all(allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(shard, link.index, take))));
+    const replies = await Promise.all(
+      allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(keys, shard, link.index, take))),
+    );
     allotted.forEach(([shard], i) => {
       const ack: { key: string; version: string }[] = [];
       for (const { key, version, fields } of replies[i]!) {
@@ -145,7 +148,8 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
     }
     const forgotten = await Promise.all(
       [...acks].map(
-        async ([shard, ack]) => [shard, ack.length > 0 ? await runAckPending(redis, ackPendingCall(shard, link.index, ack)) : 0] as const,
+        async ([shard, ack]) =>
+          [shard, ack.length > 0 ? await runAckPending(redis, ackPendingCall(keys, shard, link.index, ack)) : 0] as const,
       ),
     );
     // Delivered: what was forgotten leaves the count. A key that changed meanwhile stays pending (its change rang

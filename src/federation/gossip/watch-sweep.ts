@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { runSweepWatch, sweepCall } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { KEY_SHARDS, STATE_KEY_PATTERN, ruleNameOf, watchSetKey } from '../../keys.ts';
+import { KEY_SHARDS, layoutOf, ruleNameOf } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { Topology } from '../../protocol/index.ts';
 import type { DirtyShards } from './dirty-shards.ts';
@@ -33,31 +33,32 @@ export async function sweepShards(
   shards: readonly number[] = ALL_SHARDS,
   onStranded?: (rule: string, amount: number) => void,
 ): Promise<SweepOutcome> {
+  const keys = layoutOf(config);
   const rules = new Map(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]));
-  const members = await Promise.all(shards.map((shard) => redis.srandmember(watchSetKey(shard), SWEEP_KEYS_PER_SHARD)));
+  const members = await Promise.all(shards.map((shard) => redis.srandmember(keys.watchSetKey(shard), SWEEP_KEYS_PER_SHARD)));
   const watched: number[] = [];
   const changed: number[] = [];
   const swept = await Promise.all(
-    members.map(async (keys, i) => {
+    members.map(async (sample, i) => {
       const shard = shards[i]!;
-      if (keys.length === 0) return 0;
+      if (sample.length === 0) return 0;
       const live: { key: string; rule: Rule }[] = [];
       const stale: string[] = [];
-      for (const key of keys) {
-        const rule = STATE_KEY_PATTERN.test(key) ? rules.get(ruleNameOf(key)) : undefined;
+      for (const key of sample) {
+        const rule = keys.statePattern.test(key) ? rules.get(ruleNameOf(key)) : undefined;
         if (rule) live.push({ key, rule });
         else stale.push(key);
       }
       // A key of a rule that is gone (or no longer federated) has nothing to rebalance.
-      if (stale.length > 0) await redis.srem(watchSetKey(shard), ...stale);
+      if (stale.length > 0) await redis.srem(keys.watchSetKey(shard), ...stale);
       // A full sample may have left keys unseen.
-      if (keys.length >= SWEEP_KEYS_PER_SHARD) watched.push(shard);
+      if (sample.length >= SWEEP_KEYS_PER_SHARD) watched.push(shard);
       if (live.length === 0) return 0;
-      const call = sweepCall(topology, shard, live, config.federation.leakageBudget, {
+      const call = sweepCall(keys, topology, shard, live, config.federation.leakageBudget, {
         strandedHorizonMs: config.federation.syncIntervalMs,
       });
       const reply = await runSweepWatch(redis, call);
-      if (keys.length < SWEEP_KEYS_PER_SHARD && reply.unwatched < live.length) watched.push(shard);
+      if (sample.length < SWEEP_KEYS_PER_SHARD && reply.unwatched < live.length) watched.push(shard);
       if (reply.rebalanced > 0) changed.push(shard);
       reply.stranded.forEach((amount, j) => {
         if (amount > 0) onStranded?.(live[j]!.rule.name, amount);

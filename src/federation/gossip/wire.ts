@@ -14,6 +14,7 @@
 // floats, so nothing a sender holds is refused by the encoder or rounded on the way; the receiver's range checks
 // (message.ts) judge it. Lua mirror: none yet (the worker decodes; apply_gossip.lua takes the entries as before).
 import { KEPT_WINDOWS } from '../../protocol/index.ts';
+import { keyLayout, type KeyLayout } from '../../keys.ts';
 import type { GossipEntry } from '../../store/gossip-calls.ts';
 import { MAX_ZIGZAG, PackReader, PackWriter, WireError } from './packing.ts';
 import { isDeltaId, readSlot, slotContext, slotLayout, writeSlot, type SlotContext, type SlotLayout } from './slot-wire.ts';
@@ -53,7 +54,9 @@ const REGION_NAME = /^[a-z0-9-]{1,32}$/;
 const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 /** A rule fingerprint (base64url), or '' from a sender that sent none. */
 const RULE_FINGERPRINT = /^[A-Za-z0-9_-]{0,16}$/;
-const KEY = /^qf:\{s(\d{1,2})\}:([A-Za-z0-9_.-]{1,64}):([A-Za-z0-9_-]{16})$/;
+// A state key under any prefix: the wire carries its shard, rule and hash, never the prefix (the receiver rebuilds
+// the key under its own layout, which every region of a federation shares).
+const KEY = /^[A-Za-z0-9_-]{1,32}:\{s(\d{1,2})\}:([A-Za-z0-9_.-]{1,64}):([A-Za-z0-9_-]{16})$/;
 const FINGERPRINT_CHARS = 16;
 const HASH_CHARS = 16;
 /** Rules named in one job's table. */
@@ -120,8 +123,11 @@ export interface OpenedPayload {
   header: PayloadHeader;
   /** The sender's rule fingerprints, by rule name: filled by `entries()`. */
   rules: Record<string, string>;
-  /** The entries for `n` regions; throws a WireError (TooManyEntries above `maxEntries`). */
-  entries(n: number, maxEntries: number): GossipEntry[];
+  /**
+   * The entries for `n` regions, their state keys under `keys` (the receiver's layout; the default prefix when
+   * omitted); throws a WireError (TooManyEntries above `maxEntries`).
+   */
+  entries(n: number, maxEntries: number, keys?: KeyLayout): GossipEntry[];
 }
 
 /**
@@ -144,7 +150,11 @@ export function openPayload(payload: string): OpenedPayload {
     sentAt: input.uint(),
   };
   const fingerprints: Record<string, string> = {};
-  return { header, rules: fingerprints, entries: (n, maxEntries) => readEntries(input, header, slotLayout(n), maxEntries, fingerprints) };
+  return {
+    header,
+    rules: fingerprints,
+    entries: (n, maxEntries, keys = keyLayout()) => readEntries(input, header, slotLayout(n), maxEntries, fingerprints, keys),
+  };
 }
 
 function readEntries(
@@ -153,6 +163,7 @@ function readEntries(
   layout: SlotLayout,
   maxEntries: number,
   fingerprints: Record<string, string>,
+  keys: KeyLayout,
 ): GossipEntry[] {
   const ruleCount = input.uint();
   if (ruleCount > MAX_RULES) throw new WireError(`${ruleCount} rules in one job`);
@@ -174,7 +185,7 @@ function readEntries(
     const rule = rules[Math.floor(head / SLOT_COUNTS / 2)];
     if (rule === undefined) throw new WireError(`entry ${e}: rule index outside the job's table`);
     const shard = input.char();
-    const k = `qf:{s${shard}}:${rule.name}:${input.fixed(HASH_CHARS)}`;
+    const k = keys.stateKey(shard, rule.name, input.fixed(HASH_CHARS));
     const t = raw ? input.float() : header.sentAt - input.int();
     const s: number[][] = [];
     for (let j = 0; j < slots; j++) s.push(readSlot(input, context, layout, raw ? 0 : t, raw, rule.base));

@@ -1,7 +1,8 @@
 // This region's inbound gossip: a BullMQ Worker on the `gossip` queue in the region's own Redis. Peers add
 // jobs there (their only cross-region traffic); the worker applies them (apply.ts). A rejected job is failed
 // without retries, so it stays in the failed set (bounded) for forensics and never touches a counter.
-// On a Redis Cluster the queue's keys share the {qf} hash tag, so BullMQ's scripts stay in one slot.
+// The queue lives under the layout's BullMQ prefix, {<redis.keyPrefix>} ({qf} by default): on a Redis Cluster the
+// queue's keys share that hash tag, so BullMQ's scripts stay in one slot.
 //
 // Hostile or broken jobs cost the region little, and never its decisions (which use another connection):
 //   - before each job is taken, screen_gossip.lua measures the next jobs' data with HSTRLEN and fails those above
@@ -21,7 +22,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { runScreenGossip, screenGossipCall } from '../../store/gossip-calls.ts';
 import { withScript } from '../../store/commands.ts';
-import { GOSSIP_QUEUE_PREFIX } from '../../keys.ts';
+import { layoutOf } from '../../keys.ts';
 import type { Applier } from './apply.ts';
 import { workerClusterConnection, workerOptions } from './connections.ts';
 import { LIMITS, type RejectReason } from './message.ts';
@@ -123,7 +124,7 @@ export function startGossipWorker(
   );
   const worker: GossipQueueWorker = new GossipQueueWorker(GOSSIP_QUEUE, null, {
     connection: cluster ?? workerOptions(redis.url, redis.tls),
-    prefix: GOSSIP_QUEUE_PREFIX,
+    prefix: layoutOf({ redis }).gossipQueuePrefix,
     autorun: false,
     lockDuration: LOCK_MS,
     removeOnComplete: { count: 100 },
