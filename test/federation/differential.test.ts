@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config, LeakageBudget, Rule } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import type { Decision } from '../../src/engine/types.ts';
 import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { decodeState, flattenSlot, unflattenSlot, type SlotCells } from '../../src/federation/gossip/cells.ts';
@@ -24,6 +25,8 @@ import {
   mergeBucket,
   mergeWindow,
   newWindowState,
+  refundBucket,
+  refundWindow,
   sweepBucket,
   sweepWindow,
   windowAllowance,
@@ -85,7 +88,9 @@ type Op =
   /** Advance to the instant region o's last admission in r's view turns idle (± 1 ms). */
   | { kind: 'idleEdge'; r: number; o: number; delta: number }
   /** A sync round everywhere: every region sweeps, then sends its view to every peer. */
-  | { kind: 'round' };
+  | { kind: 'round' }
+  /** The answer to one of region r's admissions (the pick-th not yet refunded) is a 500: refund.lua takes it back. */
+  | { kind: 'refund'; r: number; pick: number };
 
 const setupArb: fc.Arbitrary<Setup> = fc
   .record({
@@ -176,6 +181,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('wipe' as const), r: region, markerLost: fc.boolean() }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'round' as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('idleEdge' as const), r: region, o: region, delta: fc.constantFrom(-1, 0, 1) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('refund' as const), r: region, pick: fc.nat(30) }) },
 );
 // Bursts of admissions in one region: what makes a peer hungry (and a giver give).
 const burstArb: fc.Arbitrary<Op[]> = fc
@@ -188,6 +194,17 @@ const opsArb: fc.Arbitrary<Op[]> = fc
       { weight: 1, arbitrary: burstArb },
       // A burst gossiped at once: where transfers (and then sweeps) happen.
       { weight: 2, arbitrary: burstArb.map((ops): Op[] => [...ops, { kind: 'round' }]) },
+      // A burst of which some answers fail: refunds between admissions, before or after the gossip.
+      {
+        weight: 1,
+        arbitrary: fc
+          .record({ burst: burstArb, refunds: fc.array(fc.nat(30), { minLength: 1, maxLength: 5 }), round: fc.boolean() })
+          .map(({ burst, refunds, round }): Op[] => [
+            ...burst,
+            ...(round ? [{ kind: 'round' as const }] : []),
+            ...refunds.map((pick) => ({ kind: 'refund' as const, r: burst[0]!.r, pick })),
+          ]),
+      },
       // ... and the moment a region turns idle, gossiped or swept at once.
       {
         weight: 1,
@@ -208,6 +225,8 @@ function configOf(algorithm: Algo, setup: Setup, self: number): Config {
     limit: setup.limit,
     period: setup.periodMs,
     leakageBudget: setup.budget,
+    // Only served requests count: an admission answered with a 500 is refunded (the engine's settleResponse).
+    countResponses: 'successful',
     ...(algorithm === 'tokenBucket' && setup.burst !== undefined ? { burst: setup.burst } : {}),
   };
   return parseConfig({
@@ -267,6 +286,11 @@ const stats = {
   tokenChecks: 0,
   tokensExact: 0,
   maxTokenError: 0,
+  refunds: 0,
+  /** Refunds that found their key (a token bucket's may be gone with a wipe). */
+  refunded: 0,
+  /** Refunds whose window (epoch) had moved on, or whose count a wipe had lowered: no cell to take back. */
+  refundsStale: 0,
 };
 
 async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<void> {
@@ -307,6 +331,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
   await Promise.all(clients.slice(0, n).map((client) => client.hset(shardMarkerKey(SHARD), 'fence', 0)));
   const buffered: { from: number; entry: GossipEntry }[] = [];
   const trace: string[] = [];
+  // Each region's admissions not yet refunded: the decision (its refund ticket), decide's clock and the cost.
+  const admissions: { decision: Decision; now: number; cost: number }[][] = Array.from({ length: n }, () => []);
 
   const hungryPeer = (r: number): boolean => {
     const s = spec[r]!;
@@ -412,6 +438,35 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
           if (gossip === 'silent') stats.silentAdmissions++;
         }
         if (allowed && gossip === 'fast') stats.fastFirst++;
+        if (allowed) admissions[r]!.push({ decision, now, cost: op.cost });
+        return;
+      }
+      case 'refund': {
+        const r = op.r % n;
+        const list = admissions[r]!;
+        if (list.length === 0) return;
+        const [admission] = list.splice(op.pick % list.length, 1);
+        const { decision, now, cost } = admission!;
+        expect(decision.refund, `refund ticket (${trace.join(' ')})`).toBeDefined();
+        const refunded = await engines[r]!.settleResponse(decision, 500);
+        const s = spec[r]!;
+        let expected: boolean;
+        let stale: boolean;
+        if (windowed) {
+          const result = refundWindow(s.params, s.window, now, cost);
+          stale = result.state === s.window;
+          s.window = result.state;
+          expected = result.refunded;
+        } else {
+          const result = refundBucket(s.params, s.bucket, now, cost);
+          stale = result.state?.slots === s.bucket?.slots;
+          s.bucket = result.state;
+          expected = result.refunded;
+        }
+        stats.refunds++;
+        if (expected) stats.refunded++;
+        if (stale) stats.refundsStale++;
+        expect(refunded, `keys refunded (${trace.join(' ')})`).toBe(expected ? 1 : 0);
         return;
       }
       case 'send': {
@@ -749,5 +804,6 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     // Beyond the 1e-9 tolerance: the numeric contract (docs/federation.md §7) makes tokens bit-identical.
     expect(stats.tokensExact).toBe(stats.tokenChecks);
     expect(Math.min(...Object.values(stats.gives))).toBeGreaterThan(0);
+    expect(stats.refunded).toBeGreaterThan(0);
   });
 });
