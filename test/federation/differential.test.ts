@@ -27,6 +27,7 @@ import {
   newWindowState,
   refundBucket,
   refundWindow,
+  settleWindow,
   sweepBucket,
   sweepWindow,
   windowAllowance,
@@ -90,7 +91,12 @@ type Op =
   /** A sync round everywhere: every region sweeps, then sends its view to every peer. */
   | { kind: 'round' }
   /** The answer to one of region r's admissions (the pick-th not yet refunded) is a 500: refund.lua takes it back. */
-  | { kind: 'refund'; r: number; pick: number };
+  | { kind: 'refund'; r: number; pick: number }
+  /**
+   * Region r's local fallback settles `count` admissions of the window `delta` windows from its clock's
+   * (settle_fallback.lua, at Redis's own clock: run only where the test's clock follows Redis TIME).
+   */
+  | { kind: 'settle'; r: number; delta: number; count: number };
 
 const setupArb: fc.Arbitrary<Setup> = fc
   .record({
@@ -184,38 +190,53 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('refund' as const), r: region, pick: fc.nat(30) }) },
 );
 // Bursts of admissions in one region: what makes a peer hungry (and a giver give).
-const burstArb: fc.Arbitrary<Op[]> = fc
+const burstArb: fc.Arbitrary<Extract<Op, { kind: 'decide' }>[]> = fc
   .record({ r: region, count: fc.integer({ min: 2, max: 30 }) })
   .map(({ r, count }) => Array.from({ length: count }, () => ({ kind: 'decide' as const, r, cost: 1 })));
-const opsArb: fc.Arbitrary<Op[]> = fc
-  .array(
-    fc.oneof(
-      { weight: 6, arbitrary: opArb.map((op) => [op]) },
-      { weight: 1, arbitrary: burstArb },
-      // A burst gossiped at once: where transfers (and then sweeps) happen.
-      { weight: 2, arbitrary: burstArb.map((ops): Op[] => [...ops, { kind: 'round' }]) },
-      // A burst of which some answers fail: refunds between admissions, before or after the gossip.
-      {
-        weight: 1,
-        arbitrary: fc
-          .record({ burst: burstArb, refunds: fc.array(fc.nat(30), { minLength: 1, maxLength: 5 }), round: fc.boolean() })
-          .map(({ burst, refunds, round }): Op[] => [
-            ...burst,
-            ...(round ? [{ kind: 'round' as const }] : []),
-            ...refunds.map((pick) => ({ kind: 'refund' as const, r: burst[0]!.r, pick })),
-          ]),
-      },
-      // ... and the moment a region turns idle, gossiped or swept at once.
-      {
-        weight: 1,
-        arbitrary: fc
-          .record({ r: region, o: region, delta: fc.constantFrom(-1, 0, 1), sweep: fc.boolean() })
-          .map(({ sweep, ...edge }): Op[] => [{ kind: 'idleEdge', ...edge }, sweep ? { kind: 'sweep', r: edge.r } : { kind: 'round' }]),
-      },
-    ),
-    { minLength: 4, maxLength: 30 },
-  )
-  .map((groups) => groups.flat().slice(0, 80));
+/** Sequences of op groups; `settleWeight`: how often the local fallback settles (only realtime runs can run it). */
+const opsOf = (settleWeight: number): fc.Arbitrary<Op[]> =>
+  fc
+    .array(
+      fc.oneof(
+        { weight: 6, arbitrary: opArb.map((op) => [op]) },
+        { weight: 1, arbitrary: burstArb },
+        // A burst gossiped at once: where transfers (and then sweeps) happen.
+        { weight: 2, arbitrary: burstArb.map((ops): Op[] => [...ops, { kind: 'round' }]) },
+        // A burst of which some answers fail: refunds between admissions, before or after the gossip.
+        {
+          weight: 1,
+          arbitrary: fc
+            .record({ burst: burstArb, refunds: fc.array(fc.nat(30), { minLength: 1, maxLength: 5 }), round: fc.boolean() })
+            .map(({ burst, refunds, round }): Op[] => [
+              ...burst,
+              ...(round ? [{ kind: 'round' as const }] : []),
+              ...refunds.map((pick) => ({ kind: 'refund' as const, r: burst[0]!.r, pick })),
+            ]),
+        },
+        // The local fallback settles while the region decides.
+        {
+          weight: settleWeight,
+          arbitrary: fc
+            .record({
+              r: region,
+              delta: fc.constantFrom(0, 0, 0, -1, -2, -3, 1, 2, 3),
+              count: fc.oneof(fc.integer({ min: 1, max: 5 }), fc.constant(1_000)),
+              round: fc.boolean(),
+            })
+            .map(({ round, ...settle }): Op[] => [{ kind: 'settle', ...settle }, ...(round ? [{ kind: 'round' as const }] : [])]),
+        },
+        // ... and the moment a region turns idle, gossiped or swept at once.
+        {
+          weight: 1,
+          arbitrary: fc
+            .record({ r: region, o: region, delta: fc.constantFrom(-1, 0, 1), sweep: fc.boolean() })
+            .map(({ sweep, ...edge }): Op[] => [{ kind: 'idleEdge', ...edge }, sweep ? { kind: 'sweep', r: edge.r } : { kind: 'round' }]),
+        },
+      ),
+      { minLength: 4, maxLength: 30 },
+    )
+    .map((groups) => groups.flat().slice(0, 80));
+const opsArb = opsOf(0);
 
 function configOf(algorithm: Algo, setup: Setup, self: number): Config {
   const rule = {
@@ -291,15 +312,42 @@ const stats = {
   refunded: 0,
   /** Refunds whose window (epoch) had moved on, or whose count a wipe had lowered: no cell to take back. */
   refundsStale: 0,
+  settles: 0,
+  settled: 0,
+  /** Settled entries of a window after Redis's (a gateway clock ahead): counted in the current window. */
+  settledFuture: 0,
 };
 
-async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<void> {
+/** Redis's clock (TIME) in ms, as lua/includes/clock.lua reads it. */
+async function redisNow(): Promise<number> {
+  const [seconds, micros] = await clients[0]!.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** Real time a realtime run may sleep in all: well below a window key's TTL (2P + skew + 1 s), which runs in Redis. */
+const REALTIME_SLEEP_MS = 500;
+
+/**
+ * Runs `ops` on both sides. `realtime`: the test's clock follows Redis TIME (offsets 0; advances and edges are
+ * slept, within REALTIME_SLEEP_MS), so the scripts that read TIME themselves (settle_fallback.lua) can be run too.
+ */
+async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = false): Promise<void> {
   const { n } = setup;
   const windowed = algorithm !== 'tokenBucket';
   const sliding = algorithm === 'slidingWindow';
   const configs = Array.from({ length: n }, (_, r) => configOf(algorithm, setup, r));
   const rule: Rule = configs[0]!.rules[0]!;
-  let clock = setup.start;
+  let clock = realtime ? await redisNow() : setup.start;
+  let slept = 0;
+  /** Realtime: let `ms` pass (as far as the sleep budget goes) and read the clock again. */
+  const sleep = async (ms: number) => {
+    const wait = Math.min(ms, REALTIME_SLEEP_MS - slept);
+    if (wait > 0) {
+      slept += wait;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+    clock = Math.max(clock, await redisNow());
+  };
   const localNow = (r: number) => clock + setup.offsets[r]!;
   const engines = configs.map((config, r) =>
     createRedisEngine({ config, redis: clients[r]!, overLimitCache: false, nowMs: () => localNow(r) }),
@@ -441,6 +489,30 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         if (allowed) admissions[r]!.push({ decision, now, cost: op.cost });
         return;
       }
+      case 'settle': {
+        if (!realtime || !windowed) return;
+        const r = op.r % n;
+        const s = spec[r]!;
+        const windowStart = (windowIdAt(localNow(r), setup.periodMs) + op.delta) * setup.periodMs;
+        const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
+        const before = await redisNow();
+        await engines[r]!.settle([{ rule, key: KEY, shard: SHARD, windowStart, count: op.count }]);
+        const after = await redisNow();
+        const [version, changedAt] = await clients[r]!.hmget(KEY, 'v', 't');
+        const written = Number(version ?? 0) > versionBefore;
+        // The script's clock lies in [before, after]; a written entry tells it exactly (mark_changed's t).
+        const candidates = written ? [Number(changedAt)] : [before, after];
+        const result = candidates
+          .map((now) => settleWindow(s.params, s.window, now, windowStart, op.count))
+          .find((candidate) => candidate.written === written);
+        expect(result, `settle written ${written} at [${before}, ${after}] (${trace.join(' ')})`).toBeDefined();
+        if (written) expect(Number(changedAt), `settle's clock (${trace.join(' ')})`).toBeGreaterThanOrEqual(before);
+        s.window = result!.state;
+        stats.settles++;
+        if (written) stats.settled++;
+        if (op.delta > 0 && written) stats.settledFuture++;
+        return;
+      }
       case 'refund': {
         const r = op.r % n;
         const list = admissions[r]!;
@@ -534,14 +606,16 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         return;
       }
       case 'advance':
-        clock += Math.round(op.fraction * setup.periodMs);
+        if (realtime) await sleep(Math.round(Math.min(op.fraction, 1.5) * setup.periodMs));
+        else clock += Math.round(op.fraction * setup.periodMs);
         return;
       case 'edge': {
         const now = localNow(op.r % n);
         const P = setup.periodMs;
         const toEdge = P - (((now % P) + P) % P);
         const delta = { at: 0, after: 1, before: -1, skew: setup.skew, skewBefore: setup.skew - 1, skewAfter: setup.skew + 1 }[op.delta];
-        clock += Math.max(1, toEdge + delta);
+        if (realtime) await sleep(Math.max(1, toEdge + delta));
+        else clock += Math.max(1, toEdge + delta);
         return;
       }
       case 'idleEdge': {
@@ -550,7 +624,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const slots = windowed ? s.window.slots : (s.bucket?.slots ?? []);
         const latest = Math.max(0, ...slots.map((slot) => (slot.id < 0 ? 0 : slot.t[op.o % n]!)));
         const wait = latest + setup.policy.idleMs + op.delta - localNow(r);
-        if (latest > 0 && wait > 0) clock += wait;
+        if (latest > 0 && wait > 0) {
+          if (!realtime) clock += wait;
+          else if (wait <= 2 * setup.periodMs) await sleep(wait);
+        }
         return;
       }
       case 'round': {
@@ -657,6 +734,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
   stats.runs++;
   for (const op of ops) {
     trace.push(JSON.stringify(op));
+    if (realtime) clock = Math.max(clock, await redisNow());
     await step(op);
     stats.steps++;
     await compare();
@@ -671,6 +749,27 @@ describe('differential: the Lua scripts against protocol.ts', () => {
       await fc.assert(
         fc.asyncProperty(setupArb, opsArb, (setup, ops) => runSequence(algorithm, setup, ops)),
         { numRuns: runs },
+      );
+    }, 120_000);
+  }
+
+  // The test's clock on Redis TIME (short periods, slept): the local fallback's settlement (settle_fallback.lua
+  // reads TIME itself) between decisions, refunds and gossip.
+  const realtimeSetup = setupArb.map((setup): Setup => {
+    const periodMs = 20 + (setup.periodMs % 81);
+    return {
+      ...setup,
+      periodMs,
+      skew: Math.round((setup.skew * periodMs) / setup.periodMs),
+      offsets: [0, 0, 0],
+      policy: { ...setup.policy, idleMs: setup.policy.idleMs >= 2_500 ? 5_000 : 100 },
+    };
+  });
+  for (const algorithm of ['fixedWindow', 'slidingWindow'] as const) {
+    it(`${algorithm} on Redis's clock: settlements too`, async () => {
+      await fc.assert(
+        fc.asyncProperty(realtimeSetup, opsOf(4), (setup, ops) => runSequence(algorithm, setup, ops, true)),
+        { numRuns: Math.ceil(runs / 4) },
       );
     }, 120_000);
   }
@@ -805,5 +904,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.tokensExact).toBe(stats.tokenChecks);
     expect(Math.min(...Object.values(stats.gives))).toBeGreaterThan(0);
     expect(stats.refunded).toBeGreaterThan(0);
+    expect(stats.settled).toBeGreaterThan(0);
+    if (runs >= 100) expect(stats.settledFuture).toBeGreaterThan(0);
   });
 });
