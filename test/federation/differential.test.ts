@@ -35,11 +35,14 @@ import {
   windowCells,
   windowHasHungryPeer,
   windowIdAt,
+  type BucketDecision,
   type BucketState,
   type EpochSlot,
+  type RefundResult,
   type FederationParams,
   type RebalancePolicy,
   type Topology,
+  type WindowDecision,
   type WindowSlot,
   type WindowState,
 } from '../../src/protocol/index.ts';
@@ -53,6 +56,13 @@ const API_KEY = 'differential-caller';
 const HORIZON_MS = gossipHorizonMs(100);
 const KEY = ruleKey('rule', { principal: API_KEY, dimensions: [API_KEY] });
 const SHARD = shardOfKey(KEY);
+const IP = '10.0.0.1';
+/** The second rule's key: beside KEY in its shard, or keyed by IP in another. */
+const KEYS2 = {
+  sameShard: ruleKey('gate', { principal: API_KEY, dimensions: [API_KEY] }),
+  otherShard: ruleKey('gate', { principal: IP, dimensions: [IP] }),
+};
+if (shardOfKey(KEYS2.otherShard) === SHARD) throw new Error('the IP rule must live in another shard');
 
 // One client per region, each on its own database: same key names, separate state.
 const clients: ScriptedRedis[] = NAMES.map((_, db) => withScripts(new Redis(server.url, { db, maxRetriesPerRequest: 1 })));
@@ -73,7 +83,16 @@ interface Setup {
   offsets: number[];
   policy: RebalancePolicy;
   start: number;
+  /**
+   * A second rule of the same algorithm decided with the first (limit `limit2`, never gossiped): in the same
+   * shard (one decide call: all admit or nothing is consumed) or keyed by IP in another shard (two calls: what
+   * one admitted is refunded when the other denies).
+   */
+  second: Second;
+  limit2: number;
 }
+
+type Second = 'none' | 'sameShard' | 'otherShard';
 
 type Op =
   | { kind: 'decide'; r: number; cost: number }
@@ -96,7 +115,9 @@ type Op =
    * Region r's local fallback settles `count` admissions of the window `delta` windows from its clock's
    * (settle_fallback.lua, at Redis's own clock: run only where the test's clock follows Redis TIME).
    */
-  | { kind: 'settle'; r: number; delta: number; count: number };
+  | { kind: 'settle'; r: number; delta: number; count: number }
+  /** Decisions of region r sent at once: the first goes alone, the others as one batch (decide_batch). */
+  | { kind: 'batch'; r: number; costs: number[] };
 
 const setupArb: fc.Arbitrary<Setup> = fc
   .record({
@@ -128,6 +149,8 @@ const setupArb: fc.Arbitrary<Setup> = fc
       idleMs: fc.constantFrom(5_000, 100, 700, 2_500),
     }),
     startFraction: fc.double({ min: 0, max: 3, noNaN: true }),
+    second: fc.constantFrom<Second>('none', 'none', 'sameShard', 'otherShard'),
+    limit2: fc.integer({ min: 1, max: 30 }),
   })
   .map(({ skewFraction, offsetFractions, startFraction, wideClocks, ...rest }) => {
     const skew = Math.round(skewFraction * rest.periodMs);
@@ -141,17 +164,22 @@ const setupArb: fc.Arbitrary<Setup> = fc
   });
 
 const region = fc.nat(2);
+const costArb = fc.oneof(
+  { weight: 9, arbitrary: fc.constantFrom(1, 1, 1, 2, 3) },
+  { weight: 1, arbitrary: fc.constantFrom(100, 5_000, 999_999) },
+);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 8,
     arbitrary: fc.record({
       kind: fc.constant('decide' as const),
       r: region,
-      cost: fc.oneof(
-        { weight: 9, arbitrary: fc.constantFrom(1, 1, 1, 2, 3) },
-        { weight: 1, arbitrary: fc.constantFrom(100, 5_000, 999_999) },
-      ),
+      cost: costArb,
     }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('batch' as const), r: region, costs: fc.array(costArb, { minLength: 2, maxLength: 8 }) }),
   },
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('send' as const), from: region, to: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('snapshot' as const), from: region }) },
@@ -259,7 +287,22 @@ function configOf(algorithm: Algo, setup: Setup, self: number): Config {
         .map((name, index) => ({ name, redisUrl: 'redis://127.0.0.1:1', weight: setup.weights[index] }))
         .filter((_, index) => index !== self),
     },
-    rules: [rule],
+    rules: [
+      rule,
+      ...(setup.second === 'none'
+        ? []
+        : [
+            {
+              name: 'gate',
+              by: [setup.second === 'sameShard' ? 'apiKey' : 'ip'],
+              algorithm,
+              limit: setup.limit2,
+              period: setup.periodMs,
+              leakageBudget: setup.budget,
+              countResponses: 'successful',
+            },
+          ]),
+    ],
   });
 }
 
@@ -272,7 +315,15 @@ interface SpecRegion {
   /** The marker was lost with the data: the next script call fences at its own clock. */
   markerLost: boolean;
   watched: boolean;
+  /** The second rule: its parameters and state (a window, or a bucket that may not exist yet). */
+  params2: FederationParams;
+  second: KeyState;
+  /** The second rule's shard's fence and marker, when it is another shard. */
+  fence2: number;
+  markerLost2: boolean;
 }
+
+type KeyState = WindowState | BucketState | undefined;
 
 function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
   const rows = (flat: number[]) => Array.from({ length: n }, (_, o) => flat.slice(o * n, o * n + n));
@@ -316,7 +367,19 @@ const stats = {
   settled: 0,
   /** Settled entries of a window after Redis's (a gateway clock ahead): counted in the current window. */
   settledFuture: 0,
+  /** Decisions with a second rule: one rule admitted and the other denied (nothing kept), and both admitted. */
+  partialDenials: { none: 0, sameShard: 0, otherShard: 0 },
+  multiAdmitted: { none: 0, sameShard: 0, otherShard: 0 },
+  /** Batch ops, and the decisions that went in a decide_batch call. */
+  batches: 0,
+  batched: 0,
 };
+
+/** FCALLs the server ran so far (INFO commandstats): decide and decide_batch calls. */
+async function fcallCount(r: number): Promise<number> {
+  const info = await clients[r]!.info('commandstats');
+  return Number(/cmdstat_fcall:calls=(\d+)/.exec(info)?.[1] ?? 0);
+}
 
 /** Redis's clock (TIME) in ms, as lua/includes/clock.lua reads it. */
 async function redisNow(): Promise<number> {
@@ -370,13 +433,30 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     fence: 0,
     markerLost: false,
     watched: false,
+    params2: federationParams({
+      regions: n,
+      self: r,
+      weights: topology.weights,
+      limit: setup.limit2,
+      periodMs: setup.periodMs,
+      leakageBudget: setup.budget,
+      maxClockSkewMs: setup.skew,
+      rebalance: setup.policy,
+    }),
+    second: windowed ? newWindowState(n) : undefined,
+    fence2: 0,
+    markerLost2: false,
   }));
+  const { second } = setup;
+  const KEY2 = second === 'none' ? '' : KEYS2[second];
+  const SHARD2 = second === 'none' ? SHARD : shardOfKey(KEY2);
   for (let r = 0; r < n; r++) {
     expect(topologies[r]!.units).toEqual(spec[r]!.params.units);
     expect(topologies[r]!.selfIndex).toBe(r);
   }
   await Promise.all(clients.slice(0, n).map((client) => client.flushdb()));
   await Promise.all(clients.slice(0, n).map((client) => client.hset(shardMarkerKey(SHARD), 'fence', 0)));
+  if (SHARD2 !== SHARD) await Promise.all(clients.slice(0, n).map((client) => client.hset(shardMarkerKey(SHARD2), 'fence', 0)));
   const buffered: { from: number; entry: GossipEntry }[] = [];
   const trace: string[] = [];
   // Each region's admissions not yet refunded: the decision (its refund ticket), decide's clock and the cost.
@@ -440,55 +520,127 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     expect(reply.granted ? 1 : 0, `merge granted flag (${trace.join(' ')})`).toBe(granted ? 1 : 0);
   };
 
+  const fenceOnScriptCall2 = (r: number) => {
+    if (spec[r]!.markerLost2) {
+      spec[r]!.fence2 = localNow(r);
+      spec[r]!.markerLost2 = false;
+    }
+  };
+  /** The spec's decision on one key, and how its admission would go to the peers (admission-gossip.ts). */
+  const decideKey = (params: FederationParams, state: KeyState, fence: number, now: number, cost: number) =>
+    windowed
+      ? {
+          verdict: decideWindow(params, state as WindowState, fence, now, cost, sliding) as WindowDecision | BucketDecision,
+          gossip: windowAdmissionGossip(params, state as WindowState, now, cost, HORIZON_MS),
+        }
+      : {
+          verdict: decideBucket(params, state as BucketState | undefined, fence, now, cost) as WindowDecision | BucketDecision,
+          gossip: bucketAdmissionGossip(params, state as BucketState | undefined, fence, now, cost, HORIZON_MS),
+        };
+  const refundKey = (params: FederationParams, state: KeyState, now: number, cost: number): RefundResult<KeyState> =>
+    windowed ? refundWindow(params, state as WindowState, now, cost) : refundBucket(params, state as BucketState | undefined, now, cost);
+  /** Region r's state of the first (k = 0) or the second rule's key. */
+  const stateOf = (r: number, k: number): KeyState => {
+    const s = spec[r]!;
+    if (k === 1) return s.second;
+    return windowed ? s.window : s.bucket;
+  };
+  const setState = (r: number, k: number, state: KeyState) => {
+    const s = spec[r]!;
+    if (k === 1) s.second = state;
+    else if (windowed) s.window = state as WindowState;
+    else s.bucket = state as BucketState | undefined;
+  };
+
+  /**
+   * Region r decides `costs` at once through its engine (the first goes alone, the others wait for it and go as
+   * one decide_batch call), and the spec decides them one by one in that order. With a second rule in another
+   * shard each decision is two calls, and the refund of what one admitted when the other denied goes once both
+   * replied: after the whole batch.
+   */
+  const decideAll = async (r: number, costs: readonly number[]) => {
+    fenceOnScriptCall(r);
+    if (second === 'otherShard') fenceOnScriptCall2(r);
+    const now = localNow(r);
+    const s = spec[r]!;
+    const keys = second === 'none' ? [KEY] : [KEY, KEY2];
+    const fastSets = [fastSetKey(SHARD), fastSetKey(SHARD2)];
+    const versionsBefore = await Promise.all(keys.map(async (key) => Number((await clients[r]!.hget(key, 'v')) ?? 0)));
+    if ((await clients[r]!.hget(KEY, 'z')) === '1') stats.silentLayout[algorithm]++;
+    else if ((await clients[r]!.exists(KEY)) === 1) stats.generalLayout[algorithm]++;
+    const callsBefore = costs.length > 1 ? await fcallCount(r) : 0;
+    const decisions = await Promise.all(
+      costs.map((cost) => engines[r]!.decide({ apiKey: API_KEY, ip: IP, method: 'GET', path: '/', cost })),
+    );
+    if (costs.length > 1) {
+      expect((await fcallCount(r)) - callsBefore, `one call alone, then one batch (${trace.join(' ')})`).toBe(2);
+      stats.batches++;
+      stats.batched += costs.length - 1;
+    }
+    const deferred: (() => void)[] = [];
+    const fast = [false, false];
+    const loud = [false, false];
+    const falseDenied = [false, false];
+    costs.forEach((cost, i) => {
+      const where = `decision ${i + 1} of ${costs.length} (${trace.join(' ')})`;
+      const verdicts = keys.map((_, k) =>
+        decideKey(k === 0 ? s.params : s.params2, stateOf(r, k), k === 1 && second === 'otherShard' ? s.fence2 : s.fence, now, cost),
+      );
+      const allowed = verdicts.every(({ verdict }) => verdict.allowed);
+      const decision = decisions[i]!;
+      expect(decision.allowed, `allowed, ${where}`).toBe(allowed);
+      if (keys.length > 1) {
+        if (verdicts.some(({ verdict }) => verdict.allowed) && !allowed) stats.partialDenials[second]++;
+        if (allowed) stats.multiAdmitted[second]++;
+      }
+      verdicts.forEach(({ verdict, gossip }, k) => {
+        const outcome = decision.outcomes.find((candidate) => candidate.rule === (k === 0 ? 'rule' : 'gate'))!;
+        const name = `${k === 0 ? '' : "second rule's "}`;
+        expect(outcome.allowed, `${name}allowed, ${where}`).toBe(verdict.allowed);
+        expect(outcome.remaining, `${name}remaining, ${where}`).toBe(Math.max(0, Math.floor(verdict.remaining)));
+        expect(outcome.quotaRemaining, `${name}quota remaining, ${where}`).toBe(verdict.quotaRemaining);
+        expect(verdict.quotaRemaining, `${name}quota never below the region's remaining, ${where}`).toBeGreaterThanOrEqual(
+          outcome.remaining,
+        );
+        expect(outcome.falseDenial ?? false, `${name}false denial, ${where}`).toBe(verdict.falseDenial);
+        // One call commits all its rules or none; a denied rule's false denial still refreshes its demand.
+        const committed = verdict.allowed && (second !== 'sameShard' || allowed);
+        if (committed || !verdict.allowed) setState(r, k, verdict.state);
+        if ((committed && gossip === 'fast') || verdict.falseDenial) fast[k] = true;
+        if (committed && gossip !== 'silent') loud[k] = true;
+        if (verdict.falseDenial) falseDenied[k] = true;
+        if (second === 'otherShard' && verdict.allowed && !allowed)
+          deferred.push(() => setState(r, k, refundKey(k === 0 ? s.params : s.params2, stateOf(r, k), now, cost).state));
+        if (k > 0) return;
+        if (verdict.falseDenial) stats.falseDenials++;
+        stats.decisions++;
+        if (verdict.allowed) stats.admitted++;
+        if (committed && gossip === 'fast') stats.fastFirst++;
+        if (committed && gossip === 'silent') stats.silentAdmissions++;
+      });
+      if (allowed) admissions[r]!.push({ decision, now, cost });
+    });
+    for (const refund of deferred) refund();
+    for (const [k, key] of keys.entries()) {
+      // How the admissions went to the peers (admission_gossip.lua against admission-gossip.ts): silent (no change
+      // version, no fast lane), with the next round, or on the fast lane; a false denial is queued too.
+      const queued = await clients[r]!.srem(fastSets[k]!, key);
+      expect(queued === 1, `fast lane of key ${k} after the decisions (${trace.join(' ')})`).toBe(fast[k]);
+      const version = Number((await clients[r]!.hget(key, 'v')) ?? 0);
+      // A false denial that refreshed demand sends the key too; otherwise only a loud admission does.
+      if (!falseDenied[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${trace.join(' ')})`).toBe(loud[k]);
+      else if (loud[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${trace.join(' ')})`).toBe(true);
+    }
+  };
+
   const step = async (op: Op): Promise<void> => {
     switch (op.kind) {
-      case 'decide': {
-        const r = op.r % n;
-        fenceOnScriptCall(r);
-        const now = localNow(r);
-        const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
-        if ((await clients[r]!.hget(KEY, 'z')) === '1') stats.silentLayout[algorithm]++;
-        else if ((await clients[r]!.exists(KEY)) === 1) stats.generalLayout[algorithm]++;
-        const decision = await engines[r]!.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost });
-        const outcome = decision.outcomes[0]!;
-        const s = spec[r]!;
-        // How an admission goes to the peers (admission_gossip.lua against protocol admission-gossip.ts): silent
-        // (no change version, no fast lane), with the next round, or on the fast lane; a false denial is queued too.
-        const gossip = windowed
-          ? windowAdmissionGossip(s.params, s.window, now, op.cost, HORIZON_MS)
-          : bucketAdmissionGossip(s.params, s.bucket, s.fence, now, op.cost, HORIZON_MS);
-        let allowed: boolean;
-        let remaining: number;
-        let quotaRemaining: number;
-        let falseDenial: boolean;
-        if (windowed) {
-          const verdict = decideWindow(s.params, s.window, s.fence, now, op.cost, sliding);
-          s.window = verdict.state;
-          ({ allowed, remaining, quotaRemaining, falseDenial } = verdict);
-        } else {
-          const verdict = decideBucket(s.params, s.bucket, s.fence, now, op.cost);
-          s.bucket = verdict.state;
-          ({ allowed, remaining, quotaRemaining, falseDenial } = verdict);
-        }
-        if (falseDenial) stats.falseDenials++;
-        stats.decisions++;
-        if (allowed) stats.admitted++;
-        expect(outcome.allowed, `allowed (${trace.join(' ')})`).toBe(allowed);
-        expect(outcome.remaining, `remaining (${trace.join(' ')})`).toBe(Math.max(0, Math.floor(remaining)));
-        expect(outcome.quotaRemaining, `quota remaining (${trace.join(' ')})`).toBe(quotaRemaining);
-        expect(quotaRemaining, `quota never below the region's remaining (${trace.join(' ')})`).toBeGreaterThanOrEqual(outcome.remaining);
-        expect(outcome.falseDenial ?? false, `false denial (${trace.join(' ')})`).toBe(falseDenial);
-        const queued = await clients[r]!.srem(fastSetKey(SHARD), KEY);
-        expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe((allowed && gossip === 'fast') || falseDenial);
-        if (allowed) {
-          const versionAfter = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
-          expect(versionAfter > versionBefore, `gossiped admission (${gossip}; ${trace.join(' ')})`).toBe(gossip !== 'silent');
-          if (gossip === 'silent') stats.silentAdmissions++;
-        }
-        if (allowed && gossip === 'fast') stats.fastFirst++;
-        if (allowed) admissions[r]!.push({ decision, now, cost: op.cost });
+      case 'decide':
+        await decideAll(op.r % n, [op.cost]);
         return;
-      }
+      case 'batch':
+        await decideAll(op.r % n, op.costs);
+        return;
       case 'settle': {
         if (!realtime || !windowed) return;
         const r = op.r % n;
@@ -522,23 +674,21 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         expect(decision.refund, `refund ticket (${trace.join(' ')})`).toBeDefined();
         const refunded = await engines[r]!.settleResponse(decision, 500);
         const s = spec[r]!;
-        let expected: boolean;
-        let stale: boolean;
-        if (windowed) {
-          const result = refundWindow(s.params, s.window, now, cost);
-          stale = result.state === s.window;
-          s.window = result.state;
-          expected = result.refunded;
-        } else {
-          const result = refundBucket(s.params, s.bucket, now, cost);
-          stale = result.state?.slots === s.bucket?.slots;
-          s.bucket = result.state;
-          expected = result.refunded;
+        let expected = 0;
+        for (let k = 0; k < (second === 'none' ? 1 : 2); k++) {
+          const before = stateOf(r, k);
+          const result = refundKey(k === 0 ? s.params : s.params2, before, now, cost);
+          setState(r, k, result.state);
+          if (result.refunded) expected++;
+          if (k > 0) continue;
+          stats.refunds++;
+          if (result.refunded) stats.refunded++;
+          const stale = windowed
+            ? result.state === before
+            : (result.state as BucketState | undefined)?.slots === (before as BucketState | undefined)?.slots;
+          if (stale) stats.refundsStale++;
         }
-        stats.refunds++;
-        if (expected) stats.refunded++;
-        if (stale) stats.refundsStale++;
-        expect(refunded, `keys refunded (${trace.join(' ')})`).toBe(expected ? 1 : 0);
+        expect(refunded, `keys refunded (${trace.join(' ')})`).toBe(expected);
         return;
       }
       case 'send': {
@@ -644,18 +794,80 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         const s = spec[r]!;
         s.window = newWindowState(n);
         s.bucket = undefined;
+        s.second = windowed ? newWindowState(n) : undefined;
         s.watched = false;
         if (op.markerLost) {
           s.markerLost = true;
+          s.markerLost2 = true;
         } else {
-          // Recovery fenced the shard at Redis TIME.
+          // Recovery fenced the shards at Redis TIME.
           s.markerLost = false;
           s.fence = localNow(r);
           await clients[r]!.hset(shardMarkerKey(SHARD), 'fence', s.fence);
+          s.markerLost2 = false;
+          s.fence2 = s.fence;
+          if (SHARD2 !== SHARD) await clients[r]!.hset(shardMarkerKey(SHARD2), 'fence', s.fence);
         }
         return;
       }
     }
+  };
+
+  /** Every stored cell of one key of region r against the spec's state of it (tokens too for a bucket). */
+  const compareKey = (r: number, raw: Record<string, string>, expected: KeyState, where: string) => {
+    const state = decodeState(raw, n);
+    // The silent layout's invariant: no cell of another region, no transfer, no acknowledgement of a peer.
+    if (state.silent) {
+      for (const slot of state.slots) {
+        const others = [
+          ...slot.c.filter((_, o) => o !== r),
+          ...slot.t.filter((_, o) => o !== r),
+          ...slot.x,
+          ...slot.a.filter((_, i) => i !== r * n + r),
+        ];
+        expect(
+          others.every((value) => value === 0),
+          `silent key of ${where} holds only its own cells`,
+        ).toBe(true);
+      }
+    }
+    const lua = new Map(state.slots.map((slot) => [((slot.id % 3) + 3) % 3, slot]));
+    const expectSlots = (slots: readonly (WindowSlot | EpochSlot)[]) => {
+      slots.forEach((slot, k) => {
+        const held = lua.get(k);
+        if (slot.id < 0) {
+          expect(held, `slot ${k} of ${where} is empty`).toBeUndefined();
+          return;
+        }
+        expect(held, `slot ${k} of ${where}`).toBeDefined();
+        expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({
+          id: slot.id,
+          c: slot.c,
+          x: slot.x.flat(),
+          t: slot.t,
+        });
+        const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
+        expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
+      });
+    };
+    if (windowed) {
+      expectSlots((expected as WindowState).slots);
+      return;
+    }
+    const bucket = expected as BucketState | undefined;
+    if (bucket === undefined) {
+      expect(raw, `no bucket in ${where}`).toEqual({});
+      return;
+    }
+    const tokens = Number(state.regional.tokens);
+    const error = Math.abs(tokens - bucket.tokens) / Math.max(1, Math.abs(bucket.tokens));
+    stats.tokenChecks++;
+    if (tokens === bucket.tokens) stats.tokensExact++;
+    stats.maxTokenError = Math.max(stats.maxTokenError, error);
+    expect(error, `tokens of ${where}: lua ${tokens} spec ${bucket.tokens}`).toBeLessThanOrEqual(1e-9);
+    expect(Number(state.regional.last_refill), `last_refill of ${where}`).toBe(bucket.lastRefill);
+    expect(Number(state.regional.sig), `sig of ${where}`).toBe(bucket.sig);
+    expectSlots(bucket.slots);
   };
 
   const givenBefore = new Array<number>(n).fill(0);
@@ -676,58 +888,13 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
       const where = `region ${r} (${trace.join(' ')})`;
       expect(fence === null ? null : Number(fence), `fence of ${where}`).toBe(s.markerLost ? null : s.fence);
       expect(watched === 1, `watch set of ${where}`).toBe(s.watched);
-      const state = decodeState(raw, n);
-      // The silent layout's invariant: no cell of another region, no transfer, no acknowledgement of a peer.
-      if (state.silent) {
-        for (const slot of state.slots) {
-          const others = [
-            ...slot.c.filter((_, o) => o !== r),
-            ...slot.t.filter((_, o) => o !== r),
-            ...slot.x,
-            ...slot.a.filter((_, i) => i !== r * n + r),
-          ];
-          expect(
-            others.every((value) => value === 0),
-            `silent key of ${where} holds only its own cells`,
-          ).toBe(true);
-        }
+      if (SHARD2 !== SHARD) {
+        const fence2 = await client.hget(shardMarkerKey(SHARD2), 'fence');
+        expect(fence2 === null ? null : Number(fence2), `second shard's fence of ${where}`).toBe(s.markerLost2 ? null : s.fence2);
       }
-      const lua = new Map(state.slots.map((slot) => [((slot.id % 3) + 3) % 3, slot]));
-      const expectSlots = (slots: readonly (WindowSlot | EpochSlot)[]) => {
-        slots.forEach((slot, k) => {
-          const held = lua.get(k);
-          if (slot.id < 0) {
-            expect(held, `slot ${k} of ${where} is empty`).toBeUndefined();
-            return;
-          }
-          expect(held, `slot ${k} of ${where}`).toBeDefined();
-          expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({
-            id: slot.id,
-            c: slot.c,
-            x: slot.x.flat(),
-            t: slot.t,
-          });
-          const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
-          expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
-        });
-      };
-      if (windowed) {
-        expectSlots(s.window.slots);
-        continue;
-      }
-      if (s.bucket === undefined) {
-        expect(raw, `no bucket in ${where}`).toEqual({});
-        continue;
-      }
-      const tokens = Number(state.regional.tokens);
-      const error = Math.abs(tokens - s.bucket.tokens) / Math.max(1, Math.abs(s.bucket.tokens));
-      stats.tokenChecks++;
-      if (tokens === s.bucket.tokens) stats.tokensExact++;
-      stats.maxTokenError = Math.max(stats.maxTokenError, error);
-      expect(error, `tokens of ${where}: lua ${tokens} spec ${s.bucket.tokens}`).toBeLessThanOrEqual(1e-9);
-      expect(Number(state.regional.last_refill), `last_refill of ${where}`).toBe(s.bucket.lastRefill);
-      expect(Number(state.regional.sig), `sig of ${where}`).toBe(s.bucket.sig);
-      expectSlots(s.bucket.slots);
+      compareKey(r, raw, windowed ? s.window : s.bucket, where);
+      if (second === 'none') continue;
+      compareKey(r, await client.hgetall(KEY2), s.second, `second rule's key in ${where}`);
     }
   };
 
@@ -905,6 +1072,9 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(Math.min(...Object.values(stats.gives))).toBeGreaterThan(0);
     expect(stats.refunded).toBeGreaterThan(0);
     expect(stats.settled).toBeGreaterThan(0);
+    expect(stats.batched).toBeGreaterThan(0);
+    expect(Math.min(stats.partialDenials.sameShard, stats.partialDenials.otherShard)).toBeGreaterThan(0);
+    expect(Math.min(stats.multiAdmitted.sameShard, stats.multiAdmitted.otherShard)).toBeGreaterThan(0);
     if (runs >= 100) expect(stats.settledFuture).toBeGreaterThan(0);
   });
 });
