@@ -47,7 +47,9 @@ import {
   type WindowState,
 } from '../../src/protocol/index.ts';
 import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { useDropProxy } from '../harness/drop-proxy.ts';
 import { useRedis } from '../harness/redis.ts';
+import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
 
 const server = await useRedis();
 const NAMES = ['a', 'b', 'c'];
@@ -66,8 +68,17 @@ if (shardOfKey(KEYS2.otherShard) === SHARD) throw new Error('the IP rule must li
 
 // One client per region, each on its own database: same key names, separate state.
 const clients: ScriptedRedis[] = NAMES.map((_, db) => withScripts(new Redis(server.url, { db, maxRetriesPerRequest: 1 })));
+// The same databases through a proxy that can lose a reply, on the production client (no offline queue, a
+// command timeout, ioredis's resend of unanswered commands after a reconnect): the dropped refunds' connections.
+const proxy = await useDropProxy(server.url);
+const proxyConfig = parseConfig({
+  region: 'a',
+  redis: { url: proxy.url },
+  rules: [{ name: 'any', by: ['apiKey'], limit: 1, period: 1_000 }],
+});
+const dropClients: RegionRedis[] = NAMES.map((_, db) => createRegionRedis(proxyConfig, { db }));
 afterAll(async () => {
-  await Promise.all(clients.map((client) => client.quit().catch(() => client.disconnect())));
+  await Promise.all([...clients, ...dropClients].map((client) => client.quit().catch(() => client.disconnect())));
 });
 
 type Algo = 'fixedWindow' | 'slidingWindow' | 'tokenBucket';
@@ -117,7 +128,12 @@ type Op =
    */
   | { kind: 'settle'; r: number; delta: number; count: number }
   /** Decisions of region r sent at once: the first goes alone, the others as one batch (decide_batch). */
-  | { kind: 'batch'; r: number; costs: number[] };
+  | { kind: 'batch'; r: number; costs: number[] }
+  /**
+   * A refund as 'refund', on a connection that drops: after refund.lua ran (its reply is lost) or before (a
+   * CLIENT KILL while it waits in a CLIENT PAUSE). The client resends it after reconnecting; it must count once.
+   */
+  | { kind: 'droppedRefund'; r: number; pick: number; lost: 'reply' | 'command' };
 
 const setupArb: fc.Arbitrary<Setup> = fc
   .record({
@@ -216,6 +232,15 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.constant({ kind: 'round' as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('idleEdge' as const), r: region, o: region, delta: fc.constantFrom(-1, 0, 1) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('refund' as const), r: region, pick: fc.nat(30) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('droppedRefund' as const),
+      r: region,
+      pick: fc.nat(30),
+      lost: fc.constantFrom<'reply' | 'command'>('reply', 'command'),
+    }),
+  },
 );
 // Bursts of admissions in one region: what makes a peer hungry (and a giver give).
 const burstArb: fc.Arbitrary<Extract<Op, { kind: 'decide' }>[]> = fc
@@ -373,6 +398,11 @@ const stats = {
   /** Batch ops, and the decisions that went in a decide_batch call. */
   batches: 0,
   batched: 0,
+  /** Dropped refunds by what was lost, and what the call answered: the count, 0 (the resend found its marker), or an error. */
+  droppedRefunds: {
+    reply: { answered: 0, zero: 0, failed: 0 },
+    command: { answered: 0, zero: 0, failed: 0 },
+  },
 };
 
 /** FCALLs the server ran so far (INFO commandstats): decide and decide_batch calls. */
@@ -414,6 +444,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
   const localNow = (r: number) => clock + setup.offsets[r]!;
   const engines = configs.map((config, r) =>
     createRedisEngine({ config, redis: clients[r]!, overLimitCache: false, nowMs: () => localNow(r) }),
+  );
+  const dropEngines = configs.map((config, r) =>
+    createRedisEngine({ config, redis: dropClients[r]!, overLimitCache: false, nowMs: () => localNow(r) }),
   );
   const topologies: Topology[] = engines.map((engine) => engine.topology);
   const spec: SpecRegion[] = topologies.map((topology, r) => ({
@@ -633,6 +666,38 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     }
   };
 
+  /**
+   * settleResponse on region r's proxied connection, which drops while the refund is out: `reply`, the proxy
+   * loses refund.lua's reply (it ran); `command`, the connection is killed while the refund waits in a CLIENT
+   * PAUSE (it did not run). Waits until the client is back and has resent it. Returns the refunded count the
+   * call answered, or -1 when it failed (the command timeout).
+   */
+  const droppedRefund = async (r: number, decision: Decision, lost: 'reply' | 'command'): Promise<number> => {
+    const client = dropClients[r]!;
+    await waitReady(client);
+    const admin = clients[0]!;
+    let answer: Promise<number>;
+    if (lost === 'reply') {
+      proxy.dropNextReply();
+      answer = dropEngines[r]!.settleResponse(decision, 500);
+    } else {
+      const id = String(await client.client('ID'));
+      await admin.client('PAUSE', 10_000, 'WRITE');
+      answer = dropEngines[r]!.settleResponse(decision, 500);
+      for (let tries = 0; tries < 200; tries++) {
+        if (Number(/blocked_clients:(\d+)/.exec(await admin.info('clients'))?.[1] ?? 0) > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      await admin.client('KILL', 'ID', id);
+      await admin.client('UNPAUSE');
+    }
+    const refunded = await answer.catch(() => -1);
+    // The resend goes first on the new connection: once a PING after it is answered, it has run.
+    await waitReady(client);
+    await client.ping();
+    return refunded;
+  };
+
   const step = async (op: Op): Promise<void> => {
     switch (op.kind) {
       case 'decide':
@@ -665,14 +730,15 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         if (op.delta > 0 && written) stats.settledFuture++;
         return;
       }
-      case 'refund': {
+      case 'refund':
+      case 'droppedRefund': {
         const r = op.r % n;
         const list = admissions[r]!;
         if (list.length === 0) return;
         const [admission] = list.splice(op.pick % list.length, 1);
         const { decision, now, cost } = admission!;
         expect(decision.refund, `refund ticket (${trace.join(' ')})`).toBeDefined();
-        const refunded = await engines[r]!.settleResponse(decision, 500);
+        const refunded = op.kind === 'refund' ? await engines[r]!.settleResponse(decision, 500) : await droppedRefund(r, decision, op.lost);
         const s = spec[r]!;
         let expected = 0;
         for (let k = 0; k < (second === 'none' ? 1 : 2); k++) {
@@ -688,7 +754,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
             : (result.state as BucketState | undefined)?.slots === (before as BucketState | undefined)?.slots;
           if (stale) stats.refundsStale++;
         }
-        expect(refunded, `keys refunded (${trace.join(' ')})`).toBe(expected);
+        // A resent refund whose first run's reply was lost answers 0 (its marker), or the call timed out.
+        if (op.kind === 'refund') expect(refunded, `keys refunded (${trace.join(' ')})`).toBe(expected);
+        else stats.droppedRefunds[op.lost][refunded === expected ? 'answered' : refunded === 0 ? 'zero' : 'failed']++;
         return;
       }
       case 'send': {
@@ -1073,6 +1141,9 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.refunded).toBeGreaterThan(0);
     expect(stats.settled).toBeGreaterThan(0);
     expect(stats.batched).toBeGreaterThan(0);
+    const dropped = (lost: 'reply' | 'command') => Object.values(stats.droppedRefunds[lost]).reduce((a, b) => a + b, 0);
+    expect(Math.min(dropped('reply'), dropped('command'))).toBeGreaterThan(0);
+    expect(proxy.dropped).toBe(dropped('reply'));
     expect(Math.min(stats.partialDenials.sameShard, stats.partialDenials.otherShard)).toBeGreaterThan(0);
     expect(Math.min(stats.multiAdmitted.sameShard, stats.multiAdmitted.otherShard)).toBeGreaterThan(0);
     if (runs >= 100) expect(stats.settledFuture).toBeGreaterThan(0);
