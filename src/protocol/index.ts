@@ -14,6 +14,7 @@
 //   window-rebalance.ts  a window's merge, transfer and sweep                            window_rebalance.lua
 //   bucket-share.ts      a bucket's share σ, refill and decision                         bucket_share.lua
 //   bucket-rebalance.ts  a bucket's merge, share transfer and sweep                      bucket_rebalance.lua
+//   settlement.ts        a refund, the local fallback's settlement                       refund.lua, settle_fallback.lua
 //   topology.ts          regions, weights, share units and the fingerprint               (script arguments)
 // This index is the protocol's public surface; the helpers the files share among themselves stay out of it.
 export {
@@ -74,6 +75,7 @@ export {
   type AdmissionFacts,
   type AdmissionGossip,
 } from './admission-gossip.ts';
+export { refundBucket, refundWindow, settleWindow, type RefundResult, type SettleResult } from './settlement.ts';
 export { ruleFederationParams, topologyOf, type Topology } from './topology.ts';
 export {
   decideWindow,

@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config, LeakageBudget, Rule } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import type { Decision } from '../../src/engine/types.ts';
 import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { decodeState, flattenSlot, unflattenSlot, type SlotCells } from '../../src/federation/gossip/cells.ts';
@@ -24,6 +25,9 @@ import {
   mergeBucket,
   mergeWindow,
   newWindowState,
+  refundBucket,
+  refundWindow,
+  settleWindow,
   sweepBucket,
   sweepWindow,
   windowAllowance,
@@ -31,16 +35,21 @@ import {
   windowCells,
   windowHasHungryPeer,
   windowIdAt,
+  type BucketDecision,
   type BucketState,
   type EpochSlot,
+  type RefundResult,
   type FederationParams,
   type RebalancePolicy,
   type Topology,
+  type WindowDecision,
   type WindowSlot,
   type WindowState,
 } from '../../src/protocol/index.ts';
 import { fastSetKey, keyLayout, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { useDropProxy } from '../harness/drop-proxy.ts';
 import { useRedis } from '../harness/redis.ts';
+import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
 
 const server = await useRedis();
 const NAMES = ['a', 'b', 'c'];
@@ -49,11 +58,27 @@ const API_KEY = 'differential-caller';
 const HORIZON_MS = gossipHorizonMs(100);
 const KEY = ruleKey('rule', { principal: API_KEY, dimensions: [API_KEY] });
 const SHARD = shardOfKey(KEY);
+const IP = '10.0.0.1';
+/** The second rule's key: beside KEY in its shard, or keyed by IP in another. */
+const KEYS2 = {
+  sameShard: ruleKey('gate', { principal: API_KEY, dimensions: [API_KEY] }),
+  otherShard: ruleKey('gate', { principal: IP, dimensions: [IP] }),
+};
+if (shardOfKey(KEYS2.otherShard) === SHARD) throw new Error('the IP rule must live in another shard');
 
 // One client per region, each on its own database: same key names, separate state.
 const clients: ScriptedRedis[] = NAMES.map((_, db) => withScripts(new Redis(server.url, { db, maxRetriesPerRequest: 1 })));
+// The same databases through a proxy that can lose a reply, on the production client (no offline queue, a
+// command timeout, ioredis's resend of unanswered commands after a reconnect): the dropped refunds' connections.
+const proxy = await useDropProxy(server.url);
+const proxyConfig = parseConfig({
+  region: 'a',
+  redis: { url: proxy.url },
+  rules: [{ name: 'any', by: ['apiKey'], limit: 1, period: 1_000 }],
+});
+const dropClients: RegionRedis[] = NAMES.map((_, db) => createRegionRedis(proxyConfig, { db }));
 afterAll(async () => {
-  await Promise.all(clients.map((client) => client.quit().catch(() => client.disconnect())));
+  await Promise.all([...clients, ...dropClients].map((client) => client.quit().catch(() => client.disconnect())));
 });
 
 type Algo = 'fixedWindow' | 'slidingWindow' | 'tokenBucket';
@@ -69,7 +94,16 @@ interface Setup {
   offsets: number[];
   policy: RebalancePolicy;
   start: number;
+  /**
+   * A second rule of the same algorithm decided with the first (limit `limit2`, never gossiped): in the same
+   * shard (one decide call: all admit or nothing is consumed) or keyed by IP in another shard (two calls: what
+   * one admitted is refunded when the other denies).
+   */
+  second: Second;
+  limit2: number;
 }
+
+type Second = 'none' | 'sameShard' | 'otherShard';
 
 type Op =
   | { kind: 'decide'; r: number; cost: number }
@@ -85,7 +119,21 @@ type Op =
   /** Advance to the instant region o's last admission in r's view turns idle (± 1 ms). */
   | { kind: 'idleEdge'; r: number; o: number; delta: number }
   /** A sync round everywhere: every region sweeps, then sends its view to every peer. */
-  | { kind: 'round' };
+  | { kind: 'round' }
+  /** The answer to one of region r's admissions (the pick-th not yet refunded) is a 500: refund.lua takes it back. */
+  | { kind: 'refund'; r: number; pick: number }
+  /**
+   * Region r's local fallback settles `count` admissions of the window `delta` windows from its clock's
+   * (settle_fallback.lua, at Redis's own clock: run only where the test's clock follows Redis TIME).
+   */
+  | { kind: 'settle'; r: number; delta: number; count: number }
+  /** Decisions of region r sent at once: the first goes alone, the others as one batch (decide_batch). */
+  | { kind: 'batch'; r: number; costs: number[] }
+  /**
+   * A refund as 'refund', on a connection that drops: after refund.lua ran (its reply is lost) or before (a
+   * CLIENT KILL while it waits in a CLIENT PAUSE). The client resends it after reconnecting; it must count once.
+   */
+  | { kind: 'droppedRefund'; r: number; pick: number; lost: 'reply' | 'command' };
 
 const setupArb: fc.Arbitrary<Setup> = fc
   .record({
@@ -117,6 +165,8 @@ const setupArb: fc.Arbitrary<Setup> = fc
       idleMs: fc.constantFrom(5_000, 100, 700, 2_500),
     }),
     startFraction: fc.double({ min: 0, max: 3, noNaN: true }),
+    second: fc.constantFrom<Second>('none', 'none', 'none', 'none', 'sameShard', 'otherShard'),
+    limit2: fc.integer({ min: 1, max: 30 }),
   })
   .map(({ skewFraction, offsetFractions, startFraction, wideClocks, ...rest }) => {
     const skew = Math.round(skewFraction * rest.periodMs);
@@ -130,17 +180,22 @@ const setupArb: fc.Arbitrary<Setup> = fc
   });
 
 const region = fc.nat(2);
+const costArb = fc.oneof(
+  { weight: 9, arbitrary: fc.constantFrom(1, 1, 1, 2, 3) },
+  { weight: 1, arbitrary: fc.constantFrom(100, 5_000, 999_999) },
+);
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 8,
     arbitrary: fc.record({
       kind: fc.constant('decide' as const),
       r: region,
-      cost: fc.oneof(
-        { weight: 9, arbitrary: fc.constantFrom(1, 1, 1, 2, 3) },
-        { weight: 1, arbitrary: fc.constantFrom(100, 5_000, 999_999) },
-      ),
+      cost: costArb,
     }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('batch' as const), r: region, costs: fc.array(costArb, { minLength: 2, maxLength: 8 }) }),
   },
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('send' as const), from: region, to: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('snapshot' as const), from: region }) },
@@ -176,29 +231,65 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('wipe' as const), r: region, markerLost: fc.boolean() }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'round' as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('idleEdge' as const), r: region, o: region, delta: fc.constantFrom(-1, 0, 1) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('refund' as const), r: region, pick: fc.nat(30) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('droppedRefund' as const),
+      r: region,
+      pick: fc.nat(30),
+      lost: fc.constantFrom<'reply' | 'command'>('reply', 'command'),
+    }),
+  },
 );
 // Bursts of admissions in one region: what makes a peer hungry (and a giver give).
-const burstArb: fc.Arbitrary<Op[]> = fc
+const burstArb: fc.Arbitrary<Extract<Op, { kind: 'decide' }>[]> = fc
   .record({ r: region, count: fc.integer({ min: 2, max: 30 }) })
   .map(({ r, count }) => Array.from({ length: count }, () => ({ kind: 'decide' as const, r, cost: 1 })));
-const opsArb: fc.Arbitrary<Op[]> = fc
-  .array(
-    fc.oneof(
-      { weight: 6, arbitrary: opArb.map((op) => [op]) },
-      { weight: 1, arbitrary: burstArb },
-      // A burst gossiped at once: where transfers (and then sweeps) happen.
-      { weight: 2, arbitrary: burstArb.map((ops): Op[] => [...ops, { kind: 'round' }]) },
-      // ... and the moment a region turns idle, gossiped or swept at once.
-      {
-        weight: 1,
-        arbitrary: fc
-          .record({ r: region, o: region, delta: fc.constantFrom(-1, 0, 1), sweep: fc.boolean() })
-          .map(({ sweep, ...edge }): Op[] => [{ kind: 'idleEdge', ...edge }, sweep ? { kind: 'sweep', r: edge.r } : { kind: 'round' }]),
-      },
-    ),
-    { minLength: 4, maxLength: 30 },
-  )
-  .map((groups) => groups.flat().slice(0, 80));
+/** Sequences of op groups; `settleWeight`: how often the local fallback settles (only realtime runs can run it). */
+const opsOf = (settleWeight: number): fc.Arbitrary<Op[]> =>
+  fc
+    .array(
+      fc.oneof(
+        { weight: 6, arbitrary: opArb.map((op) => [op]) },
+        { weight: 1, arbitrary: burstArb },
+        // A burst gossiped at once: where transfers (and then sweeps) happen.
+        { weight: 2, arbitrary: burstArb.map((ops): Op[] => [...ops, { kind: 'round' }]) },
+        // A burst of which some answers fail: refunds between admissions, before or after the gossip.
+        {
+          weight: 1,
+          arbitrary: fc
+            .record({ burst: burstArb, refunds: fc.array(fc.nat(30), { minLength: 1, maxLength: 5 }), round: fc.boolean() })
+            .map(({ burst, refunds, round }): Op[] => [
+              ...burst,
+              ...(round ? [{ kind: 'round' as const }] : []),
+              ...refunds.map((pick) => ({ kind: 'refund' as const, r: burst[0]!.r, pick })),
+            ]),
+        },
+        // The local fallback settles while the region decides.
+        {
+          weight: settleWeight,
+          arbitrary: fc
+            .record({
+              r: region,
+              delta: fc.constantFrom(0, 0, 0, -1, -2, -3, 1, 2, 3),
+              count: fc.oneof(fc.integer({ min: 1, max: 5 }), fc.constant(1_000)),
+              round: fc.boolean(),
+            })
+            .map(({ round, ...settle }): Op[] => [{ kind: 'settle', ...settle }, ...(round ? [{ kind: 'round' as const }] : [])]),
+        },
+        // ... and the moment a region turns idle, gossiped or swept at once.
+        {
+          weight: 1,
+          arbitrary: fc
+            .record({ r: region, o: region, delta: fc.constantFrom(-1, 0, 1), sweep: fc.boolean() })
+            .map(({ sweep, ...edge }): Op[] => [{ kind: 'idleEdge', ...edge }, sweep ? { kind: 'sweep', r: edge.r } : { kind: 'round' }]),
+        },
+      ),
+      { minLength: 4, maxLength: 30 },
+    )
+    .map((groups) => groups.flat().slice(0, 80));
+const opsArb = opsOf(0);
 
 function configOf(algorithm: Algo, setup: Setup, self: number): Config {
   const rule = {
@@ -208,6 +299,8 @@ function configOf(algorithm: Algo, setup: Setup, self: number): Config {
     limit: setup.limit,
     period: setup.periodMs,
     leakageBudget: setup.budget,
+    // Only served requests count: an admission answered with a 500 is refunded (the engine's settleResponse).
+    countResponses: 'successful',
     ...(algorithm === 'tokenBucket' && setup.burst !== undefined ? { burst: setup.burst } : {}),
   };
   return parseConfig({
@@ -219,7 +312,22 @@ function configOf(algorithm: Algo, setup: Setup, self: number): Config {
         .map((name, index) => ({ name, redisUrl: 'redis://127.0.0.1:1', weight: setup.weights[index] }))
         .filter((_, index) => index !== self),
     },
-    rules: [rule],
+    rules: [
+      rule,
+      ...(setup.second === 'none'
+        ? []
+        : [
+            {
+              name: 'gate',
+              by: [setup.second === 'sameShard' ? 'apiKey' : 'ip'],
+              algorithm,
+              limit: setup.limit2,
+              period: setup.periodMs,
+              leakageBudget: setup.budget,
+              countResponses: 'successful',
+            },
+          ]),
+    ],
   });
 }
 
@@ -232,7 +340,15 @@ interface SpecRegion {
   /** The marker was lost with the data: the next script call fences at its own clock. */
   markerLost: boolean;
   watched: boolean;
+  /** The second rule: its parameters and state (a window, or a bucket that may not exist yet). */
+  params2: FederationParams;
+  second: KeyState;
+  /** The second rule's shard's fence and marker, when it is another shard. */
+  fence2: number;
+  markerLost2: boolean;
 }
+
+type KeyState = WindowState | BucketState | undefined;
 
 function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
   const rows = (flat: number[]) => Array.from({ length: n }, (_, o) => flat.slice(o * n, o * n + n));
@@ -267,18 +383,72 @@ const stats = {
   tokenChecks: 0,
   tokensExact: 0,
   maxTokenError: 0,
+  refunds: 0,
+  /** Refunds that found their key (a token bucket's may be gone with a wipe). */
+  refunded: 0,
+  /** Refunds whose window (epoch) had moved on, or whose count a wipe had lowered: no cell to take back. */
+  refundsStale: 0,
+  /** Merges that brought a region's own count back up (a peer had heard it before a refund took it off). */
+  refundsUndone: 0,
+  settles: 0,
+  settled: 0,
+  /** Settled entries of a window after Redis's (a gateway clock ahead): counted in the current window. */
+  settledFuture: 0,
+  /** Decisions with a second rule: one rule admitted and the other denied (nothing kept), and both admitted. */
+  partialDenials: { none: 0, sameShard: 0, otherShard: 0 },
+  multiAdmitted: { none: 0, sameShard: 0, otherShard: 0 },
+  /** Batch ops, and the decisions that went in a decide_batch call. */
+  batches: 0,
+  batched: 0,
+  /** Dropped refunds by what was lost, and what the call answered: the count, 0 (the resend found its marker), or an error. */
+  droppedRefunds: {
+    reply: { answered: 0, zero: 0, failed: 0 },
+    command: { answered: 0, zero: 0, failed: 0 },
+  },
 };
 
-async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<void> {
+/** FCALLs the server ran so far (INFO commandstats): decide and decide_batch calls. */
+async function fcallCount(r: number): Promise<number> {
+  const info = await clients[r]!.info('commandstats');
+  return Number(/cmdstat_fcall:calls=(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+/** Redis's clock (TIME) in ms, as lua/includes/clock.lua reads it. */
+async function redisNow(): Promise<number> {
+  const [seconds, micros] = await clients[0]!.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** Real time a realtime run may sleep in all: well below a window key's TTL (2P + skew + 1 s), which runs in Redis. */
+const REALTIME_SLEEP_MS = 300;
+
+/**
+ * Runs `ops` on both sides. `realtime`: the test's clock follows Redis TIME (offsets 0; advances and edges are
+ * slept, within REALTIME_SLEEP_MS), so the scripts that read TIME themselves (settle_fallback.lua) can be run too.
+ */
+async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = false): Promise<void> {
   const { n } = setup;
   const windowed = algorithm !== 'tokenBucket';
   const sliding = algorithm === 'slidingWindow';
   const configs = Array.from({ length: n }, (_, r) => configOf(algorithm, setup, r));
   const rule: Rule = configs[0]!.rules[0]!;
-  let clock = setup.start;
+  let clock = realtime ? await redisNow() : setup.start;
+  let slept = 0;
+  /** Realtime: let `ms` pass (as far as the sleep budget goes) and read the clock again. */
+  const sleep = async (ms: number) => {
+    const wait = Math.min(ms, REALTIME_SLEEP_MS - slept);
+    if (wait > 0) {
+      slept += wait;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+    clock = Math.max(clock, await redisNow());
+  };
   const localNow = (r: number) => clock + setup.offsets[r]!;
   const engines = configs.map((config, r) =>
     createRedisEngine({ config, redis: clients[r]!, overLimitCache: false, nowMs: () => localNow(r) }),
+  );
+  const dropEngines = configs.map((config, r) =>
+    createRedisEngine({ config, redis: dropClients[r]!, overLimitCache: false, nowMs: () => localNow(r) }),
   );
   const topologies: Topology[] = engines.map((engine) => engine.topology);
   const spec: SpecRegion[] = topologies.map((topology, r) => ({
@@ -298,15 +468,36 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     fence: 0,
     markerLost: false,
     watched: false,
+    params2: federationParams({
+      regions: n,
+      self: r,
+      weights: topology.weights,
+      limit: setup.limit2,
+      periodMs: setup.periodMs,
+      leakageBudget: setup.budget,
+      maxClockSkewMs: setup.skew,
+      rebalance: setup.policy,
+    }),
+    second: windowed ? newWindowState(n) : undefined,
+    fence2: 0,
+    markerLost2: false,
   }));
+  const { second } = setup;
+  const KEY2 = second === 'none' ? '' : KEYS2[second];
+  const SHARD2 = second === 'none' ? SHARD : shardOfKey(KEY2);
   for (let r = 0; r < n; r++) {
     expect(topologies[r]!.units).toEqual(spec[r]!.params.units);
     expect(topologies[r]!.selfIndex).toBe(r);
   }
   await Promise.all(clients.slice(0, n).map((client) => client.flushdb()));
   await Promise.all(clients.slice(0, n).map((client) => client.hset(shardMarkerKey(SHARD), 'fence', 0)));
+  if (SHARD2 !== SHARD) await Promise.all(clients.slice(0, n).map((client) => client.hset(shardMarkerKey(SHARD2), 'fence', 0)));
   const buffered: { from: number; entry: GossipEntry }[] = [];
   const trace: string[] = [];
+  /** The ops so far, joined once per step for the assertion messages. */
+  let traced = '';
+  // Each region's admissions not yet refunded: the decision (its refund ticket), decide's clock and the cost.
+  const admissions: { decision: Decision; now: number; cost: number }[][] = Array.from({ length: n }, () => []);
 
   const hungryPeer = (r: number): boolean => {
     const s = spec[r]!;
@@ -333,6 +524,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
     const ownGiven = (slots: readonly (WindowSlot | EpochSlot)[] | undefined) =>
       (slots ?? []).reduce((total, slot) => total + (slot.id < 0 ? 0 : slot.x[to]!.reduce((a, b) => a + b, 0)), 0);
     const givenBefore = ownGiven(windowed ? s.window.slots : s.bucket?.slots);
+    // This region's own counts per window: a merge raises one only by bringing back what a refund took off.
+    const ownCounts = () => new Map((windowed ? s.window.slots : (s.bucket?.slots ?? [])).map((slot) => [slot.id, slot.c[to]!]));
+    const countsBefore = ownCounts();
     let changed: boolean;
     if (windowed) {
       const result = mergeWindow(
@@ -355,63 +549,229 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
       changed = result.changed;
       s.bucket = result.state;
     }
+    // (Not after a wipe: then the peers give back what the region lost, by design.)
+    const wiped = s.fence > 0 || s.markerLost;
+    for (const [id, count] of ownCounts()) if (!wiped && id >= 0 && count > (countsBefore.get(id) ?? count)) stats.refundsUndone++;
     if (changed && hungryPeer(to)) {
       s.watched = true;
       stats.watchJoins++;
     }
     stats.merges++;
     if (changed) stats.changedMerges++;
-    expect(reply.changed ? 1 : 0, `merge changed flag (${trace.join(' ')})`).toBe(changed ? 1 : 0);
+    expect(reply.changed ? 1 : 0, `merge changed flag (${traced})`).toBe(changed ? 1 : 0);
     const granted = changed && ownGiven(windowed ? s.window.slots : s.bucket?.slots) > givenBefore;
-    expect(reply.granted ? 1 : 0, `merge granted flag (${trace.join(' ')})`).toBe(granted ? 1 : 0);
+    expect(reply.granted ? 1 : 0, `merge granted flag (${traced})`).toBe(granted ? 1 : 0);
+  };
+
+  const fenceOnScriptCall2 = (r: number) => {
+    if (spec[r]!.markerLost2) {
+      spec[r]!.fence2 = localNow(r);
+      spec[r]!.markerLost2 = false;
+    }
+  };
+  /** The spec's decision on one key, and how its admission would go to the peers (admission-gossip.ts). */
+  const decideKey = (params: FederationParams, state: KeyState, fence: number, now: number, cost: number) =>
+    windowed
+      ? {
+          verdict: decideWindow(params, state as WindowState, fence, now, cost, sliding) as WindowDecision | BucketDecision,
+          gossip: windowAdmissionGossip(params, state as WindowState, now, cost, HORIZON_MS),
+        }
+      : {
+          verdict: decideBucket(params, state as BucketState | undefined, fence, now, cost) as WindowDecision | BucketDecision,
+          gossip: bucketAdmissionGossip(params, state as BucketState | undefined, fence, now, cost, HORIZON_MS),
+        };
+  const refundKey = (params: FederationParams, state: KeyState, now: number, cost: number): RefundResult<KeyState> =>
+    windowed ? refundWindow(params, state as WindowState, now, cost) : refundBucket(params, state as BucketState | undefined, now, cost);
+  /** Region r's state of the first (k = 0) or the second rule's key. */
+  const stateOf = (r: number, k: number): KeyState => {
+    const s = spec[r]!;
+    if (k === 1) return s.second;
+    return windowed ? s.window : s.bucket;
+  };
+  const setState = (r: number, k: number, state: KeyState) => {
+    const s = spec[r]!;
+    if (k === 1) s.second = state;
+    else if (windowed) s.window = state as WindowState;
+    else s.bucket = state as BucketState | undefined;
+  };
+
+  /**
+   * Region r decides `costs` at once through its engine (the first goes alone, the others wait for it and go as
+   * one decide_batch call), and the spec decides them one by one in that order. With a second rule in another
+   * shard each decision is two calls, and the refund of what one admitted when the other denied goes once both
+   * replied: after the whole batch.
+   */
+  const decideAll = async (r: number, costs: readonly number[]) => {
+    fenceOnScriptCall(r);
+    if (second === 'otherShard') fenceOnScriptCall2(r);
+    const now = localNow(r);
+    const s = spec[r]!;
+    const keys = second === 'none' ? [KEY] : [KEY, KEY2];
+    const fastSets = [fastSetKey(SHARD), fastSetKey(SHARD2)];
+    const [versionsBefore, silent, exists] = await Promise.all([
+      Promise.all(keys.map(async (key) => Number((await clients[r]!.hget(key, 'v')) ?? 0))),
+      clients[r]!.hget(KEY, 'z'),
+      clients[r]!.exists(KEY),
+    ]);
+    if (silent === '1') stats.silentLayout[algorithm]++;
+    else if (exists === 1) stats.generalLayout[algorithm]++;
+    const callsBefore = costs.length > 1 ? await fcallCount(r) : 0;
+    const decisions = await Promise.all(
+      costs.map((cost) => engines[r]!.decide({ apiKey: API_KEY, ip: IP, method: 'GET', path: '/', cost })),
+    );
+    if (costs.length > 1) {
+      expect((await fcallCount(r)) - callsBefore, `one call alone, then one batch (${traced})`).toBe(2);
+      stats.batches++;
+      stats.batched += costs.length - 1;
+    }
+    const deferred: (() => void)[] = [];
+    const fast = [false, false];
+    const loud = [false, false];
+    const falseDenied = [false, false];
+    costs.forEach((cost, i) => {
+      const where = `decision ${i + 1} of ${costs.length} (${traced})`;
+      const verdicts = keys.map((_, k) =>
+        decideKey(k === 0 ? s.params : s.params2, stateOf(r, k), k === 1 && second === 'otherShard' ? s.fence2 : s.fence, now, cost),
+      );
+      const allowed = verdicts.every(({ verdict }) => verdict.allowed);
+      const decision = decisions[i]!;
+      expect(decision.allowed, `allowed, ${where}`).toBe(allowed);
+      if (keys.length > 1) {
+        if (verdicts.some(({ verdict }) => verdict.allowed) && !allowed) stats.partialDenials[second]++;
+        if (allowed) stats.multiAdmitted[second]++;
+      }
+      verdicts.forEach(({ verdict, gossip }, k) => {
+        const outcome = decision.outcomes.find((candidate) => candidate.rule === (k === 0 ? 'rule' : 'gate'))!;
+        const name = `${k === 0 ? '' : "second rule's "}`;
+        expect(outcome.allowed, `${name}allowed, ${where}`).toBe(verdict.allowed);
+        expect(outcome.remaining, `${name}remaining, ${where}`).toBe(Math.max(0, Math.floor(verdict.remaining)));
+        expect(outcome.quotaRemaining, `${name}quota remaining, ${where}`).toBe(verdict.quotaRemaining);
+        expect(verdict.quotaRemaining, `${name}quota never below the region's remaining, ${where}`).toBeGreaterThanOrEqual(
+          outcome.remaining,
+        );
+        expect(outcome.falseDenial ?? false, `${name}false denial, ${where}`).toBe(verdict.falseDenial);
+        // One call commits all its rules or none; a denied rule's false denial still refreshes its demand.
+        const committed = verdict.allowed && (second !== 'sameShard' || allowed);
+        if (committed || !verdict.allowed) setState(r, k, verdict.state);
+        if ((committed && gossip === 'fast') || verdict.falseDenial) fast[k] = true;
+        if (committed && gossip !== 'silent') loud[k] = true;
+        if (verdict.falseDenial) falseDenied[k] = true;
+        if (second === 'otherShard' && verdict.allowed && !allowed)
+          deferred.push(() => setState(r, k, refundKey(k === 0 ? s.params : s.params2, stateOf(r, k), now, cost).state));
+        if (k > 0) return;
+        if (verdict.falseDenial) stats.falseDenials++;
+        stats.decisions++;
+        if (verdict.allowed) stats.admitted++;
+        if (committed && gossip === 'fast') stats.fastFirst++;
+        if (committed && gossip === 'silent') stats.silentAdmissions++;
+      });
+      if (allowed) admissions[r]!.push({ decision, now, cost });
+    });
+    for (const refund of deferred) refund();
+    const after = await Promise.all(keys.map((key, k) => Promise.all([clients[r]!.srem(fastSets[k]!, key), clients[r]!.hget(key, 'v')])));
+    for (const k of keys.keys()) {
+      // How the admissions went to the peers (admission_gossip.lua against admission-gossip.ts): silent (no change
+      // version, no fast lane), with the next round, or on the fast lane; a false denial is queued too.
+      const [queued, stored] = after[k]!;
+      expect(queued === 1, `fast lane of key ${k} after the decisions (${traced})`).toBe(fast[k]);
+      const version = Number(stored ?? 0);
+      // A false denial that refreshed demand sends the key too; otherwise only a loud admission does.
+      if (!falseDenied[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(loud[k]);
+      else if (loud[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(true);
+    }
+  };
+
+  /**
+   * settleResponse on region r's proxied connection, which drops while the refund is out: `reply`, the proxy
+   * loses refund.lua's reply (it ran); `command`, the connection is killed while the refund waits in a CLIENT
+   * PAUSE (it did not run). Waits until the client is back and has resent it. Returns the refunded count the
+   * call answered, or -1 when it failed (the command timeout).
+   */
+  const droppedRefund = async (r: number, decision: Decision, lost: 'reply' | 'command'): Promise<number> => {
+    const client = dropClients[r]!;
+    await waitReady(client);
+    const admin = clients[0]!;
+    let answer: Promise<number>;
+    if (lost === 'reply') {
+      proxy.dropNextReply();
+      answer = dropEngines[r]!.settleResponse(decision, 500);
+    } else {
+      const id = String(await client.client('ID'));
+      await admin.client('PAUSE', 10_000, 'WRITE');
+      answer = dropEngines[r]!.settleResponse(decision, 500);
+      for (let tries = 0; tries < 200; tries++) {
+        if (Number(/blocked_clients:(\d+)/.exec(await admin.info('clients'))?.[1] ?? 0) > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      await admin.client('KILL', 'ID', id);
+      await admin.client('UNPAUSE');
+    }
+    const refunded = await answer.catch(() => -1);
+    // The resend goes first on the new connection: once a PING after it is answered, it has run.
+    await waitReady(client);
+    await client.ping();
+    return refunded;
   };
 
   const step = async (op: Op): Promise<void> => {
     switch (op.kind) {
-      case 'decide': {
+      case 'decide':
+        await decideAll(op.r % n, [op.cost]);
+        return;
+      case 'batch':
+        await decideAll(op.r % n, op.costs);
+        return;
+      case 'settle': {
+        if (!realtime || !windowed) return;
         const r = op.r % n;
-        fenceOnScriptCall(r);
-        const now = localNow(r);
-        const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
-        if ((await clients[r]!.hget(KEY, 'z')) === '1') stats.silentLayout[algorithm]++;
-        else if ((await clients[r]!.exists(KEY)) === 1) stats.generalLayout[algorithm]++;
-        const decision = await engines[r]!.decide({ apiKey: API_KEY, ip: '10.0.0.1', method: 'GET', path: '/', cost: op.cost });
-        const outcome = decision.outcomes[0]!;
         const s = spec[r]!;
-        // How an admission goes to the peers (admission_gossip.lua against protocol admission-gossip.ts): silent
-        // (no change version, no fast lane), with the next round, or on the fast lane; a false denial is queued too.
-        const gossip = windowed
-          ? windowAdmissionGossip(s.params, s.window, now, op.cost, HORIZON_MS)
-          : bucketAdmissionGossip(s.params, s.bucket, s.fence, now, op.cost, HORIZON_MS);
-        let allowed: boolean;
-        let remaining: number;
-        let quotaRemaining: number;
-        let falseDenial: boolean;
-        if (windowed) {
-          const verdict = decideWindow(s.params, s.window, s.fence, now, op.cost, sliding);
-          s.window = verdict.state;
-          ({ allowed, remaining, quotaRemaining, falseDenial } = verdict);
-        } else {
-          const verdict = decideBucket(s.params, s.bucket, s.fence, now, op.cost);
-          s.bucket = verdict.state;
-          ({ allowed, remaining, quotaRemaining, falseDenial } = verdict);
+        const windowStart = (windowIdAt(localNow(r), setup.periodMs) + op.delta) * setup.periodMs;
+        const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
+        const before = await redisNow();
+        await engines[r]!.settle([{ rule, key: KEY, shard: SHARD, windowStart, count: op.count }]);
+        const after = await redisNow();
+        const [version, changedAt] = await clients[r]!.hmget(KEY, 'v', 't');
+        const written = Number(version ?? 0) > versionBefore;
+        // The script's clock lies in [before, after]; a written entry tells it exactly (mark_changed's t).
+        const candidates = written ? [Number(changedAt)] : [before, after];
+        const result = candidates
+          .map((now) => settleWindow(s.params, s.window, now, windowStart, op.count))
+          .find((candidate) => candidate.written === written);
+        expect(result, `settle written ${written} at [${before}, ${after}] (${traced})`).toBeDefined();
+        if (written) expect(Number(changedAt), `settle's clock (${traced})`).toBeGreaterThanOrEqual(before);
+        s.window = result!.state;
+        stats.settles++;
+        if (written) stats.settled++;
+        if (op.delta > 0 && written) stats.settledFuture++;
+        return;
+      }
+      case 'refund':
+      case 'droppedRefund': {
+        const r = op.r % n;
+        const list = admissions[r]!;
+        if (list.length === 0) return;
+        const [admission] = list.splice(op.pick % list.length, 1);
+        const { decision, now, cost } = admission!;
+        expect(decision.refund, `refund ticket (${traced})`).toBeDefined();
+        const refunded = op.kind === 'refund' ? await engines[r]!.settleResponse(decision, 500) : await droppedRefund(r, decision, op.lost);
+        const s = spec[r]!;
+        let expected = 0;
+        for (let k = 0; k < (second === 'none' ? 1 : 2); k++) {
+          const before = stateOf(r, k);
+          const result = refundKey(k === 0 ? s.params : s.params2, before, now, cost);
+          setState(r, k, result.state);
+          if (result.refunded) expected++;
+          if (k > 0) continue;
+          stats.refunds++;
+          if (result.refunded) stats.refunded++;
+          const stale = windowed
+            ? result.state === before
+            : (result.state as BucketState | undefined)?.slots === (before as BucketState | undefined)?.slots;
+          if (stale) stats.refundsStale++;
         }
-        if (falseDenial) stats.falseDenials++;
-        stats.decisions++;
-        if (allowed) stats.admitted++;
-        expect(outcome.allowed, `allowed (${trace.join(' ')})`).toBe(allowed);
-        expect(outcome.remaining, `remaining (${trace.join(' ')})`).toBe(Math.max(0, Math.floor(remaining)));
-        expect(outcome.quotaRemaining, `quota remaining (${trace.join(' ')})`).toBe(quotaRemaining);
-        expect(quotaRemaining, `quota never below the region's remaining (${trace.join(' ')})`).toBeGreaterThanOrEqual(outcome.remaining);
-        expect(outcome.falseDenial ?? false, `false denial (${trace.join(' ')})`).toBe(falseDenial);
-        const queued = await clients[r]!.srem(fastSetKey(SHARD), KEY);
-        expect(queued === 1, `fast lane after a decision (${trace.join(' ')})`).toBe((allowed && gossip === 'fast') || falseDenial);
-        if (allowed) {
-          const versionAfter = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
-          expect(versionAfter > versionBefore, `gossiped admission (${gossip}; ${trace.join(' ')})`).toBe(gossip !== 'silent');
-          if (gossip === 'silent') stats.silentAdmissions++;
-        }
-        if (allowed && gossip === 'fast') stats.fastFirst++;
+        // A resent refund whose first run's reply was lost answers 0 (its marker), or the call timed out.
+        if (op.kind === 'refund') expect(refunded, `keys refunded (${traced})`).toBe(expected);
+        else stats.droppedRefunds[op.lost][refunded === expected ? 'answered' : refunded === 0 ? 'zero' : 'failed']++;
         return;
       }
       case 'send': {
@@ -472,21 +832,23 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         }
         stats.sweeps++;
         if (changed) stats.swept++;
-        expect(reply.rebalanced, `sweep rebalanced (${trace.join(' ')})`).toBe(changed ? 1 : 0);
-        expect(reply.unwatched, `sweep removed (${trace.join(' ')})`).toBe(s.watched ? 0 : 1);
-        expect(reply.stranded, `stranded at window end (${trace.join(' ')})`).toEqual([stranded]);
+        expect(reply.rebalanced, `sweep rebalanced (${traced})`).toBe(changed ? 1 : 0);
+        expect(reply.unwatched, `sweep removed (${traced})`).toBe(s.watched ? 0 : 1);
+        expect(reply.stranded, `stranded at window end (${traced})`).toEqual([stranded]);
         if (stranded > 0) stats.stranded++;
         return;
       }
       case 'advance':
-        clock += Math.round(op.fraction * setup.periodMs);
+        if (realtime) await sleep(Math.round(Math.min(op.fraction, 1.5) * setup.periodMs));
+        else clock += Math.round(op.fraction * setup.periodMs);
         return;
       case 'edge': {
         const now = localNow(op.r % n);
         const P = setup.periodMs;
         const toEdge = P - (((now % P) + P) % P);
         const delta = { at: 0, after: 1, before: -1, skew: setup.skew, skewBefore: setup.skew - 1, skewAfter: setup.skew + 1 }[op.delta];
-        clock += Math.max(1, toEdge + delta);
+        if (realtime) await sleep(Math.max(1, toEdge + delta));
+        else clock += Math.max(1, toEdge + delta);
         return;
       }
       case 'idleEdge': {
@@ -495,7 +857,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const slots = windowed ? s.window.slots : (s.bucket?.slots ?? []);
         const latest = Math.max(0, ...slots.map((slot) => (slot.id < 0 ? 0 : slot.t[op.o % n]!)));
         const wait = latest + setup.policy.idleMs + op.delta - localNow(r);
-        if (latest > 0 && wait > 0) clock += wait;
+        if (latest > 0 && wait > 0) {
+          if (!realtime) clock += wait;
+          else if (wait <= 2 * setup.periodMs) await sleep(wait);
+        }
         return;
       }
       case 'round': {
@@ -512,96 +877,122 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[]): Promise<vo
         const s = spec[r]!;
         s.window = newWindowState(n);
         s.bucket = undefined;
+        s.second = windowed ? newWindowState(n) : undefined;
         s.watched = false;
         if (op.markerLost) {
           s.markerLost = true;
+          s.markerLost2 = true;
         } else {
-          // Recovery fenced the shard at Redis TIME.
+          // Recovery fenced the shards at Redis TIME.
           s.markerLost = false;
           s.fence = localNow(r);
           await clients[r]!.hset(shardMarkerKey(SHARD), 'fence', s.fence);
+          s.markerLost2 = false;
+          s.fence2 = s.fence;
+          if (SHARD2 !== SHARD) await clients[r]!.hset(shardMarkerKey(SHARD2), 'fence', s.fence);
         }
         return;
       }
     }
   };
 
+  /** Every stored cell of one key of region r against the spec's state of it (tokens too for a bucket). */
+  const compareKey = (r: number, raw: Record<string, string>, expected: KeyState, where: string) => {
+    const state = decodeState(raw, n);
+    // The silent layout's invariant: no cell of another region, no transfer, no acknowledgement of a peer.
+    if (state.silent) {
+      for (const slot of state.slots) {
+        const others = [
+          ...slot.c.filter((_, o) => o !== r),
+          ...slot.t.filter((_, o) => o !== r),
+          ...slot.x,
+          ...slot.a.filter((_, i) => i !== r * n + r),
+        ];
+        expect(
+          others.every((value) => value === 0),
+          `silent key of ${where} holds only its own cells`,
+        ).toBe(true);
+      }
+    }
+    const lua = new Map(state.slots.map((slot) => [((slot.id % 3) + 3) % 3, slot]));
+    const expectSlots = (slots: readonly (WindowSlot | EpochSlot)[]) => {
+      slots.forEach((slot, k) => {
+        const held = lua.get(k);
+        if (slot.id < 0) {
+          expect(held, `slot ${k} of ${where} is empty`).toBeUndefined();
+          return;
+        }
+        expect(held, `slot ${k} of ${where}`).toBeDefined();
+        expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({
+          id: slot.id,
+          c: slot.c,
+          x: slot.x.flat(),
+          t: slot.t,
+        });
+        const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
+        expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
+      });
+    };
+    if (windowed) {
+      expectSlots((expected as WindowState).slots);
+      return;
+    }
+    const bucket = expected as BucketState | undefined;
+    if (bucket === undefined) {
+      expect(raw, `no bucket in ${where}`).toEqual({});
+      return;
+    }
+    const tokens = Number(state.regional.tokens);
+    const error = Math.abs(tokens - bucket.tokens) / Math.max(1, Math.abs(bucket.tokens));
+    stats.tokenChecks++;
+    if (tokens === bucket.tokens) stats.tokensExact++;
+    stats.maxTokenError = Math.max(stats.maxTokenError, error);
+    expect(error, `tokens of ${where}: lua ${tokens} spec ${bucket.tokens}`).toBeLessThanOrEqual(1e-9);
+    expect(Number(state.regional.last_refill), `last_refill of ${where}`).toBe(bucket.lastRefill);
+    expect(Number(state.regional.sig), `sig of ${where}`).toBe(bucket.sig);
+    expectSlots(bucket.slots);
+  };
+
   const givenBefore = new Array<number>(n).fill(0);
   const compare = async () => {
+    // Every region's stored state at once (one round trip per region, all regions in parallel).
+    const held = await Promise.all(
+      clients
+        .slice(0, n)
+        .map((client) =>
+          Promise.all([
+            client.hgetall(KEY),
+            client.hget(shardMarkerKey(SHARD), 'fence'),
+            client.sismember(watchSetKey(SHARD), KEY),
+            second === 'none' ? undefined : client.hgetall(KEY2),
+            SHARD2 === SHARD ? undefined : client.hget(shardMarkerKey(SHARD2), 'fence'),
+          ]),
+        ),
+    );
     for (let r = 0; r < n; r++) {
       // Transfers this region made (its own x row, all slots): counts the rebalances the runs exercised.
       const slots = windowed ? spec[r]!.window.slots : (spec[r]!.bucket?.slots ?? []);
       const given = slots.reduce((total, slot) => total + (slot.id < 0 ? 0 : slot.x[r]!.reduce((a, b) => a + b, 0)), 0);
       if (given > givenBefore[r]!) stats.gives[algorithm]++;
       givenBefore[r] = given;
-      const client = clients[r]!;
-      const [raw, fence, watched] = await Promise.all([
-        client.hgetall(KEY),
-        client.hget(shardMarkerKey(SHARD), 'fence'),
-        client.sismember(watchSetKey(SHARD), KEY),
-      ]);
+      const [raw, fence, watched, raw2, fence2] = held[r]!;
       const s = spec[r]!;
-      const where = `region ${r} (${trace.join(' ')})`;
+      const where = `region ${r} (${traced})`;
       expect(fence === null ? null : Number(fence), `fence of ${where}`).toBe(s.markerLost ? null : s.fence);
       expect(watched === 1, `watch set of ${where}`).toBe(s.watched);
-      const state = decodeState(raw, n);
-      // The silent layout's invariant: no cell of another region, no transfer, no acknowledgement of a peer.
-      if (state.silent) {
-        for (const slot of state.slots) {
-          const others = [
-            ...slot.c.filter((_, o) => o !== r),
-            ...slot.t.filter((_, o) => o !== r),
-            ...slot.x,
-            ...slot.a.filter((_, i) => i !== r * n + r),
-          ];
-          expect(
-            others.every((value) => value === 0),
-            `silent key of ${where} holds only its own cells`,
-          ).toBe(true);
-        }
+      if (SHARD2 !== SHARD) {
+        expect(fence2 == null ? null : Number(fence2), `second shard's fence of ${where}`).toBe(s.markerLost2 ? null : s.fence2);
       }
-      const lua = new Map(state.slots.map((slot) => [((slot.id % 3) + 3) % 3, slot]));
-      const expectSlots = (slots: readonly (WindowSlot | EpochSlot)[]) => {
-        slots.forEach((slot, k) => {
-          const held = lua.get(k);
-          if (slot.id < 0) {
-            expect(held, `slot ${k} of ${where} is empty`).toBeUndefined();
-            return;
-          }
-          expect(held, `slot ${k} of ${where}`).toBeDefined();
-          expect({ id: held!.id, c: held!.c, x: held!.x, t: held!.t }, `slot ${k} of ${where}`).toEqual({
-            id: slot.id,
-            c: slot.c,
-            x: slot.x.flat(),
-            t: slot.t,
-          });
-          const a = 'a' in slot ? slot.a.flat() : slot.y.flat();
-          expect(held!.a, `a (windows) / y (buckets) cells of slot ${k} of ${where}`).toEqual(a);
-        });
-      };
-      if (windowed) {
-        expectSlots(s.window.slots);
-        continue;
-      }
-      if (s.bucket === undefined) {
-        expect(raw, `no bucket in ${where}`).toEqual({});
-        continue;
-      }
-      const tokens = Number(state.regional.tokens);
-      const error = Math.abs(tokens - s.bucket.tokens) / Math.max(1, Math.abs(s.bucket.tokens));
-      stats.tokenChecks++;
-      if (tokens === s.bucket.tokens) stats.tokensExact++;
-      stats.maxTokenError = Math.max(stats.maxTokenError, error);
-      expect(error, `tokens of ${where}: lua ${tokens} spec ${s.bucket.tokens}`).toBeLessThanOrEqual(1e-9);
-      expect(Number(state.regional.last_refill), `last_refill of ${where}`).toBe(s.bucket.lastRefill);
-      expect(Number(state.regional.sig), `sig of ${where}`).toBe(s.bucket.sig);
-      expectSlots(s.bucket.slots);
+      compareKey(r, raw, windowed ? s.window : s.bucket, where);
+      if (raw2 !== undefined) compareKey(r, raw2, s.second, `second rule's key in ${where}`);
     }
   };
 
   stats.runs++;
   for (const op of ops) {
     trace.push(JSON.stringify(op));
+    traced = trace.join(' ');
+    if (realtime) clock = Math.max(clock, await redisNow());
     await step(op);
     stats.steps++;
     await compare();
@@ -616,6 +1007,27 @@ describe('differential: the Lua scripts against protocol.ts', () => {
       await fc.assert(
         fc.asyncProperty(setupArb, opsArb, (setup, ops) => runSequence(algorithm, setup, ops)),
         { numRuns: runs },
+      );
+    }, 120_000);
+  }
+
+  // The test's clock on Redis TIME (short periods, slept): the local fallback's settlement (settle_fallback.lua
+  // reads TIME itself) between decisions, refunds and gossip.
+  const realtimeSetup = setupArb.map((setup): Setup => {
+    const periodMs = 20 + (setup.periodMs % 81);
+    return {
+      ...setup,
+      periodMs,
+      skew: Math.round((setup.skew * periodMs) / setup.periodMs),
+      offsets: [0, 0, 0],
+      policy: { ...setup.policy, idleMs: setup.policy.idleMs >= 2_500 ? 5_000 : 100 },
+    };
+  });
+  for (const algorithm of ['fixedWindow', 'slidingWindow'] as const) {
+    it(`${algorithm} on Redis's clock: settlements too`, async () => {
+      await fc.assert(
+        fc.asyncProperty(realtimeSetup, opsOf(4), (setup, ops) => runSequence(algorithm, setup, ops, true)),
+        { numRuns: Math.ceil(runs / 6) },
       );
     }, 120_000);
   }
@@ -749,5 +1161,14 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     // Beyond the 1e-9 tolerance: the numeric contract (docs/federation.md §7) makes tokens bit-identical.
     expect(stats.tokensExact).toBe(stats.tokenChecks);
     expect(Math.min(...Object.values(stats.gives))).toBeGreaterThan(0);
+    expect(stats.refunded).toBeGreaterThan(0);
+    expect(stats.settled).toBeGreaterThan(0);
+    expect(stats.batched).toBeGreaterThan(0);
+    const dropped = (lost: 'reply' | 'command') => Object.values(stats.droppedRefunds[lost]).reduce((a, b) => a + b, 0);
+    expect(Math.min(dropped('reply'), dropped('command'))).toBeGreaterThan(0);
+    expect(proxy.dropped).toBe(dropped('reply'));
+    expect(Math.min(stats.partialDenials.sameShard, stats.partialDenials.otherShard)).toBeGreaterThan(0);
+    expect(Math.min(stats.multiAdmitted.sameShard, stats.multiAdmitted.otherShard)).toBeGreaterThan(0);
+    if (runs >= 100) expect(stats.settledFuture).toBeGreaterThan(0);
   });
 });
