@@ -1165,7 +1165,9 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.settled).toBeGreaterThan(0);
     expect(stats.batched).toBeGreaterThan(0);
     const dropped = (lost: 'reply' | 'command') => Object.values(stats.droppedRefunds[lost]).reduce((a, b) => a + b, 0);
-    expect(Math.min(dropped('reply'), dropped('command'))).toBeGreaterThan(0);
+    // A few dropped refunds per run: the short fast-project run may draw none of one kind; the full run must.
+    if (runs >= 100) expect(Math.min(dropped('reply'), dropped('command'))).toBeGreaterThan(0);
+    else expect(dropped('reply') + dropped('command')).toBeGreaterThan(0);
     expect(proxy.dropped).toBe(dropped('reply'));
     expect(Math.min(stats.partialDenials.sameShard, stats.partialDenials.otherShard)).toBeGreaterThan(0);
     expect(Math.min(stats.multiAdmitted.sameShard, stats.multiAdmitted.otherShard)).toBeGreaterThan(0);
