@@ -167,7 +167,7 @@ end
   token transfers y[o][d] in the slots' `a` cells (fields a<k>.<o>.<d>; token buckets have no acknowledgements).
 ]]
 local function load_bucket(p, key, for_decision, now)
-  local ids, cells = nil, nil
+  local ids, cells, shape = nil, nil, nil
   if p.n == 1 then ids = {} end
   if for_decision then
     local current = slot_index(math.floor(now / p.period))
@@ -175,8 +175,11 @@ local function load_bucket(p, key, for_decision, now)
     -- Every region's count of the current and the previous epoch too: the false-denial test
     -- (bucket_false_denial) sums them.
     cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, k == current or k == previous) end
+    shape = 'tb' .. p.n .. ':' .. p.self .. ':' .. current .. ':' .. previous
+  elseif p.n == 1 then
+    shape = 'tb1'
   end
-  local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells)
+  local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells, shape)
   local tokens = tonumber(state.extra.tokens)
   local bucket = nil
   if tokens ~= nil then

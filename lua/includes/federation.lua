@@ -200,7 +200,7 @@ end
   `slots` and is never written back. Returns { key, n, with_a, slots, extra, ... } for store_slots, which
   writes back only what changed.
 ]]
-local function load_state(key, n, with_a, extra_names, ids, cells)
+local function build_plan(n, with_a, extra_names, ids, cells)
   local plan = new_plan()
   for k = 0, KEPT_WINDOWS - 1 do
     if ids == nil or ids[k] then
@@ -217,10 +217,76 @@ local function load_state(key, n, with_a, extra_names, ids, cells)
   local names = plan.names
   local slot_fields = #names
   for _, name in ipairs(extra_names) do names[#names + 1] = name end
-  local values = hmget(key, names)
+  return plan, id_fields, slot_fields
+end
+
+-- Read plans by shape: a plan (the field names to read and where each goes) depends only on what its `shape`
+-- string names, so it is built once per script run (once per library load for Functions) instead of once per
+-- key: building the ~75 names of a three-region key was most of a sweep's time. A plan is only read once built
+-- (store_slots reads names, kinds and indexes).
+local cached_plans = {}
+
+-- `shape` names everything `ids` and `cells` depend on (nil: build the plan for this call alone); a whole-key
+-- read (ids and cells nil) is cached by n, with_a and the extra names.
+local function load_state(key, n, with_a, extra_names, ids, cells, shape)
+  if shape == nil and ids == nil and cells == nil then shape = tostring(n) .. (with_a and 'a' or 'x') end
+  local whole = ids == nil and cells == nil
+  local plan, id_fields, slot_fields, index
+  if shape ~= nil then
+    shape = shape .. '|' .. table.concat(extra_names, ',')
+    local cached = cached_plans[shape]
+    if cached == nil then
+      cached = { build_plan(n, with_a, extra_names, ids, cells) }
+      if whole then
+        -- Field name -> its place in the plan, for reading the key with HGETALL.
+        cached[4] = {}
+        for i, name in ipairs(cached[1].names) do cached[4][name] = i end
+      end
+      cached_plans[shape] = cached
+    end
+    plan, id_fields, slot_fields, index = cached[1], cached[2], cached[3], cached[4]
+  else
+    plan, id_fields, slot_fields = build_plan(n, with_a, extra_names, ids, cells)
+  end
   local state = { key = key, n = n, with_a = with_a, plan = plan, slot_fields = slot_fields, old = {}, extra = {}, held = {} }
   local slots = empty_slots(n, with_a)
   state.slots = slots
+  if index ~= nil then
+    -- A whole read: the fields the key holds (a few dozen at most) instead of every name it may hold (75 for
+    -- three regions), and only those are looked at; `old` is sparse (a cell not held is 0: store_slots).
+    local flat = redis.call('HGETALL', key)
+    for k = 0, KEPT_WINDOWS - 1 do state.held[k] = -1 end
+    for _, name in ipairs(extra_names) do state.extra[name] = false end
+    for j = 1, #flat, 2 do
+      local i = index[flat[j]]
+      if i ~= nil then
+        if i <= id_fields then
+          local id = tonumber(flat[j + 1])
+          if id ~= nil then
+            state.held[plan.k[i]] = id
+            slots[plan.k[i]] = empty_slot(n, id, with_a)
+          end
+        elseif i > slot_fields then
+          state.extra[extra_names[i - slot_fields]] = flat[j + 1]
+        end
+      end
+    end
+    for j = 1, #flat, 2 do
+      local i = index[flat[j]]
+      if i ~= nil and i > id_fields and i <= slot_fields then
+        local value = tonumber(flat[j + 1]) or 0
+        state.old[i] = value
+        -- A slot without an id reads as zeros (stale cells are deleted on the next write).
+        local slot = slots[plan.k[i]]
+        if slot.id >= 0 then
+          local kind, o, d = plan.kind[i], plan.o[i], plan.d[i]
+          if d == nil then slot[kind][o] = value else slot[kind][o][d] = value end
+        end
+      end
+    end
+    return state
+  end
+  local values = hmget(key, plan.names)
   for i = 1, id_fields do
     local id = tonumber(values[i])
     state.held[plan.k[i]] = id or -1
@@ -342,6 +408,21 @@ end
 -- Writes the slots back: what differs from what was loaded. A slot now holding another window loses every
 -- cell of the window it held first (all of them, also those that were not read, a/y cells included).
 -- `sets` (optional field, value pairs) go in the same HSET.
+-- Every cell name of slot k (with acknowledgements), built once per script run: a slot that moved to another
+-- window has them all deleted.
+local slot_cell_lists = {}
+local function slot_cell_names(n, k)
+  local shape = tostring(n) .. ':' .. tostring(k)
+  local names = slot_cell_lists[shape]
+  if names == nil then
+    local all = new_plan()
+    plan_cells(all, n, k, true)
+    names = all.names
+    slot_cell_lists[shape] = names
+  end
+  return names
+end
+
 local function store_slots(state, slots, sets)
   if sets == nil then sets = {} end
   if state.silent then return store_silent(state, slots, sets) end
@@ -350,9 +431,7 @@ local function store_slots(state, slots, sets)
   for k, held in pairs(state.held) do
     if held >= 0 and slots[k].id ~= held then
       reset[k] = true
-      local all = new_plan()
-      plan_cells(all, state.n, k, true)
-      for _, name in ipairs(all.names) do dels[#dels + 1] = name end
+      for _, name in ipairs(slot_cell_names(state.n, k)) do dels[#dels + 1] = name end
     end
   end
   for i = 1, state.slot_fields do
@@ -372,7 +451,7 @@ local function store_slots(state, slots, sets)
         local o, d = plan.o[i], plan.d[i]
         if d == nil then value = slot[kind][o] else value = slot[kind][o][d] end
       end
-      local old = state.old[i]
+      local old = state.old[i] or 0
       if reset[k] then old = 0 end
       if value ~= old then
         if value == 0 then
