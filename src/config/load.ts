@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { EnvoyImportError, expandEnvoyImports } from './envoy-import.ts';
 import { Config, type ConfigInput } from './schema.ts';
+import { unexpandPlans } from './plans.ts';
 
 /** Environment variables that override deployment settings of the file. Names are a public contract. */
 export const ENV_OVERRIDES = {
@@ -76,10 +77,11 @@ function blame(path: string, fromEnv: ReadonlyMap<string, string>): string | und
 
 /** parseConfig, with the fields the environment set (path → variable) blamed on their variables. */
 function validate(input: unknown, source: string, baseDir: string, fromEnv: ReadonlyMap<string, string>): Config {
-  let expanded = input;
+  // A loaded config loads again (spread into another): its plans' derived rules and routes are outputs.
+  let expanded = unexpandPlans(input);
   if (typeof input === 'object' && input !== null && !Array.isArray(input)) {
     try {
-      expanded = expandEnvoyImports(input as Record<string, unknown>, baseDir);
+      expanded = expandEnvoyImports(expanded as Record<string, unknown>, baseDir);
     } catch (error) {
       if (error instanceof EnvoyImportError) throw new ConfigError(`invalid ${source}: ${error.message}`, error.fields);
       throw error;

@@ -167,3 +167,26 @@ export function expandPlans<R extends RuleLike>(config: { rules: R[]; plans: Pla
   }
   return { rules, plans: { ...config.plans, routes, derived } };
 }
+
+/**
+ * A loaded config back to what was written: without the rules its plans derived and the plans' routes, so a
+ * loaded config spread into another (`parseConfig({ ...config, port: 0 })`) loads again to the same rules.
+ * Anything else passes unchanged.
+ *
+ * @example
+ * ```ts
+ * const again = parseConfig({ ...config, port: 0 }); // parseConfig applies it first
+ * ```
+ */
+export function unexpandPlans(input: unknown): unknown {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
+  const config = input as { plans?: unknown; rules?: unknown };
+  const plans = config.plans as Partial<Plans> | undefined;
+  if (typeof plans !== 'object' || plans === null || (plans.derived === undefined && plans.routes === undefined)) return input;
+  const { routes: _routes, derived, ...written } = plans;
+  const derivedNames = new Set(Object.keys(derived ?? {}));
+  const rules = Array.isArray(config.rules)
+    ? config.rules.filter((rule) => !derivedNames.has((rule as { name?: unknown }).name as string))
+    : config.rules;
+  return { ...config, plans: written, rules };
+}

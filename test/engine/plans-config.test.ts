@@ -142,3 +142,17 @@ describe('plans in the config', () => {
     });
   });
 });
+
+describe('a loaded config with plans', () => {
+  it('loads again when spread into another: the same rules, no derived rule twice', () => {
+    const config = parseConfig({
+      region: 'us-east',
+      plans: { default: 'free', tiers: { free: { 'per-key': { limit: 5 } }, pro: { 'per-key': { limit: 50 } } } },
+      rules: [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 10, period: '1m' }],
+    });
+    const again = parseConfig({ ...config, port: 0 });
+    expect(again.rules.map((rule) => rule.name)).toEqual(config.rules.map((rule) => rule.name));
+    expect(again.plans).toEqual(config.plans);
+    expect(again.port).toBe(0);
+  });
+});
