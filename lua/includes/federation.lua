@@ -226,6 +226,18 @@ end
 -- (store_slots reads names, kinds and indexes).
 local cached_plans = {}
 
+-- Cell i of the plan, read as `raw`, into its slot (and into `old`, what store_slots compares with).
+local function place_cell(state, slots, plan, i, raw)
+  local value = tonumber(raw) or 0
+  state.old[i] = value
+  -- A slot without an id reads as zeros (stale cells are deleted on the next write).
+  local slot = slots[plan.k[i]]
+  if slot.id >= 0 then
+    local kind, o, d = plan.kind[i], plan.o[i], plan.d[i]
+    if d == nil then slot[kind][o] = value else slot[kind][o][d] = value end
+  end
+end
+
 -- `shape` names everything `ids` and `cells` depend on (nil: build the plan for this call alone); a whole-key
 -- read (ids and cells nil) is cached by n, with_a and the extra names.
 local function load_state(key, n, with_a, extra_names, ids, cells, shape)
@@ -273,16 +285,7 @@ local function load_state(key, n, with_a, extra_names, ids, cells, shape)
     end
     for j = 1, #flat, 2 do
       local i = index[flat[j]]
-      if i ~= nil and i > id_fields and i <= slot_fields then
-        local value = tonumber(flat[j + 1]) or 0
-        state.old[i] = value
-        -- A slot without an id reads as zeros (stale cells are deleted on the next write).
-        local slot = slots[plan.k[i]]
-        if slot.id >= 0 then
-          local kind, o, d = plan.kind[i], plan.o[i], plan.d[i]
-          if d == nil then slot[kind][o] = value else slot[kind][o][d] = value end
-        end
-      end
+      if i ~= nil and i > id_fields and i <= slot_fields then place_cell(state, slots, plan, i, flat[j + 1]) end
     end
     return state
   end
@@ -292,16 +295,7 @@ local function load_state(key, n, with_a, extra_names, ids, cells, shape)
     state.held[plan.k[i]] = id or -1
     if id ~= nil then slots[plan.k[i]] = empty_slot(n, id, with_a) end
   end
-  for i = id_fields + 1, slot_fields do
-    local value = tonumber(values[i]) or 0
-    state.old[i] = value
-    -- A slot without an id reads as zeros (stale cells are deleted on the next write).
-    local slot = slots[plan.k[i]]
-    if slot.id >= 0 then
-      local kind, o, d = plan.kind[i], plan.o[i], plan.d[i]
-      if d == nil then slot[kind][o] = value else slot[kind][o][d] = value end
-    end
-  end
+  for i = id_fields + 1, slot_fields do place_cell(state, slots, plan, i, values[i]) end
   for j, name in ipairs(extra_names) do state.extra[name] = values[slot_fields + j] end
   return state
 end
