@@ -6,6 +6,7 @@ import { parseIpRange } from '../config/cidr.ts';
 import { MAX_LIST_ENTRIES, type ListEntry } from '../config/schema.ts';
 import type { KeyLayout } from '../keys.ts';
 import type { Logger } from '../log.ts';
+import { startPeriodicCopy } from './periodic-copy.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { NO_LISTS, compileLists, type CompiledLists } from './access-lists.ts';
 
@@ -94,8 +95,6 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
   let compiled = NO_LISTS;
   let entries: AdminListEntries = { allow: [], deny: [] };
   let version: string | null | undefined;
-  let inFlight: Promise<void> | undefined;
-  let failing = false;
 
   const read = async (): Promise<void> => {
     const seen = await redis.hget(listsKey, VERSION_FIELD);
@@ -105,35 +104,18 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
     compiled = compileLists(entries);
     version = hash[VERSION_FIELD] ?? null;
   };
-  const refresh = (): Promise<void> => {
-    inFlight ??= read().finally(() => {
-      inFlight = undefined;
-    });
-    return inFlight;
-  };
-  /** After a write: a read that began before it may miss it, so wait for that one and read again. */
-  const reread = async (): Promise<void> => {
-    await inFlight?.catch(() => undefined);
-    await refresh();
-  };
-  const timer = setInterval(() => {
-    refresh().then(
-      () => {
-        if (failing) log.info({ event: 'lists.refreshed' }, 'admin list entries read again');
-        failing = false;
-      },
-      (error: unknown) => {
-        if (!failing)
-          log.warn(
-            { event: 'lists.refresh_failed', error: (error as Error).message },
-            'admin list entries not read; keeping the last copy',
-          );
-        failing = true;
-      },
-    );
-  }, options.refreshMs);
-  timer.unref();
-  void refresh().catch(() => undefined);
+  const copy = startPeriodicCopy({
+    read,
+    refreshMs: options.refreshMs,
+    log,
+    messages: {
+      failedEvent: 'lists.refresh_failed',
+      failed: 'admin list entries not read; keeping the last copy',
+      recoveredEvent: 'lists.refreshed',
+      recovered: 'admin list entries read again',
+    },
+  });
+  const { refresh, reread } = copy;
 
   return {
     compiled: () => compiled,
@@ -162,7 +144,7 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
       return found.map(({ addedAt: _addedAt, ...entry }) => entry);
     },
     close() {
-      clearInterval(timer);
+      copy.close();
     },
   };
 }

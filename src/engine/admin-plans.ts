@@ -7,6 +7,7 @@
 // writer wins, src/engine/plans.ts), and the losers are deleted then.
 import type { KeyLayout } from '../keys.ts';
 import type { Logger } from '../log.ts';
+import { startPeriodicCopy } from './periodic-copy.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { newer, type PlanAssignment } from './plans.ts';
 
@@ -116,8 +117,6 @@ export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
   const log = options.logger.child({ module: 'admin-plans' });
   let winners = new Map<string, PlanAssignment>();
   let version: string | null | undefined;
-  let inFlight: Promise<void> | undefined;
-  let failing = false;
 
   const read = async (): Promise<void> => {
     const seen = await redis.hget(plansKey, VERSION_FIELD);
@@ -129,31 +128,18 @@ export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
     // A losing write never wins again (the order is total): forget it. The counter does not move, nothing changed.
     if (parsed.losers.length > 0) await redis.hdel(plansKey, ...parsed.losers);
   };
-  const refresh = (): Promise<void> => {
-    inFlight ??= read().finally(() => {
-      inFlight = undefined;
-    });
-    return inFlight;
-  };
-  const reread = async (): Promise<void> => {
-    await inFlight?.catch(() => undefined);
-    await refresh();
-  };
-  const timer = setInterval(() => {
-    refresh().then(
-      () => {
-        if (failing) log.info({ event: 'plans.refreshed' }, 'plan assignments read again');
-        failing = false;
-      },
-      (error: unknown) => {
-        if (!failing)
-          log.warn({ event: 'plans.refresh_failed', error: (error as Error).message }, 'plan assignments not read; keeping the last copy');
-        failing = true;
-      },
-    );
-  }, options.refreshMs);
-  timer.unref();
-  void refresh().catch(() => undefined);
+  const copy = startPeriodicCopy({
+    read,
+    refreshMs: options.refreshMs,
+    log,
+    messages: {
+      failedEvent: 'plans.refresh_failed',
+      failed: 'plan assignments not read; keeping the last copy',
+      recoveredEvent: 'plans.refreshed',
+      recovered: 'plan assignments read again',
+    },
+  });
+  const { refresh, reread } = copy;
 
   return {
     assignment: (apiKey) => (winners.size === 0 ? undefined : winners.get(apiKey)),
@@ -164,7 +150,7 @@ export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
       await reread();
     },
     close() {
-      clearInterval(timer);
+      copy.close();
     },
   };
 }
