@@ -214,4 +214,23 @@ describe('plans in a three-region federation', async () => {
     expect(proWindow).toBeGreaterThan(5 + BUDGET);
     expect(proWindow).toBeLessThanOrEqual(15 + BUDGET);
   }, 60_000);
+
+  it('a region whose Redis does not answer when the plan is written gets it once it answers again', async () => {
+    const frozen = servers[NAMES.indexOf('ap-south')]!;
+    process.kill(frozen.pid!, 'SIGSTOP');
+    let body: { complete: boolean; regions: { region: string; stored: boolean }[] };
+    try {
+      const res = await put(url('us-east'), 'late-key', { plan: 'pro' });
+      expect(res.status).toBe(201);
+      body = (await res.json()) as typeof body;
+    } finally {
+      process.kill(frozen.pid!, 'SIGCONT');
+    }
+    // Said at once: not every region has it yet.
+    expect(body.complete).toBe(false);
+    expect(body.regions.find((region) => region.region === 'ap-south')?.stored).toBe(false);
+    expect(body.regions.find((region) => region.region === 'eu-west')?.stored).toBe(true);
+    // The outbox writes it there once that Redis answers (retried every max(1 s, 5 x lists.refreshMs)).
+    await eventually(async () => (await planOf(url('ap-south'), 'late-key')).plan === 'pro', 15_000, 'ap-south on pro');
+  }, 60_000);
 });
