@@ -290,6 +290,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
         },
         redis,
         status: () => federation.status(),
+        withPlan: (request) => engine.withPlan(request),
       }),
     );
   }
@@ -313,6 +314,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
           federation: { status: () => federation?.status() ?? [] },
           breakerState: () => engine.breaker.state,
           topKeys: engine,
+          withPlan: (request) => engine.withPlan(request),
           watch: [],
         });
 

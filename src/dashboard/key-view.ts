@@ -1,5 +1,6 @@
 // Per-key views of the keys the dashboard watches. The federation's admin view (src/federation/admin-view.ts)
 // decodes a key's state; this module only picks the current window and the numbers the page draws.
+import type { RequestContext } from '../engine/types.ts';
 import type { Config } from '../config/schema.ts';
 import type { Policy } from '../policy.ts';
 import type { RegionRedis } from '../store/client.ts';
@@ -61,18 +62,24 @@ function emptyWindowAllowance(config: Config, ruleName: string, windowId: number
 }
 
 /** Reads the watched keys under the rules in force (`policy.config` at each call, so a reload is followed). */
-export function createKeyViewReader(policy: Policy, redis: RegionRedis) {
+export function createKeyViewReader(policy: Policy, redis: RegionRedis, withPlan?: (request: RequestContext) => RequestContext) {
   return async (watched: readonly WatchedKey[], nowMs: number): Promise<KeyView[]> => {
     const { config } = policy;
     const views = await Promise.all(
       watched.map(async (watch) => {
         try {
-          const view = await federationKeyView(config, redis, watch.rule, {
-            apiKey: watch.apiKey,
-            ip: watch.ip,
-            endpoint: watch.path,
-            method: watch.method,
-          });
+          const view = await federationKeyView(
+            config,
+            redis,
+            watch.rule,
+            {
+              apiKey: watch.apiKey,
+              ip: watch.ip,
+              endpoint: watch.path,
+              method: watch.method,
+            },
+            withPlan,
+          );
           return dashboardKeyView(config, watch, view, nowMs);
         } catch {
           // A key whose rule no longer applies, or a Redis that is down: the page shows the others.

@@ -1,6 +1,7 @@
 // The dashboard's data source for a running region: metrics from the prom-client registry, link health from
 // the federation (and PINGs to peers' Redis), per-key views of a few watched keys, and the chaos annotations.
 // One snapshot is shared by every open page: concurrent calls within `minIntervalMs` get the same one.
+import type { RequestContext } from '../engine/types.ts';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config/schema.ts';
 import type { RegionRedis } from '../store/client.ts';
@@ -33,6 +34,8 @@ export interface DashboardSourceOptions {
   watch?: readonly WatchedKey[];
   /** Replaces the built-in key reader (the federation's admin view of each watched key). */
   keyViews?: (watched: readonly WatchedKey[], nowMs: number) => Promise<KeyView[]>;
+  /** The caller's plan as a decision sees it (the engine's `withPlan`), for the watched keys' views. */
+  withPlan?: (request: RequestContext) => RequestContext;
   /** The engine whose sketches give the most denied keys (`engine.topKeys`); none shown when omitted. */
   topKeys?: { readonly topKeys: TopKeys | undefined };
   /** PING peers' Redis to tell up from down (default true). */
@@ -94,7 +97,7 @@ export function createDashboardSource(options: DashboardSourceOptions): Closable
     probePeers: options.probePeers,
     now,
   });
-  const keyViews = options.keyViews ?? (options.redis ? createKeyViewReader(policy, options.redis) : async () => []);
+  const keyViews = options.keyViews ?? (options.redis ? createKeyViewReader(policy, options.redis, options.withPlan) : async () => []);
   const configured = options.watch ?? [];
   const minIntervalMs = options.minIntervalMs ?? 500;
   const federated = topology.regions.length > 1;

@@ -1,5 +1,6 @@
 // The federation views for operators: what this region holds for one rule and one caller, decoded, and the
 // peers as this region sees them. Served by the admin routes (src/http/federation-admin.ts) and the dashboard.
+import type { RequestContext } from '../engine/types.ts';
 import type { Cluster, Redis } from 'ioredis';
 import type { Config, Rule } from '../config/schema.ts';
 import { matchRules } from '../engine/rules.ts';
@@ -71,15 +72,28 @@ function toWindowSlot(slot: SlotCells, n: number): WindowSlot {
   return { id: slot.id, c: slot.c, x: rows(slot.x), a: rows(slot.a), t: slot.t };
 }
 
-export async function federationKeyView(config: Config, redis: Redis | Cluster, ruleName: string, caller: Caller): Promise<KeyView> {
+/**
+ * What the federation holds of one caller's key under one rule. `withPlan` fills in the caller's plan as a decision
+ * would (the engine's `withPlan`: admin assignments included); without it, the config's plans apply.
+ */
+export async function federationKeyView(
+  config: Config,
+  redis: Redis | Cluster,
+  ruleName: string,
+  caller: Caller,
+  withPlan: (request: RequestContext) => RequestContext = (request) => request,
+): Promise<KeyView> {
   const rule = config.rules.find((candidate) => candidate.name === ruleName);
   if (!rule) throw new AdminViewError(404, `no rule named "${ruleName}"`);
-  const matched = matchRules(config, {
-    apiKey: caller.apiKey,
-    ip: caller.ip ?? '',
-    method: caller.method ?? 'GET',
-    path: caller.endpoint ?? '/',
-  }).find((entry) => entry.rule.name === ruleName);
+  const matched = matchRules(
+    config,
+    withPlan({
+      apiKey: caller.apiKey,
+      ip: caller.ip ?? '',
+      method: caller.method ?? 'GET',
+      path: caller.endpoint ?? '/',
+    }),
+  ).find((entry) => entry.rule.name === ruleName);
   if (!matched) throw new AdminViewError(404, `rule "${ruleName}" does not apply to this caller (check apiKey, ip, endpoint, method)`);
 
   const topology = topologyOf(config);

@@ -1,5 +1,6 @@
 // The federation's admin routes (mounted under /admin):
 // GET /admin/federation/keys?rule=…&apiKey=…&ip=…&endpoint=…&method=…  and  GET /admin/federation/peers.
+import type { RequestContext } from '../engine/types.ts';
 import type { Hono } from 'hono';
 import type { Cluster, Redis } from 'ioredis';
 import { z } from 'zod';
@@ -26,6 +27,8 @@ export interface FederationAdminDeps {
   redis: Redis | Cluster;
   /** Per-peer status; usually `federation.status`. */
   status: () => PeerStatus[];
+  /** The caller's plan as a decision sees it (the engine's `withPlan`); the config's plans when omitted. */
+  withPlan?: (request: RequestContext) => RequestContext;
 }
 
 /** Registers GET /federation/keys and GET /federation/peers on the admin app (mounted under /admin). */
@@ -35,7 +38,7 @@ export function federationAdminRoutes(deps: FederationAdminDeps): AdminRoutes {
       const parsed = KeyQuery.safeParse(c.req.query());
       if (!parsed.success) return c.json({ error: z.prettifyError(parsed.error) }, 400);
       try {
-        return c.json(await federationKeyView(deps.config, deps.redis, parsed.data.rule, parsed.data));
+        return c.json(await federationKeyView(deps.config, deps.redis, parsed.data.rule, parsed.data, deps.withPlan));
       } catch (error) {
         if (error instanceof AdminViewError) return c.json({ error: error.message }, error.status);
         throw error;

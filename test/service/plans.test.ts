@@ -232,5 +232,9 @@ describe('plans in a three-region federation', async () => {
     expect(body.regions.find((region) => region.region === 'eu-west')?.stored).toBe(true);
     // The outbox writes it there once that Redis answers (retried every max(1 s, 5 x lists.refreshMs)).
     await eventually(async () => (await planOf(url('ap-south'), 'late-key')).plan === 'pro', 15_000, 'ap-south on pro');
+    // The admin key view matches the caller as a decision does: under the assigned plan's rule, not the config's.
+    const view = (rule: string) =>
+      fetch(`${url('us-east')}/admin/federation/keys?rule=${rule}&apiKey=late-key&endpoint=/fw`, { headers: admin });
+    expect((await view('fw.plan-pro')).status).toBe(200);
   }, 60_000);
 });
