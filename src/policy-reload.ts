@@ -10,7 +10,7 @@ import type { Config } from './config/schema.ts';
 import type { AdminRoutes } from './http/admin.ts';
 import type { QuotafedEnv } from './http/env.ts';
 import type { Logger } from './log.ts';
-import { restartOnlyChanges, type PolicyHolder } from './policy.ts';
+import { redefinedRules, restartOnlyChanges, type PolicyHolder } from './policy.ts';
 
 export type ReloadResult = { ok: true; rules: string[]; changed: boolean } | { ok: false; error: string; fields: string[] };
 
@@ -59,6 +59,13 @@ export function createPolicyReloader(options: PolicyReloaderOptions): PolicyRelo
       const error = `these settings need a restart: ${restartOnly.join(', ')}`;
       log.warn({ event: 'policy.rejected', fields: restartOnly }, `policy reload rejected; ${error}`);
       return { ok: false, error, fields: restartOnly };
+    }
+    const redefined = redefinedRules(current, next);
+    if (redefined.length > 0) {
+      const error = redefined.map((entry) => entry.message).join('; ');
+      const fields = redefined.map((entry) => entry.field);
+      log.warn({ event: 'policy.rejected', fields }, `policy reload rejected; ${error}`);
+      return { ok: false, error, fields };
     }
     const rules = next.rules.map((rule) => rule.name);
     if (

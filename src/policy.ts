@@ -32,6 +32,38 @@ export function restartOnlyChanges(current: Config, next: Config): string[] {
   return changed;
 }
 
+/**
+ * The rules a reload would redefine under the same name: another algorithm or period. A rule's state keys carry
+ * its name only, so its counts would be read under the new parameters (share units as requests, window ids of
+ * another period): docs/federation.md §4. Each as the field path of `next` that changed and why.
+ *
+ * @example
+ * ```ts
+ * redefinedRules(current, next); // [{ field: 'rules[0].period', message: 'rule "per-key": …' }]
+ * ```
+ */
+export function redefinedRules(current: Config, next: Config): { field: string; message: string }[] {
+  const before = new Map(current.rules.map((rule) => [rule.name, rule]));
+  const out: { field: string; message: string }[] = [];
+  next.rules.forEach((rule, index) => {
+    const old = before.get(rule.name);
+    if (!old) return;
+    for (const part of ['algorithm', 'period'] as const) {
+      if (old[part] === rule[part]) continue;
+      // A rule a plan derived (src/config/plans.ts) is not in the file: its tier is.
+      const base = next.plans.derived[rule.name];
+      out.push({
+        field: base === undefined ? `rules[${index}].${part}` : `plans.tiers (${rule.name}).${part}`,
+        message:
+          `rule "${rule.name}": a reload may not change its ${part} (${String(old[part])} -> ${String(rule[part])}) under the same ` +
+          'name, since its state was counted under the old one; add the rule under a new name and remove the old one after ' +
+          'its window (docs/federation.md §4)',
+      });
+    }
+  });
+  return out;
+}
+
 /** Reads the policy in force. */
 export interface Policy {
   readonly config: Config;

@@ -93,6 +93,30 @@ describe('policy reload', () => {
     }
   });
 
+  it('refuses to redefine a rule under its name (another algorithm or period) and keeps the counts in force', async () => {
+    const path = join(dir, 'redefine.yaml');
+    writeConfig(path, [fixed(2)]);
+    const service = await startRegionService(loadConfigFile(path, {}), { configPath: path });
+    try {
+      expect(await check(service.url, 'r')).toBe(200);
+      expect(await check(service.url, 'r')).toBe(200);
+      expect(await check(service.url, 'r')).toBe(429);
+      // A fixed window of 2 per hour read as a token bucket, or under a 1-minute window id, would admit again.
+      writeConfig(path, [fixed(2, { algorithm: 'tokenBucket', period: '1m' })]);
+      const refused = await reload(service.url);
+      expect(refused.body.ok).toBe(false);
+      expect(refused.body.fields).toEqual(['rules[0].algorithm', 'rules[0].period']);
+      expect(refused.body.error).toMatch(/rule "per-key": a reload may not change its algorithm \(fixedWindow -> tokenBucket\)/);
+      expect(await check(service.url, 'r')).toBe(429);
+      // Under a new name it is a new rule: accepted.
+      writeConfig(path, [fixed(2), fixed(5, { name: 'per-key-v2', algorithm: 'tokenBucket', period: '1m' })]);
+      expect((await reload(service.url)).body.ok).toBe(true);
+      expect(await check(service.url, 'r')).toBe(429);
+    } finally {
+      await service.close();
+    }
+  });
+
   it('reloads when the watched file changes', async () => {
     const path = join(dir, 'watched.yaml');
     writeConfig(path, [fixed(1)]);
