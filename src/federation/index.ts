@@ -186,7 +186,6 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       resync: (requester) => markAllPending(local, current, requester),
       fingerprints,
       ruleWatch,
-      onMerged: (shards) => publisher.merged(shards),
     });
   let applier = applierFor(config);
   const apply: typeof applier = (data, bytes) => applier(data, bytes);

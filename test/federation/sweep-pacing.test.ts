@@ -55,15 +55,3 @@ describe('watch sweep pacing', () => {
     expect(pacer.due([3], clock).due).toEqual([3]);
   });
 });
-
-describe('watch sweep pacing after a merge', () => {
-  it('sweeps a backed-off shard at once when a merge changed one of its keys', () => {
-    let clock = 0;
-    const pacer = createSweepPacer(INTERVAL, () => clock);
-    for (let i = 0; i < 4; i++) pacer.swept([7], [], [7]);
-    clock += INTERVAL;
-    expect(pacer.due([7], clock).due).toEqual([]);
-    pacer.touch([7]);
-    expect(pacer.due([7], clock).due).toEqual([7]);
-  });
-});

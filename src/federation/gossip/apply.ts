@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
 import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
-import { layoutOf, ruleNameOf, shardOfKey } from '../../keys.ts';
+import { layoutOf, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import { ruleFingerprints } from '../rule-identity.ts';
 import type { RuleWatch } from '../rule-watch.ts';
@@ -38,8 +38,6 @@ export interface ApplierDeps {
   fingerprints?: FingerprintWatch;
   /** Told about every rule fingerprint a sender sent (rule-watch.ts: a disagreement is logged once and on /readyz). */
   ruleWatch?: RuleWatch;
-  /** Told the shards of the keys a job's merges changed (the watch sweep looks at them next round). */
-  onMerged?: (shards: Iterable<number>) => void;
 }
 
 export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
@@ -112,8 +110,7 @@ export function createApplier(deps: ApplierDeps): Applier {
       }
       const results = await Promise.all(message.entries.map((entry) => applyEntry(entry, senderIndex, message.rules)));
       let mismatched = 0;
-      const mergedShards = new Set<number>();
-      for (const [index, result] of results.entries()) {
+      for (const result of results) {
         if (result === 'unknown_rule') {
           skipped++;
           continue;
@@ -124,12 +121,10 @@ export function createApplier(deps: ApplierDeps): Applier {
         }
         if (result.changed) {
           changed++;
-          mergedShards.add(shardOfKey(message.entries[index]!.k));
           metrics.syncLag.observe({ region, peer: message.from }, Math.max(0, result.lagMs) / 1000);
         }
         if (result.granted) metrics.grants.inc({ region, peer: message.from });
       }
-      if (mergedShards.size > 0) deps.onMerged?.(mergedShards);
       if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
       if (mismatched > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'rule_mismatch' }, mismatched);
       skipped += mismatched;

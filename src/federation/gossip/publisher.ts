@@ -41,8 +41,6 @@ export interface Publisher {
   round(force?: boolean): Promise<void>;
   /** One fast-lane round to every peer (run when woken, at most every FAST_LANE_MS); returns the keys sent; never throws. */
   fastRound(): Promise<number>;
-  /** A merge changed keys of these shards: the watch sweep looks at them next round, whatever their backoff. */
-  merged(shards: Iterable<number>): void;
   /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
   requestResync(): void;
   /** Keys pending per peer, counted in every pending set (also updates the backlog gauge). */
@@ -75,7 +73,6 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     sampleBacklog: sync.sampleBacklog,
     fastRound,
     requestResync: sync.requestResync,
-    merged: (shards) => sweep.touch(shards),
     async round(force = false) {
       await sweep(force);
       await sync.run();

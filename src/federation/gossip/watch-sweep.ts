@@ -105,14 +105,12 @@ export interface SweepPacer {
   swept(swept: readonly number[], changed: readonly number[], watched: readonly number[]): void;
   /** Everything due at once (a flush). */
   reset(): void;
-  /** These shards due at once, their backoff forgotten (a merge changed a key in them). */
-  touch(shards: Iterable<number>): void;
 }
 
 /**
  * When each watched shard is swept next. A sweep that rebalanced nothing in a shard doubles that shard's wait (1,
- * 2, 4, then MAX_SWEEP_BACKOFF_ROUNDS sync intervals); one that rebalanced something, a newly watched shard, a
- * shard where a merge changed a key (touch), and a forced round sweep at once. A watched key that holds rights nobody needs (a free donor's grant, kept for the
+ * 2, 4, then MAX_SWEEP_BACKOFF_ROUNDS sync intervals); one that rebalanced something, a newly watched shard, and a
+ * forced round sweep at once. A watched key that holds rights nobody needs (a free donor's grant, kept for the
  * epoch) would otherwise cost a full read and rebalance every sync interval for the rest of its epoch: at 1 M
  * Zipf keys, a third of the sending Redis's time. The bound does not depend on sweeps (they only move rights);
  * a donor that went idle after a hungry peer's last message notices it up to MAX_SWEEP_BACKOFF_ROUNDS intervals
@@ -149,20 +147,7 @@ export function createSweepPacer(intervalMs: number, now: () => number): SweepPa
       streaks.clear();
       dueAt.clear();
     },
-    touch(shards) {
-      for (const shard of shards) {
-        streaks.delete(shard);
-        dueAt.delete(shard);
-      }
-    },
   };
-}
-
-/** One sweep of the watch sets (createWatchSweep), and the way to make shards due at once. */
-export interface WatchSweep {
-  (force?: boolean): Promise<void>;
-  /** A merge changed keys of these shards: sweep them next round, whatever their backoff. */
-  touch(shards: Iterable<number>): void;
 }
 
 /**
@@ -178,9 +163,9 @@ export function createWatchSweep({
   logger,
   dirty,
   now = Date.now,
-}: WatchSweepDeps): WatchSweep {
+}: WatchSweepDeps): (force?: boolean) => Promise<void> {
   const pacer = createSweepPacer(currentConfig().federation.syncIntervalMs, now);
-  const sweep = async (force = false) => {
+  return async (force = false) => {
     if (force) pacer.reset();
     const { due: shards, waiting } = pacer.due(dirty.take('watch'), now());
     dirty.keep('watch', waiting);
@@ -200,5 +185,4 @@ export function createWatchSweep({
       logger.debug({ event: 'federation.sweep_failed', error: (error as Error).message }, 'could not sweep the watch sets');
     }
   };
-  return Object.assign(sweep, { touch: (shards: Iterable<number>) => pacer.touch(shards) });
 }
