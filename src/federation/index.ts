@@ -229,8 +229,6 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       bells = undefined;
     }
   };
-  // A flush sweeps every watched shard at once, whatever their backoff (watch-sweep.ts).
-  let forceSweep = false;
   const round = async () => {
     try {
       if (recovery === undefined) await recover();
@@ -249,11 +247,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         if (bellsUsable) await markLanesWithWork(local as Redis, keys, dirty, topology.peerIndexes);
         wakeFast();
       }
-      if (leader) {
-        const force = forceSweep;
-        forceSweep = false;
-        await publisher.round(force);
-      } else if (Date.now() - sampledAt >= FULL_PASS_MS) {
+      if (leader) await publisher.round();
+      else if (Date.now() - sampledAt >= FULL_PASS_MS) {
         sampledAt = Date.now();
         await publisher.sampleBacklog();
       }
@@ -321,7 +316,6 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     // Everything pending goes out, whether or not its bell was heard yet.
     flush: () => {
       dirty.markAll();
-      forceSweep = true;
       return exclusive();
     },
     updateRules(next) {

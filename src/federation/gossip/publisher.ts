@@ -34,11 +34,8 @@ export interface PublisherDeps {
 }
 
 export interface Publisher {
-  /**
-   * One publishing round to every peer: the watch sweep, then the sync round; never throws. `force` sweeps every
-   * watched shard now, whatever its backoff (a flush).
-   */
-  round(force?: boolean): Promise<void>;
+  /** One publishing round to every peer: the watch sweep, then the sync round; never throws. */
+  round(): Promise<void>;
   /** One fast-lane round to every peer (run when woken, at most every FAST_LANE_MS); returns the keys sent; never throws. */
   fastRound(): Promise<number>;
   /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
@@ -73,8 +70,8 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     sampleBacklog: sync.sampleBacklog,
     fastRound,
     requestResync: sync.requestResync,
-    async round(force = false) {
-      await sweep(force);
+    async round() {
+      await sweep();
       await sync.run();
     },
   };

@@ -90,93 +90,19 @@ export interface WatchSweepDeps {
   logger: Logger;
   /** The shards to look at. */
   dirty: DirtyShards;
-  /** Clock of the sweep's pacing (tests). */
-  now?: () => number;
 }
 
-/** The longest a watched shard waits between sweeps that rebalance nothing, in sync intervals. */
-export const MAX_SWEEP_BACKOFF_ROUNDS = 8;
-
-/** When each watched shard is swept next (createSweepPacer). */
-export interface SweepPacer {
-  /** The shards of `shards` due at `at`; the others wait. */
-  due(shards: readonly number[], at: number): { due: number[]; waiting: number[] };
-  /** After a sweep of `swept`: those in `changed` are due next round, the others still `watched` back off. */
-  swept(swept: readonly number[], changed: readonly number[], watched: readonly number[]): void;
-  /** Everything due at once (a flush). */
-  reset(): void;
-}
-
-/**
- * When each watched shard is swept next. A sweep that rebalanced nothing in a shard doubles that shard's wait (1,
- * 2, 4, then MAX_SWEEP_BACKOFF_ROUNDS sync intervals); one that rebalanced something, a newly watched shard, and a
- * forced round sweep at once. A watched key that holds rights nobody needs (a free donor's grant, kept for the
- * epoch) would otherwise cost a full read and rebalance every sync interval for the rest of its epoch: at 1 M
- * Zipf keys, a third of the sending Redis's time. The bound does not depend on sweeps (they only move rights);
- * a donor that went idle after a hungry peer's last message notices it up to MAX_SWEEP_BACKOFF_ROUNDS intervals
- * later, while merges still rebalance at once.
- */
-export function createSweepPacer(intervalMs: number, now: () => number): SweepPacer {
-  const streaks = new Map<number, number>();
-  const dueAt = new Map<number, number>();
-  return {
-    due(shards, at) {
-      const due: number[] = [];
-      const waiting: number[] = [];
-      for (const shard of shards) ((dueAt.get(shard) ?? 0) <= at ? due : waiting).push(shard);
-      return { due, waiting };
-    },
-    swept(swept, changed, watched) {
-      const at = now();
-      const productive = new Set(changed);
-      const still = new Set(watched);
-      for (const shard of swept) {
-        if (!still.has(shard)) {
-          streaks.delete(shard);
-          dueAt.delete(shard);
-          continue;
-        }
-        const streak = productive.has(shard) ? 0 : Math.min((streaks.get(shard) ?? 0) + 1, 30);
-        streaks.set(shard, streak);
-        const rounds = streak === 0 ? 0 : Math.min(2 ** (streak - 1), MAX_SWEEP_BACKOFF_ROUNDS);
-        // Due a little before the round that many intervals later (timers fire late, never early).
-        dueAt.set(shard, at + Math.max(0, rounds * intervalMs - intervalMs / 2));
-      }
-    },
-    reset() {
-      streaks.clear();
-      dueAt.clear();
-    },
-  };
-}
-
-/**
- * One sweep of the watch sets with the rules in force, stranded allowance counted; never throws. `force` sweeps
- * every watched shard now, whatever its backoff (a flush).
- */
-export function createWatchSweep({
-  region,
-  currentConfig,
-  topology,
-  redis,
-  metrics,
-  logger,
-  dirty,
-  now = Date.now,
-}: WatchSweepDeps): (force?: boolean) => Promise<void> {
-  const pacer = createSweepPacer(currentConfig().federation.syncIntervalMs, now);
-  return async (force = false) => {
-    if (force) pacer.reset();
-    const { due: shards, waiting } = pacer.due(dirty.take('watch'), now());
-    dirty.keep('watch', waiting);
+/** One sweep of the watch sets with the rules in force, stranded allowance counted; never throws. */
+export function createWatchSweep({ region, currentConfig, topology, redis, metrics, logger, dirty }: WatchSweepDeps): () => Promise<void> {
+  return async () => {
+    const shards = dirty.take('watch');
     if (shards.length === 0) return;
     try {
       const outcome = await sweepShards(redis, currentConfig(), topology, shards, (rule, amount) =>
         metrics.stranded.inc({ region, rule }, amount),
       );
-      pacer.swept(shards, outcome.changed, outcome.watched);
-      // Shards still watched are swept again (when the pacer says). What was rebalanced is pending now: the sync
-      // round that follows sends it without waiting for the bell the sweep rang.
+      // Shards still watched are swept again next round. What was rebalanced is pending now: the sync round that
+      // follows sends it without waiting for the bell the sweep rang.
       dirty.keep('watch', outcome.watched);
       for (const shard of outcome.changed) dirty.mark(shard);
     } catch (error) {
