@@ -26,6 +26,28 @@ export const STARTED_FIELD = 'started';
 /** Meta field: the run_id of the Redis process (every primary's, on a cluster) the state was last known good on. */
 export const RUN_ID_FIELD = 'runId';
 
+/** Meta field: what each rule's state is counted under (algorithm and period, by rule name), as JSON. */
+export const RULE_SHAPES_FIELD = 'ruleShapes';
+
+/** Each rule's algorithm and period by name: a state key holds the rule's name only. */
+export function ruleShapes(config: Pick<Config, 'rules'>): Record<string, string> {
+  return Object.fromEntries(config.rules.map((rule) => [rule.name, `${rule.algorithm}/${rule.period}`]));
+}
+
+/** The rules whose algorithm or period differ under the same name between a recorded and the current shapes. */
+function redefined(recorded: string | null, current: Record<string, string>): string[] {
+  if (recorded === null) return [];
+  let before: Record<string, unknown>;
+  try {
+    before = JSON.parse(recorded) as Record<string, unknown>;
+  } catch {
+    return [];
+  }
+  return Object.entries(current)
+    .filter(([name, shape]) => typeof before[name] === 'string' && before[name] !== shape)
+    .map(([name, shape]) => `"${name}" (${String(before[name])} -> ${shape})`);
+}
+
 export type PeerAnswer = 'heard' | 'never' | 'unreachable';
 
 export interface RecoveryResult {
@@ -104,11 +126,18 @@ export async function redisRunId(redis: Redis | Cluster): Promise<string> {
  */
 export async function survivedStateDoubt(deps: Pick<RecoveryDeps, 'config' | 'topology' | 'redis'>): Promise<string | undefined> {
   const { config, topology, redis } = deps;
-  const [fingerprint, runId] = await redis.hmget(layoutOf(config).metaKey, 'fingerprint', RUN_ID_FIELD);
+  const [fingerprint, runId, shapes] = await redis.hmget(layoutOf(config).metaKey, 'fingerprint', RUN_ID_FIELD, RULE_SHAPES_FIELD);
   if (fingerprint !== null && fingerprint !== topology.fingerprint) {
     return (
       `the federation's regions or weights changed since this region last ran (topology fingerprint ${fingerprint} -> ` +
       `${topology.fingerprint}): the current windows were counted under the old layout`
+    );
+  }
+  const changed = redefined(shapes ?? null, ruleShapes(config));
+  if (changed.length > 0) {
+    return (
+      `rules were redefined under the same name since this region last ran (${changed.join(', ')}): their state was ` +
+      'counted under the old algorithm or period'
     );
   }
   if (runId !== null && !config.redis.durable) {
@@ -167,6 +196,8 @@ async function markStarted(redis: Redis | Cluster, config: Config, topology: Top
     now,
     RUN_ID_FIELD,
     runId,
+    RULE_SHAPES_FIELD,
+    JSON.stringify(ruleShapes(config)),
   );
 }
 
@@ -277,6 +308,8 @@ async function fenceIfDoubted(deps: RecoveryDeps): Promise<RecoveryResult> {
     // Record the Redis process the state is known good on (a state written before run_ids were recorded).
     if ((await deps.redis.hexists(keys.metaKey, RUN_ID_FIELD)) === 0)
       await deps.redis.hset(keys.metaKey, RUN_ID_FIELD, await redisRunId(deps.redis));
+    // What this start counts under (new rules join; a rule gone stays out of the next comparison).
+    await deps.redis.hset(keys.metaKey, RULE_SHAPES_FIELD, JSON.stringify(ruleShapes(deps.config)));
     return { fenced: false, fence: 0, answers: {} };
   }
   const fence = await fenceAllShards(deps.redis, keys, true);

@@ -121,6 +121,36 @@ describe('membership changes in the middle of a window', () => {
   });
 });
 
+describe('a rule redefined under its name across a restart', () => {
+  it('another algorithm or period under the same name fences the current windows; the same rule does not', async () => {
+    const [eu, us] = [await redisServer(), await redisServer()];
+    const two = { eu: eu.url, us: us.url };
+    const first = await startRegion(regionConfig('eu', two), true);
+    const spent = await first.admit(100);
+    expect(spent).toBeGreaterThan(0);
+    await Promise.all(clients.splice(0).map((client) => client.quit()));
+
+    // The same rules again: nothing to doubt.
+    const same = await startRegion(regionConfig('eu', two));
+    expect(same.recovery.fenced).toBe(false);
+    await Promise.all(clients.splice(0).map((client) => client.quit()));
+
+    // "fw" as a sliding window of two hours: its keys would be read under window ids of another period.
+    const base = regionConfig('eu', two);
+    const redefinedConfig = {
+      ...base,
+      rules: base.rules.map((rule) => ({ ...rule, algorithm: 'slidingWindow' as const, period: 2 * PERIOD })),
+    };
+    const after = await startRegion(redefinedConfig);
+    expect(after.recovery.fenced).toBe(true);
+    expect(after.recovery.reason).toMatch(
+      /rules were redefined under the same name .*"fw" \(fixedWindow\/3600000 -> slidingWindow\/7200000\)/,
+    );
+    // The fence covers the window in which the change happened: nothing more is admitted in it.
+    expect(await after.admit(100)).toBe(0);
+  });
+});
+
 describe('a Redis restarted from a snapshot keeps its markers but not its latest admissions', () => {
   async function snapshotRestart(durable: boolean) {
     const own = await redisServer();
