@@ -6,7 +6,7 @@ import { parseIpRange } from '../config/cidr.ts';
 import { MAX_LIST_ENTRIES, type ListEntry } from '../config/schema.ts';
 import type { KeyLayout } from '../keys.ts';
 import type { Logger } from '../log.ts';
-import { startPeriodicCopy } from './periodic-copy.ts';
+import { HASH_VERSION_FIELD as VERSION_FIELD, startHashCopy } from './hash-copy.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { NO_LISTS, compileLists, type CompiledLists } from './access-lists.ts';
 
@@ -61,8 +61,6 @@ export class ListFullError extends Error {
   }
 }
 
-const VERSION_FIELD = 'v';
-
 function fieldOf(list: ListName, entry: ListEntry): string {
   return entry.apiKey !== undefined ? `${list}:apiKey:${entry.apiKey}` : `${list}:ip:${entry.ip}`;
 }
@@ -94,26 +92,17 @@ export function createAdminLists(options: AdminListsOptions): AdminLists {
   const log = options.logger.child({ module: 'admin-lists' });
   let compiled = NO_LISTS;
   let entries: AdminListEntries = { allow: [], deny: [] };
-  let version: string | null | undefined;
-
-  const read = async (): Promise<void> => {
-    const seen = await redis.hget(listsKey, VERSION_FIELD);
-    if (seen === version) return;
-    const hash = await redis.hgetall(listsKey);
-    entries = parseHash(hash);
-    compiled = compileLists(entries);
-    version = hash[VERSION_FIELD] ?? null;
-  };
-  const copy = startPeriodicCopy({
-    read,
+  const copy = startHashCopy({
+    redis,
+    key: listsKey,
+    onChange: (hash) => {
+      entries = parseHash(hash);
+      compiled = compileLists(entries);
+    },
     refreshMs: options.refreshMs,
     log,
-    messages: {
-      failedEvent: 'lists.refresh_failed',
-      failed: 'admin list entries not read; keeping the last copy',
-      recoveredEvent: 'lists.refreshed',
-      recovered: 'admin list entries read again',
-    },
+    event: 'lists',
+    what: 'admin list entries',
   });
   const { refresh, reread } = copy;
 

@@ -7,14 +7,12 @@
 // writer wins, src/engine/plans.ts), and the losers are deleted then.
 import type { KeyLayout } from '../keys.ts';
 import type { Logger } from '../log.ts';
-import { startPeriodicCopy } from './periodic-copy.ts';
+import { HASH_VERSION_FIELD as VERSION_FIELD, startHashCopy } from './hash-copy.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { newer, type PlanAssignment } from './plans.ts';
 
 /** The most API keys the admin API assigns plans to in one federation. */
 export const MAX_PLAN_ASSIGNMENTS = 100_000;
-
-const VERSION_FIELD = 'v';
 
 /** The hash field of one write: `a:<at>:<region>:<apiKey>` (the API key last: it may hold ":"). */
 export function assignmentField(apiKey: string, assignment: PlanAssignment): string {
@@ -116,28 +114,19 @@ export function createAdminPlans(options: AdminPlansOptions): AdminPlans {
   const { plansKey } = keys;
   const log = options.logger.child({ module: 'admin-plans' });
   let winners = new Map<string, PlanAssignment>();
-  let version: string | null | undefined;
-
-  const read = async (): Promise<void> => {
-    const seen = await redis.hget(plansKey, VERSION_FIELD);
-    if (seen === version) return;
-    const hash = await redis.hgetall(plansKey);
-    const parsed = parseHash(hash);
-    winners = parsed.winners;
-    version = hash[VERSION_FIELD] ?? null;
-    // A losing write never wins again (the order is total): forget it. The counter does not move, nothing changed.
-    if (parsed.losers.length > 0) await redis.hdel(plansKey, ...parsed.losers);
-  };
-  const copy = startPeriodicCopy({
-    read,
+  const copy = startHashCopy({
+    redis,
+    key: plansKey,
+    onChange: async (hash) => {
+      const parsed = parseHash(hash);
+      winners = parsed.winners;
+      // A losing write never wins again (the order is total): forget it. The counter does not move, nothing changed.
+      if (parsed.losers.length > 0) await redis.hdel(plansKey, ...parsed.losers);
+    },
     refreshMs: options.refreshMs,
     log,
-    messages: {
-      failedEvent: 'plans.refresh_failed',
-      failed: 'plan assignments not read; keeping the last copy',
-      recoveredEvent: 'plans.refreshed',
-      recovered: 'plan assignments read again',
-    },
+    event: 'plans',
+    what: 'plan assignments',
   });
   const { refresh, reread } = copy;
 

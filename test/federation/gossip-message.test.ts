@@ -120,16 +120,7 @@ describe('signature', () => {
   });
 
   it('accepts unsigned gossip only when no secret is configured', () => {
-    const message: GossipMessage = {
-      v: MESSAGE_VERSION,
-      kind: 'heartbeat',
-      from: 'a',
-      to: 'b',
-      fp: topology.fingerprint,
-      seq: 1,
-      sentAt: 1,
-      entries: [],
-    };
+    const message = heartbeatFromA();
     const unsigned = encodeJob(message, n, undefined);
     expect(verify(unsigned, 100, topology, 'b', undefined).ok).toBe(true);
     expect(verify(unsigned, 100, topology, 'b', SECRET)).toMatchObject({ ok: false, reason: 'bad_mac', from: 'a' });
