@@ -13,8 +13,11 @@ const LOAD = fileURLToPath(new URL('../http/load.ts', import.meta.url));
 const KEYED_LOAD = fileURLToPath(new URL('./keyed-load.ts', import.meta.url));
 
 function tsxProcess(file: string, args: string[]): ChildProcess {
+  // BENCH_NODE_ARGS: more Node flags for every child (e.g. '--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the
+  // services a section starts; Node refuses --cpu-prof in NODE_OPTIONS).
+  const extra = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   // stdin is a pipe the child watches: when this process dies, the pipe closes and the child exits too.
-  return spawn(process.execPath, ['--import', 'tsx', file, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  return spawn(process.execPath, [...extra, '--import', 'tsx', file, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
 }
 
 export interface ServerProcess {

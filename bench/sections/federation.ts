@@ -9,8 +9,9 @@
 // commands/s, the p99 at a fixed offered rate of half standalone's saturation, and decisions/s.
 //
 // Sizes: `--keys 1000,100000,1000000` (uniform cases), `--zipf 1000000` (Zipf key space, 0 for none),
-// `--seconds 10` (per measured phase); or QUOTAFED_BENCH_FEDERATION_KEYS / _ZIPF / _SECONDS. `--quick` is
-// 1,000 and 100,000 uniform, Zipf over 100,000, 3 s. It runs only when named in `--only` (minutes of its own).
+// `--seconds 10` (per measured phase), `--rounds 4` (the saturation phase split into rounds that alternate
+// between the two sides, so drift of a shared machine weighs on both); or QUOTAFED_BENCH_FEDERATION_KEYS /
+// _ZIPF / _SECONDS / _ROUNDS. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -42,6 +43,8 @@ export interface FederationBenchSizes {
   zipfKeys: number;
   /** Seconds per measured phase. */
   seconds: number;
+  /** Rounds the saturation phase is split into, alternating between standalone and federated. */
+  rounds: number;
 }
 
 interface BenchCase {
@@ -61,6 +64,7 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
   const keys = flag(argv, 'keys') ?? env.QUOTAFED_BENCH_FEDERATION_KEYS;
   const zipf = flag(argv, 'zipf') ?? env.QUOTAFED_BENCH_FEDERATION_ZIPF;
   const seconds = flag(argv, 'seconds') ?? env.QUOTAFED_BENCH_FEDERATION_SECONDS;
+  const rounds = flag(argv, 'rounds') ?? env.QUOTAFED_BENCH_FEDERATION_ROUNDS;
   const positive = (text: string, what: string) => {
     const value = Number(text.replace(/_/g, ''));
     if (!Number.isFinite(value) || value < 0) throw new Error(`federation bench: ${what} must be a number >= 0, got "${text}"`);
@@ -77,6 +81,7 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
         : [1_000, 100_000, 1_000_000],
     zipfKeys: zipf !== undefined ? positive(zipf, '--zipf') : quick ? 100_000 : 1_000_000,
     seconds: seconds !== undefined ? Math.max(1, positive(seconds, '--seconds')) : quick ? 3 : 10,
+    rounds: rounds !== undefined ? Math.max(1, Math.round(positive(rounds, '--rounds'))) : quick ? 2 : 4,
   };
 }
 
@@ -255,8 +260,14 @@ interface SideFigures {
   halfAchieved: number;
   gossipBytesPerDecision?: number;
   gossipJobsPerDecision?: number;
+  fastLaneKeysPerDecision?: number;
   syncLagP99Ms?: number;
   idleCommandsPerSec?: number;
+  /** CPU of the busiest region (service + Redis) while idle, ms per second. */
+  idleCpuMsPerSec?: number;
+  /** The peers' CPU per decision of the sender (services, Redis: the sum over the peers). */
+  peerServiceUs?: number;
+  peerRedisUs?: number;
   backlogLeft?: number;
   non200: number;
 }
@@ -268,40 +279,95 @@ const non200 = (figures: KeyedLoadFigures) =>
   figures.errors +
   figures.timeouts;
 
-async function measureSide(
-  bench: BenchCase,
-  sizes: FederationBenchSizes,
-  federated: boolean,
-  halfRateOf: (saturation: number) => number,
-): Promise<SideFigures> {
+/** What the rounds of one side added up: the saturation load's figures and every reading's delta. */
+interface SideTotals {
+  decisions: number;
+  seconds: number;
+  non200: number;
+  /** Per region: CPU µs of the service and of its Redis. */
+  cpu: { service: number; redis: number }[];
+  /** The sending Redis: calls and µs inside each command. */
+  calls: CommandCalls;
+  micros: CommandCalls;
+  netInput: number;
+  /** Federated: the services' counters (sent), and the peers' sync-lag buckets for us-east, before and after. */
+  gossipBytes: number;
+  gossipJobs: number;
+  fastLaneKeys: number;
+  lagBefore: Map<number, number>;
+  lagAfter: Map<number, number>;
+}
+
+const addCalls = (into: CommandCalls, delta: CommandCalls) => {
+  for (const [name, value] of Object.entries(delta)) into[name] = (into[name] ?? 0) + value;
+};
+
+/** One side of a case, started and ready: its regions stay up while the rounds alternate between the sides. */
+interface Side {
+  federated: boolean;
+  regions: RegionUnderTest[];
+  /** What each region's Redis held before any load: the base of memory per key. */
+  empty: number[];
+  idleCommandsPerSec?: number;
+  idleCpuMsPerSec?: number;
+  totals: SideTotals;
+  end?: { memory: number[]; keys: number[]; memoryUsage?: number };
+  backlogLeft?: number;
+  load(extra: Partial<KeyedLoadOptions>): Promise<KeyedLoadFigures>;
+}
+
+async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated: boolean): Promise<Side> {
   const side = federated ? 'federated' : 'standalone';
   const names = federated ? REGIONS : ([SENDER] as const);
   progress(`federation ${bench.label}, ${side}: starting ${names.length} region(s)`);
   const regions = await startRegions(names, federated);
+  const sender = regions[0]!;
+  const load = (extra: Partial<KeyedLoadOptions>) =>
+    runKeyedLoad({
+      url: sender.service.url,
+      connections: SATURATION_CONNECTIONS,
+      durationS: sizes.seconds,
+      distribution: bench.distribution,
+      keys: bench.keys,
+      prefix: 'k-',
+      ...extra,
+    });
+  const empty = await Promise.all(regions.map((region) => usedMemory(region.admin)));
+  const opened: Side = {
+    federated,
+    regions,
+    empty,
+    load,
+    totals: {
+      decisions: 0,
+      seconds: 0,
+      non200: 0,
+      cpu: regions.map(() => ({ service: 0, redis: 0 })),
+      calls: {},
+      micros: {},
+      netInput: 0,
+      gossipBytes: 0,
+      gossipJobs: 0,
+      fastLaneKeys: 0,
+      lagBefore: new Map(),
+      lagAfter: new Map(),
+    },
+  };
   try {
-    const sender = regions[0]!;
-    const load = (extra: Partial<KeyedLoadOptions>) =>
-      runKeyedLoad({
-        url: sender.service.url,
-        connections: SATURATION_CONNECTIONS,
-        durationS: sizes.seconds,
-        distribution: bench.distribution,
-        keys: bench.keys,
-        prefix: 'k-',
-        ...extra,
-      });
-    // What each region's Redis holds before any load (scripts, markers, queues): the base of memory per key.
-    const empty = await Promise.all(regions.map((region) => usedMemory(region.admin)));
-    let idleCommandsPerSec: number | undefined;
     if (federated) {
       // Idle: the regions have started and nothing is sent; what their Redis does on its own.
       await sleep(1_000);
       const idleS = Math.min(3, sizes.seconds);
       progress(`federation ${bench.label}, ${side}: idle regions (${idleS} s)`);
       const before = await Promise.all(regions.map((region) => commandCalls(region.admin)));
+      const cpuBefore = regions.map(cpuOf);
       await sleep(idleS * 1000);
+      const cpuAfter = regions.map(cpuOf);
       const after = await Promise.all(regions.map((region) => commandCalls(region.admin)));
-      idleCommandsPerSec = Math.max(...regions.map((_, i) => totalCalls(callsDelta(before[i]!, after[i]!)) / idleS));
+      opened.idleCommandsPerSec = Math.max(...regions.map((_, i) => totalCalls(callsDelta(before[i]!, after[i]!)) / idleS));
+      opened.idleCpuMsPerSec = Math.max(
+        ...regions.map((_, i) => (cpuAfter[i]!.service - cpuBefore[i]!.service + cpuAfter[i]!.redis - cpuBefore[i]!.redis) / 1000 / idleS),
+      );
     }
     // A fresh Node server spends up to twice its steady CPU while its code is optimised: warm up on other keys,
     // drawn as the measured ones are. (A warm-up on 1,000 keys at saturation made those keys loud: they held
@@ -309,92 +375,150 @@ async function measureSide(
     const warmS = Math.min(2, sizes.seconds);
     progress(`federation ${bench.label}, ${side}: warm-up (${warmS} s, ${bench.label} other keys, not recorded)`);
     await load({ durationS: warmS, prefix: 'warm-', seed: 7 });
-    const drainMs = Math.max(5_000, sizes.seconds * 3_000);
-    if (federated) await drain(sender, drainMs);
-
-    const before = await snapshot(regions, federated);
-    progress(`federation ${bench.label}, ${side}: saturation, ${SATURATION_CONNECTIONS} connections (${sizes.seconds} s)`);
-    const saturation = await load({});
-    let backlogLeft: number | undefined;
-    if (federated) {
-      progress(`federation ${bench.label}, ${side}: waiting for the peers to catch up (at most ${Math.round(drainMs / 1000)} s)`);
-      backlogLeft = await drain(sender, drainMs);
-    }
-    const after = await snapshot(regions, federated);
-    // After the CPU reading: counting the state keys SCANs every key, which is the bench's work, not the limiter's
-    // (at 1 M keys it cost about a second of the sending Redis's CPU, charged to the decisions before).
-    const end = await memoryAtEnd(regions);
-
-    const decisions = saturation.requests;
-    const cpuDelta = (i: number, part: 'service' | 'redis') => after.cpu[i]![part] - before.cpu[i]![part];
-    const memoryPerKey = (i: number) => (end.keys[i]! > 0 ? (end.memory[i]! - empty[i]!) / end.keys[i]! : Number.NaN);
-    let whole = 0;
-    for (let i = 0; i < regions.length; i++) whole += cpuDelta(i, 'service') + cpuDelta(i, 'redis');
-    const netInput = regions.reduce((sum, _, i) => sum + after.netInput[i]! - before.netInput[i]!, 0);
-
-    const figures: SideFigures = {
-      decisionsPerSec: saturation.rps,
-      decisions,
-      senderServiceUs: cpuDelta(0, 'service') / decisions,
-      senderRedisUs: cpuDelta(0, 'redis') / decisions,
-      wholeUs: whole / decisions,
-      commandsPerDecision: totalCalls(callsDelta(before.calls[0]!, after.calls[0]!)) / decisions,
-      byCommand: byCommand(callsDelta(before.calls[0]!, after.calls[0]!), before.senderMicros, after.senderMicros, decisions),
-      netInputPerDecision: netInput / decisions,
-      memoryPerKey: memoryPerKey(0),
-      memoryUsage: end.memoryUsage,
-      stateKeys: end.keys[0]!,
-      halfRate: 0,
-      halfP99Ms: Number.NaN,
-      halfP50Ms: Number.NaN,
-      halfAchieved: 0,
-      non200: non200(saturation),
-    };
-    if (idleCommandsPerSec !== undefined) figures.idleCommandsPerSec = idleCommandsPerSec;
-    if (backlogLeft !== undefined) figures.backlogLeft = backlogLeft;
-    if (federated) {
-      const peers = regions.slice(1).map((_, j) => memoryPerKey(j + 1));
-      figures.peerMemoryPerKey = peers.reduce((a, b) => a + b, 0) / peers.length;
-      const sent = (s: Snapshot, name: string) => s.metrics.reduce((sum, text) => sum + sumOf(text, name, { direction: 'sent' }), 0);
-      figures.gossipBytesPerDecision =
-        (sent(after, 'quotafed_federation_bytes_total') - sent(before, 'quotafed_federation_bytes_total')) / decisions;
-      figures.gossipJobsPerDecision =
-        (sent(after, 'quotafed_federation_batches_total') - sent(before, 'quotafed_federation_batches_total')) / decisions;
-      // What the peers saw of us-east's changes: their sync-lag histograms for peer us-east, pooled.
-      const lagBefore = new Map<number, number>();
-      const lagAfter = new Map<number, number>();
-      for (let j = 1; j < regions.length; j++) {
-        for (const [le, count] of histogramBuckets(before.metrics[j]!, 'quotafed_federation_sync_lag_seconds', { peer: SENDER }))
-          lagBefore.set(le, (lagBefore.get(le) ?? 0) + count);
-        for (const [le, count] of histogramBuckets(after.metrics[j]!, 'quotafed_federation_sync_lag_seconds', { peer: SENDER }))
-          lagAfter.set(le, (lagAfter.get(le) ?? 0) + count);
-      }
-      const lag = quantileBetween(lagBefore, lagAfter, 0.99);
-      if (lag !== undefined) figures.syncLagP99Ms = lag * 1000;
-    }
-
-    const rate = halfRateOf(saturation.rps);
-    progress(`federation ${bench.label}, ${side}: fixed ${rate}/s, ${FIXED_RATE_CONNECTIONS} connections (${sizes.seconds} s)`);
-    const half = await load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 });
-    figures.halfRate = rate;
-    figures.halfP99Ms = half.p99Ms;
-    figures.halfP50Ms = half.p50Ms;
-    figures.halfAchieved = half.rps;
-    return figures;
-  } finally {
+    if (federated) await drain(sender, drainMs(sizes));
+    return opened;
+  } catch (error) {
     await stopRegions(regions);
+    throw error;
   }
 }
 
-function byCommand(
-  calls: CommandCalls,
-  before: CommandCalls,
-  after: CommandCalls,
-  decisions: number,
-): Record<string, { calls: number; micros: number }> {
+const drainMs = (sizes: FederationBenchSizes) => Math.max(5_000, sizes.seconds * 3_000);
+
+/** One saturation round of a side (`seconds` long), its readings added to the side's totals. */
+async function saturationRound(
+  bench: BenchCase,
+  sizes: FederationBenchSizes,
+  side: Side,
+  round: number,
+  seconds: number,
+  last: boolean,
+): Promise<void> {
+  const { regions, federated, totals } = side;
+  const sender = regions[0]!;
+  const name = federated ? 'federated' : 'standalone';
+  const before = await snapshot(regions, federated);
+  progress(`federation ${bench.label}, ${name}: saturation round ${round + 1}, ${SATURATION_CONNECTIONS} connections (${seconds} s)`);
+  const saturation = await side.load({ durationS: seconds, seed: 11 + round });
+  if (federated) {
+    progress(`federation ${bench.label}, ${name}: waiting for the peers to catch up (at most ${Math.round(drainMs(sizes) / 1000)} s)`);
+    side.backlogLeft = await drain(sender, drainMs(sizes));
+  }
+  const after = await snapshot(regions, federated);
+  // After the CPU reading: counting the state keys SCANs every key, which is the bench's work, not the limiter's
+  // (at 1 M keys it cost about a second of the sending Redis's CPU, charged to the decisions before).
+  if (last) side.end = await memoryAtEnd(regions);
+
+  totals.decisions += saturation.requests;
+  totals.seconds += saturation.requests / Math.max(saturation.rps, 1e-9);
+  totals.non200 += non200(saturation);
+  for (let i = 0; i < regions.length; i++) {
+    totals.cpu[i]!.service += after.cpu[i]!.service - before.cpu[i]!.service;
+    totals.cpu[i]!.redis += after.cpu[i]!.redis - before.cpu[i]!.redis;
+    totals.netInput += after.netInput[i]! - before.netInput[i]!;
+  }
+  addCalls(totals.calls, callsDelta(before.calls[0]!, after.calls[0]!));
+  addCalls(totals.micros, callsDelta(before.senderMicros, after.senderMicros));
+  if (federated) {
+    const sent = (s: Snapshot, metric: string) => s.metrics.reduce((sum, text) => sum + sumOf(text, metric, { direction: 'sent' }), 0);
+    totals.gossipBytes += sent(after, 'quotafed_federation_bytes_total') - sent(before, 'quotafed_federation_bytes_total');
+    totals.gossipJobs += sent(after, 'quotafed_federation_batches_total') - sent(before, 'quotafed_federation_batches_total');
+    const fastLane = (s: Snapshot) => s.metrics.reduce((sum, text) => sum + sumOf(text, 'quotafed_federation_fast_lane_keys_total'), 0);
+    totals.fastLaneKeys += fastLane(after) - fastLane(before);
+    // What the peers saw of us-east's changes: their sync-lag histograms for peer us-east, pooled over the rounds.
+    for (let j = 1; j < regions.length; j++) {
+      for (const [le, count] of histogramBuckets(before.metrics[j]!, 'quotafed_federation_sync_lag_seconds', { peer: SENDER }))
+        totals.lagBefore.set(le, (totals.lagBefore.get(le) ?? 0) + count);
+      for (const [le, count] of histogramBuckets(after.metrics[j]!, 'quotafed_federation_sync_lag_seconds', { peer: SENDER }))
+        totals.lagAfter.set(le, (totals.lagAfter.get(le) ?? 0) + count);
+    }
+  }
+}
+
+/** A side's figures from its totals, then its fixed-rate phase at `rate`. */
+async function finishSide(bench: BenchCase, sizes: FederationBenchSizes, side: Side, rate: number): Promise<SideFigures> {
+  const { totals, federated, regions } = side;
+  const decisions = totals.decisions;
+  const end = side.end!;
+  const memoryPerKey = (i: number) => (end.keys[i]! > 0 ? (end.memory[i]! - side.empty[i]!) / end.keys[i]! : Number.NaN);
+  let whole = 0;
+  for (const cpu of totals.cpu) whole += cpu.service + cpu.redis;
+  const figures: SideFigures = {
+    decisionsPerSec: decisions / totals.seconds,
+    decisions,
+    senderServiceUs: totals.cpu[0]!.service / decisions,
+    senderRedisUs: totals.cpu[0]!.redis / decisions,
+    wholeUs: whole / decisions,
+    commandsPerDecision: totalCalls(totals.calls) / decisions,
+    byCommand: byCommand(totals.calls, totals.micros, decisions),
+    netInputPerDecision: totals.netInput / decisions,
+    memoryPerKey: memoryPerKey(0),
+    memoryUsage: end.memoryUsage,
+    stateKeys: end.keys[0]!,
+    halfRate: 0,
+    halfP99Ms: Number.NaN,
+    halfP50Ms: Number.NaN,
+    halfAchieved: 0,
+    non200: totals.non200,
+  };
+  if (side.idleCommandsPerSec !== undefined) figures.idleCommandsPerSec = side.idleCommandsPerSec;
+  if (side.idleCpuMsPerSec !== undefined) figures.idleCpuMsPerSec = side.idleCpuMsPerSec;
+  if (side.backlogLeft !== undefined) figures.backlogLeft = side.backlogLeft;
+  if (federated) {
+    let service = 0;
+    let redis = 0;
+    for (const cpu of totals.cpu.slice(1)) {
+      service += cpu.service;
+      redis += cpu.redis;
+    }
+    figures.peerServiceUs = service / decisions;
+    figures.peerRedisUs = redis / decisions;
+    const peers = regions.slice(1).map((_, j) => memoryPerKey(j + 1));
+    figures.peerMemoryPerKey = peers.reduce((a, b) => a + b, 0) / peers.length;
+    figures.gossipBytesPerDecision = totals.gossipBytes / decisions;
+    figures.gossipJobsPerDecision = totals.gossipJobs / decisions;
+    figures.fastLaneKeysPerDecision = totals.fastLaneKeys / decisions;
+    const lag = quantileBetween(totals.lagBefore, totals.lagAfter, 0.99);
+    if (lag !== undefined) figures.syncLagP99Ms = lag * 1000;
+  }
+  progress(
+    `federation ${bench.label}, ${federated ? 'federated' : 'standalone'}: fixed ${rate}/s, ${FIXED_RATE_CONNECTIONS} connections (${sizes.seconds} s)`,
+  );
+  const half = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 });
+  figures.halfRate = rate;
+  figures.halfP99Ms = half.p99Ms;
+  figures.halfP50Ms = half.p50Ms;
+  figures.halfAchieved = half.rps;
+  return figures;
+}
+
+/**
+ * Both sides of a case, their saturation phase split into `sizes.rounds` rounds that alternate between the sides
+ * (standalone first in even rounds, federated first in odd ones): a machine whose speed drifts during the run
+ * (shared cores) then weighs on both sides alike, and the ratios compare like with like.
+ */
+async function measureCase(bench: BenchCase, sizes: FederationBenchSizes): Promise<{ standalone: SideFigures; federated: SideFigures }> {
+  const standalone = await openSide(bench, sizes, false);
+  let federated: Side | undefined;
+  try {
+    federated = await openSide(bench, sizes, true);
+    const rounds = sizes.rounds;
+    const seconds = Math.max(1, sizes.seconds / rounds);
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
+      for (const side of order) await saturationRound(bench, sizes, side, round, seconds, round === rounds - 1);
+    }
+    const rate = Math.max(100, Math.round(standalone.totals.decisions / standalone.totals.seconds / 2 / 50) * 50);
+    return { standalone: await finishSide(bench, sizes, standalone, rate), federated: await finishSide(bench, sizes, federated, rate) };
+  } finally {
+    await stopRegions(standalone.regions);
+    if (federated) await stopRegions(federated.regions);
+  }
+}
+
+function byCommand(calls: CommandCalls, micros: CommandCalls, decisions: number): Record<string, { calls: number; micros: number }> {
   const out: Record<string, { calls: number; micros: number }> = {};
-  for (const [name, count] of Object.entries(calls))
-    out[name] = { calls: count / decisions, micros: ((after[name] ?? 0) - (before[name] ?? 0)) / decisions };
+  for (const [name, count] of Object.entries(calls)) out[name] = { calls: count / decisions, micros: (micros[name] ?? 0) / decisions };
   return out;
 }
 
@@ -431,6 +555,7 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
     federated: f === undefined || Number.isNaN(f) ? null : round(f, 1),
     'federated / standalone': ratio ?? null,
   });
+  const per1000 = (value: number | undefined) => (value === undefined ? undefined : value * 1000);
   const beyond = federated.netInputPerDecision - standalone.netInputPerDecision;
   return {
     id: `federation-${bench.id}`,
@@ -447,9 +572,12 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row('  of which the service', standalone.senderServiceUs, federated.senderServiceUs),
       row('  of which its Redis', standalone.senderRedisUs, federated.senderRedisUs),
       row('whole federation CPU µs/decision (all services + all Redis)', standalone.wholeUs, federated.wholeUs),
+      row("  of which the peers' services", undefined, federated.peerServiceUs, null),
+      row("  of which the peers' Redis", undefined, federated.peerRedisUs, null),
       row("Redis commands/decision (sending region's, INFO commandstats)", standalone.commandsPerDecision, federated.commandsPerDecision),
       row('gossip bytes/decision, all links (JSON of the jobs sent)', 0, federated.gossipBytesPerDecision, null),
-      row('gossip jobs sent/decision, all links', 0, federated.gossipJobsPerDecision, null),
+      row('gossip jobs sent per 1,000 decisions, all links', 0, per1000(federated.gossipJobsPerDecision), null),
+      row('fast-lane keys sent per 1,000 decisions, all links', 0, per1000(federated.fastLaneKeysPerDecision), null),
       row('Redis bytes in/decision, all Redis', standalone.netInputPerDecision, federated.netInputPerDecision, null),
       row('  beyond standalone', 0, beyond, null),
       row('rule state keys when the load stopped (sending region)', standalone.stateKeys, federated.stateKeys, null),
@@ -457,6 +585,7 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row('Redis used_memory B/state key, peers (mean)', undefined, federated.peerMemoryPerKey, null),
       row('MEMORY USAGE B/state key (sending region, sample)', standalone.memoryUsage, federated.memoryUsage),
       row('idle federated region, Redis commands/s (busiest of the three, before any load)', undefined, federated.idleCommandsPerSec, null),
+      row('idle federated region, CPU ms/s, service + Redis (busiest of the three)', undefined, federated.idleCpuMsPerSec, null),
       row('backlog left after the catch-up wait (keys)', undefined, federated.backlogLeft, null),
       row('sync lag p99 us-east → peers, ms (bucket bound, all keys)', undefined, federated.syncLagP99Ms, null),
       row(`p50 ms at a fixed ${standalone.halfRate}/s (half standalone saturation)`, standalone.halfP50Ms, federated.halfP50Ms),
@@ -577,8 +706,7 @@ export const federationSection: Section = async (ctx) => {
   const targets: Row[] = [];
   for (const [index, bench] of cases.entries()) {
     progress(`federation: case ${index + 1}/${cases.length}, ${bench.label}`);
-    const standalone = await measureSide(bench, sizes, false, (saturation) => Math.max(100, Math.round(saturation / 2 / 50) * 50));
-    const federated = await measureSide(bench, sizes, true, () => standalone.halfRate);
+    const { standalone, federated } = await measureCase(bench, sizes);
     record(ctx, bench, 'standalone', standalone);
     record(ctx, bench, 'federated', federated);
     const table = caseTable(bench, standalone, federated);

@@ -16,6 +16,10 @@ local function decide(KEYS, ARGV)
   renew_memos()
   return decide_fresh(KEYS, ARGV)
 end
+local function decide_call(call, KEYS, now)
+  renew_memos()
+  return decide_prepared(call, KEYS, now)
+end
 
 --- @include "includes/decide_batch"
 

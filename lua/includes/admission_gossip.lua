@@ -7,6 +7,8 @@
   Returns 'silent', 'round' or 'fast'.
 ]]
 local SILENT_SHARE = 0.9
+-- A pace is read only from the key's third admission in the slot on (protocol PACE_MIN_ADMISSIONS).
+local PACE_MIN_ADMISSIONS = 3
 
 -- ω = min(0.9, L/(L+B)); 0 without a budget (plain gossip: every admission is sent).
 local function silent_share(p)
@@ -32,7 +34,7 @@ local function admission_gossip(talks, own_before, last_at, room, share, cost, s
   end
   local watermark = silent * share
   local used = share - room
-  local slow = first or (now - last_at) * room > horizon
+  local slow = first or own_before < PACE_MIN_ADMISSIONS * cost or (now - last_at) * room > horizon
   if used <= watermark and slow then return 'silent' end
   -- Above the watermark before this admission too: the peers heard of the key when it crossed.
   if used - cost > watermark then return 'round' end

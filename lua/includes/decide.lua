@@ -18,20 +18,37 @@
 
 local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
 
-local function decide(KEYS, ARGV)
+--[[
+  What a decide call reads from its ARGV alone: the context (regions, shares, skew, horizon; the fence is set
+  per call), the rules, the clock override and peek. decide_batch.lua prepares it once for a run of calls with
+  the same arguments.
+]]
+local function prepare_call(ARGV)
   local n, rule_count, now_override = read_call(ARGV, 0)
-  local now = now_ms(now_override)
   local self, units, skew = read_context(ARGV, 0)
-  local peers = n - 1
   local ctx = { n = n, self = self, skew = skew, fence = 0, horizon = read_horizon(ARGV, 0, rule_count) }
   if n > 1 then
     ctx.units = parse_units(units, n)
-    -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
-    ctx.fence = shard_fence(KEYS[1], now)
   else
     -- A single region holds the whole limit and is exact.
     ctx.units = { [0] = SHARE_UNITS }
   end
+  return {
+    ctx = ctx,
+    rules = read_rules(ARGV, 0, rule_count),
+    now_override = now_override,
+    -- A peek answers the decision and writes nothing.
+    peek = read_peek(ARGV, 0, rule_count),
+  }
+end
+
+-- One decide call (KEYS and reply as lua/decide.lua documents them) of a prepared call, at `now`.
+local function decide_prepared(call, KEYS, now)
+  local ctx, peek = call.ctx, call.peek
+  local n = ctx.n
+  local peers = n - 1
+  -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
+  if n > 1 then ctx.fence = shard_fence(KEYS[1], now) end
 
   local pending = {}
   for i = 1, peers do pending[i] = KEYS[1 + i] end
@@ -45,10 +62,9 @@ local function decide(KEYS, ARGV)
     first_key = 4 + peers
   end
   local queued = false
-  -- A peek answers the decision and writes nothing.
-  local peek = read_peek(ARGV, 0, rule_count)
+  local rule_count = #call.rules
 
-  local decisions, all_allowed = decide_rules(algorithms, KEYS, ARGV, first_key, rule_count, ctx, now)
+  local decisions, all_allowed = decide_rules(algorithms, KEYS, call.rules, first_key, ctx, now)
 
   local reply = { all_allowed, now }
   for i = 1, rule_count do
@@ -87,4 +103,9 @@ local function decide(KEYS, ARGV)
   end
   if queued and bell then ring_bell(bell) end
   return reply
+end
+
+local function decide(KEYS, ARGV)
+  local call = prepare_call(ARGV)
+  return decide_prepared(call, KEYS, now_ms(call.now_override))
 end

@@ -9,8 +9,9 @@
   (src/store/decide-calls.ts decideBatchArgs lays this out)
 
   Returns one reply per call, in call order: decide's reply, or the error that call raised (the others still
-  decide). Each call runs through `decide` in order, so the batch answers exactly what the calls would one by
-  one. Calls without a pinned clock (now override '') are decided at one Redis TIME read once per batch: they
+  decide). Each call runs through decide's own steps in order (its arguments read once for a run of calls that
+  share them; decide_prepared then sets each call's keys and fence), so the batch answers exactly what the calls
+  would one by one. Calls without a pinned clock (now override '') are decided at one Redis TIME read once per batch: they
   are decided in the same instant anyway.
 ]]
 --- @include "includes/batch"
@@ -20,22 +21,32 @@ local function decide_batch(keys, args)
   local replies = {}
   -- The batch's clock: one TIME read, on first need.
   local clock = batch_clock_once()
-  local call_args
+  -- The current arguments, prepared once for the run of calls that share them (prepare_call).
+  local call, prepare_error
   local k, a = 0, 1
   for i = 1, count do
     local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
     a = a + 2
     local call_keys = {}
     for j = 1, nk do call_keys[j] = keys[k + j] end
-    if na < 0 then
-      na = 0
-    else
-      call_args = {}
+    local ok, reply
+    if na >= 0 then
+      local call_args = {}
       for j = 1, na do call_args[j] = args[a + j] end
+      local prepared, result = pcall(prepare_call, call_args)
+      call, prepare_error = nil, nil
+      if prepared then call = result else prepare_error = result end
     end
-    pin_clock(call_args, clock)
-    k, a = k + nk, a + na
-    local ok, reply = pcall(decide, call_keys, call_args)
+    k, a = k + nk, a + math.max(na, 0)
+    if call ~= nil then
+      -- decide's now_ms, with the batch's one TIME read for a call without a clock of its own.
+      local now = call.now_override
+      if now == '' then now = clock() end
+      ok, reply = pcall(decide_call, call, call_keys, tonumber(now))
+    else
+      -- Arguments decide would refuse: every call of the run answers its error.
+      ok, reply = false, prepare_error
+    end
     replies[i] = batch_reply(ok, reply)
   end
   return replies

@@ -25,7 +25,7 @@ local function decide(KEYS, ARGV)
   end
   local _, _, skew = read_context(ARGV, 0)
   local ctx = { n = 1, self = 0, skew = skew, fence = 0 }
-  local decisions, all_allowed = decide_rules(algorithms, KEYS, ARGV, 2, rule_count, ctx, now)
+  local decisions, all_allowed = decide_rules(algorithms, KEYS, read_rules(ARGV, 0, rule_count), 2, ctx, now)
 
   local reply = { all_allowed, now }
   for i = 1, rule_count do

@@ -40,6 +40,21 @@ local function rule_params(base, limit, period, capacity, budget)
   return p
 end
 
+--[[
+  A decide call's parameters for `rule` (rule_params of the call's context), built once per rule table: a
+  batch's calls with the same arguments share the rule and the context, and only the context's fence differs
+  between them, which the parameters leave out (the algorithms read the fence from the context).
+]]
+local function decide_params(rule, ctx)
+  local p = rule.params
+  if p == nil then
+    p = rule_params(ctx, rule.limit, rule.period, rule.burst, rule.budget)
+    p.fence = nil
+    rule.params = p
+  end
+  return p
+end
+
 -- floor(X·ω) in exact integer arithmetic (X·u < 2^53).
 local function portion(amount, units)
   return math.floor((amount * units) / SHARE_UNITS)

@@ -83,7 +83,7 @@ local function federated_window(p, rule, ctx, now, sliding)
 end
 
 local function window_rule(rule, ctx, now, sliding)
-  local p = rule_params(ctx, rule.limit, rule.period, rule.burst, rule.budget)
+  local p = decide_params(rule, ctx)
   local verdict, current, previous, store, touch
   if ctx.n == 1 then
     verdict, current, previous, store = single_region_window(p, rule, now, sliding)

@@ -84,17 +84,33 @@ local function pin_clock(argv, clock)
 end
 
 --[[
-  Every rule of the call decided by its algorithm (`algorithms`: code -> function(rule, ctx, now)), nothing
-  committed yet; rule i's state key is KEYS[first_key - 1 + i]. Returns the decisions (each with `shadow` and
-  `key` set) and 1 when no non-shadow rule denies, else 0.
+  The call's `rule_count` rules, read once: rule i as read_rule gives it (its key set per call by decide_rules),
+  with its code and shadow flag. A batch reads them once for a run of calls with the same arguments.
 ]]
-local function decide_rules(algorithms, keys, argv, first_key, rule_count, ctx, now)
+local function read_rules(argv, at, rule_count)
+  local rules = {}
+  for i = 1, rule_count do
+    local rule, code, shadow = read_rule(argv, at, i, nil)
+    rules[i] = { rule = rule, code = code, shadow = shadow }
+  end
+  return rules
+end
+
+--[[
+  Every rule of the call decided by its algorithm (`algorithms`: code -> function(rule, ctx, now)), nothing
+  committed yet; `rules` from read_rules, rule i's state key is KEYS[first_key - 1 + i] (set on the rule for
+  this call: a batch's calls share the rule tables, one call after the other). Returns the decisions (each with
+  `shadow` and `key` set) and 1 when no non-shadow rule denies, else 0.
+]]
+local function decide_rules(algorithms, keys, rules, first_key, ctx, now)
   local decisions = {}
   local all_allowed = 1
-  for i = 1, rule_count do
-    local rule, code, shadow = read_rule(argv, 0, i, keys[first_key - 1 + i])
-    local decision = algorithms[code](rule, ctx, now)
-    decision.shadow = shadow
+  for i = 1, #rules do
+    local read = rules[i]
+    local rule = read.rule
+    rule.key = keys[first_key - 1 + i]
+    local decision = algorithms[read.code](rule, ctx, now)
+    decision.shadow = read.shadow
     decision.key = rule.key
     decisions[i] = decision
     if not decision.allowed and not decision.shadow then all_allowed = 0 end

@@ -11,7 +11,7 @@
 --- @include "includes/silent_bucket"
 
 local function federated_bucket(rule, ctx, now)
-  local p = rule_params(ctx, rule.limit, rule.period, rule.burst, rule.budget)
+  local p = decide_params(rule, ctx)
   -- A silent key (silent_bucket.lua) is decided in scalars from one short read.
   local tokens, capacity, rate, store, gossip, false_denial, touch, quota = silent_bucket(p, rule, ctx.fence, now)
   if tokens ~= nil then return tokens, capacity, rate, store, gossip, false_denial, touch, quota end

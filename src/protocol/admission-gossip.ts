@@ -19,6 +19,12 @@ export const SILENT_SHARE = 0.9;
 export const HORIZON_SYNC_INTERVALS = 30;
 /** ...and at least this long (ms), so that short sync intervals do not silence keys that run at a steady pace. */
 export const HORIZON_FLOOR_MS = 10_000;
+/**
+ * A pace is read only once the key has this many admissions (of the admission's cost) in the slot: the time
+ * since the previous admission is one sample, and among a million quiet keys some pairs always come close
+ * together by chance (two requests for one key within H/room, about 30 ms at the defaults).
+ */
+export const PACE_MIN_ADMISSIONS = 3;
 
 /**
  * ω = min(SILENT_SHARE, L/(L+B)): while every region holds a key below ω of its share, the federation admitted
@@ -73,8 +79,8 @@ export interface AdmissionFacts {
  * - Loud, as every key was before this rule: when a peer talks about the key, or there is no budget (plain
  *   gossip), a first admission in the slot goes on the fast lane and any other with the next round.
  * - Silent: r used at most ω of its share (share − room ≤ ω·share) and its pace does not reach the share
- *   within H: a first admission, or (now − lastAt)·room > H, the time since its previous admission times what
- *   is left.
+ *   within H: fewer than PACE_MIN_ADMISSIONS admissions in the slot (ownBefore < 3·cost), or
+ *   (now − lastAt)·room > H, the time since its previous admission times what is left.
  * - Otherwise, while no peer shows: the fast lane when this admission crosses the watermark or keeps the pace
  *   below it (the peers see the demand now), the next round once the key is above the watermark already.
  *
@@ -91,7 +97,7 @@ export function admissionGossip(facts: AdmissionFacts): AdmissionGossip {
   if (facts.talks || facts.silent === 0) return first ? 'fast' : 'round';
   const watermark = facts.silent * facts.share;
   const used = facts.share - facts.room;
-  const slow = first || (facts.now - facts.lastAt) * facts.room > facts.horizonMs;
+  const slow = first || facts.ownBefore < PACE_MIN_ADMISSIONS * facts.cost || (facts.now - facts.lastAt) * facts.room > facts.horizonMs;
   if (used <= watermark && slow) return 'silent';
   // Above the watermark before this admission too: the peers heard of the key when it crossed.
   if (used - facts.cost > watermark) return 'round';

@@ -42,12 +42,18 @@ describe('bench harness', () => {
   }, 30_000);
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
-    expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3'], {})).toEqual({
+    expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3'], {})).toEqual({
       uniformKeys: [1_000],
       zipfKeys: 0,
       seconds: 3,
+      rounds: 3,
     });
-    expect(federationSizes(false, [], {})).toEqual({ uniformKeys: [1_000, 100_000, 1_000_000], zipfKeys: 1_000_000, seconds: 10 });
+    expect(federationSizes(false, [], {})).toEqual({
+      uniformKeys: [1_000, 100_000, 1_000_000],
+      zipfKeys: 1_000_000,
+      seconds: 10,
+      rounds: 4,
+    });
     expect(federationSizes(true, [], { QUOTAFED_BENCH_FEDERATION_KEYS: '500' }).uniformKeys).toEqual([500]);
     const draws = 20_000;
     const uniform = keyDraw({ distribution: 'uniform', keys: 1_000, seed: 3 });

@@ -1,0 +1,79 @@
+// Redis CPU per decision of the decide libraries' batch function, as the service sends it (decideBatchArgs of
+// 32 calls, fresh keys over 64 shards, the per-key token bucket 1,000/min): the single-region library beside a
+// federated region's (three regions, silent keys), by INFO commandstats (usec per FCALL ÷ calls per batch).
+// `npx tsx bench/lua-batch-time.ts [batches] [calls per batch]`; PATCH='from=>to;;from2=>to2' replaces text of the
+// federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
+// the two rows of one run, not runs.
+import { Redis } from 'ioredis';
+import { keyLayout, shardOf } from '../src/keys.ts';
+import { startRedis } from '../src/ops/redis-process.ts';
+import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
+import { decideLibrary } from '../src/store/library.ts';
+
+const batches = Number(process.argv[2] ?? 2000);
+const perBatch = Number(process.argv[3] ?? 32);
+const server = await startRedis({});
+const redis = new Redis(server.url);
+const layout = keyLayout();
+const rule = { head: ['tb', 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
+
+function patched(source: string): string {
+  let out = source;
+  for (const part of (process.env.PATCH ?? '').split(';;').filter(Boolean)) {
+    const [from, to] = part.split('=>') as [string, string];
+    if (!out.includes(from)) throw new Error(`no ${from}`);
+    out = out.replace(from, to);
+  }
+  return out;
+}
+
+async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<number> {
+  await redis.flushall();
+  await redis.call('FUNCTION', 'FLUSH');
+  const lib = decideLibrary(name);
+  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? patched(lib.source) : lib.source);
+  const topology = {
+    selfIndex: 0,
+    unitsCsv: regions === 1 ? '1000000' : '333333,333333,333333',
+    maxClockSkewMs: 1000,
+    horizonMs: 10000,
+  };
+  for (let s = 0; s < 64; s++) await redis.hset(layout.shardMarkerKey(s), 'fence', 0);
+  await redis.config('RESETSTAT');
+  let n = 0;
+  for (let b = 0; b < batches; b++) {
+    const calls = [];
+    for (let i = 0; i < perBatch; i++) {
+      const key = `k-${name}-${n++}`;
+      const shard = shardOf(key);
+      calls.push(
+        decideCall({
+          fixedKeys: decideShardKeys(layout, shard, regions === 1 ? undefined : [1, 2]),
+          ruleKeys: [layout.stateKey(shard, 'per-key', key)],
+          rules: [rule],
+          topology,
+          regions,
+          cost: 1,
+          leaseId: '',
+          now: '',
+        }),
+      );
+    }
+    await redis.call('FCALL', lib.batchFn, ...decideBatchArgs(calls));
+  }
+  const stats = String(await redis.info('commandstats'));
+  const line = /cmdstat_fcall:calls=(\d+),usec=(\d+)/.exec(stats);
+  if (line === null) throw new Error('no fcall in INFO commandstats');
+  return Number(line[2]) / (Number(line[1]) * perBatch);
+}
+
+const best = { single: Infinity, federated: Infinity };
+for (let rep = 0; rep < Number(process.env.REPS ?? 3); rep++) {
+  best.single = Math.min(best.single, await run('decideSingleRegion', 1));
+  best.federated = Math.min(best.federated, await run('decide', 3));
+}
+console.log(
+  `Redis usec per decision (batches of ${perBatch}): single-region ${best.single.toFixed(2)}, federated silent ${best.federated.toFixed(2)} (${(best.federated / best.single).toFixed(2)}x)`,
+);
+await redis.quit();
+await server.stop();
