@@ -10,6 +10,14 @@ local SILENT_SHARE = 0.9
 -- A pace is read only from the key's third admission in the slot on (protocol PACE_MIN_ADMISSIONS).
 local PACE_MIN_ADMISSIONS = 3
 
+-- A loud key reports at each step of max(1, floor(REPORT_STEP·share)) of its count (protocol REPORT_STEP, reportDue).
+local REPORT_STEP = 0.02
+
+local function report_due(own_before, cost, share)
+  local step = math.max(1, math.floor(REPORT_STEP * share))
+  return math.floor(own_before / step) ~= math.floor((own_before + cost) / step)
+end
+
 -- ω = min(0.9, L/(L+B)); 0 without a budget (plain gossip: every admission is sent).
 local function silent_share(p)
   if p.unbounded then return 0 end
@@ -28,15 +36,19 @@ end
 -- horizon: H in ms.
 local function admission_gossip(talks, own_before, last_at, room, share, cost, silent, horizon, now)
   local first = own_before == 0
-  if talks or silent == 0 then
+  if silent == 0 or talks then
     if first then return 'fast' end
-    return 'round'
+    if silent == 0 or report_due(own_before, cost, share) then return 'round' end
+    return 'silent'
   end
   local watermark = silent * share
   local used = share - room
   local slow = first or own_before < PACE_MIN_ADMISSIONS * cost or (now - last_at) * room > horizon
   if used <= watermark and slow then return 'silent' end
   -- Above the watermark before this admission too: the peers heard of the key when it crossed.
-  if used - cost > watermark then return 'round' end
+  if used - cost > watermark then
+    if report_due(own_before, cost, share) then return 'round' end
+    return 'silent'
+  end
   return 'fast'
 end

@@ -27,6 +27,13 @@ export const HORIZON_FLOOR_MS = 10_000;
 export const PACE_MIN_ADMISSIONS = 3;
 
 /**
+ * A loud key's admissions go to the peers once per report step: when its count in the slot completes a multiple
+ * of max(1, floor(REPORT_STEP·share)). The peers' view of the key then lags the truth by less than a step (2% of
+ * the region's share), and a hot key sends one report per step instead of one per sync round.
+ */
+export const REPORT_STEP = 0.02;
+
+/**
  * ω = min(SILENT_SHARE, L/(L+B)): while every region holds a key below ω of its share, the federation admitted
  * at most ω·(L+B) ≤ L, so the global view has nothing to add. 0 without a budget (unbounded: plain gossip).
  */
@@ -76,13 +83,15 @@ export interface AdmissionFacts {
 /**
  * How region r's admission goes to the peers.
  *
- * - Loud, as every key was before this rule: when a peer talks about the key, or there is no budget (plain
- *   gossip), a first admission in the slot goes on the fast lane and any other with the next round.
+ * - Loud: when a peer talks about the key, or there is no budget (plain gossip), a first admission in the slot
+ *   goes on the fast lane; any other goes with the next round, with a budget only when it completes a report
+ *   step (reportDue: the peers' view lags by less than 2% of the share), else it sends nothing.
  * - Silent: r used at most ω of its share (share − room ≤ ω·share) and its pace does not reach the share
  *   within H: fewer than PACE_MIN_ADMISSIONS admissions in the slot (ownBefore < 3·cost), or
  *   (now − lastAt)·room > H, the time since its previous admission times what is left.
  * - Otherwise, while no peer shows: the fast lane when this admission crosses the watermark or keeps the pace
- *   below it (the peers see the demand now), the next round once the key is above the watermark already.
+ *   below it (the peers see the demand now), the next round once the key is above the watermark already (at a
+ *   report step, as above).
  *
  * Silence only delays messages, and when a message is sent is no part of the bound (§2, §3).
  *
@@ -94,14 +103,21 @@ export interface AdmissionFacts {
  */
 export function admissionGossip(facts: AdmissionFacts): AdmissionGossip {
   const first = facts.ownBefore === 0;
-  if (facts.talks || facts.silent === 0) return first ? 'fast' : 'round';
+  if (facts.silent === 0) return first ? 'fast' : 'round';
+  if (facts.talks) return first ? 'fast' : reportDue(facts) ? 'round' : 'silent';
   const watermark = facts.silent * facts.share;
   const used = facts.share - facts.room;
   const slow = first || facts.ownBefore < PACE_MIN_ADMISSIONS * facts.cost || (facts.now - facts.lastAt) * facts.room > facts.horizonMs;
   if (used <= watermark && slow) return 'silent';
   // Above the watermark before this admission too: the peers heard of the key when it crossed.
-  if (used - facts.cost > watermark) return 'round';
+  if (used - facts.cost > watermark) return reportDue(facts) ? 'round' : 'silent';
   return 'fast';
+}
+
+/** Whether a loud admission completes a report step (REPORT_STEP) of the region's count in the slot. */
+export function reportDue(facts: Pick<AdmissionFacts, 'ownBefore' | 'cost' | 'share'>): boolean {
+  const step = Math.max(1, Math.floor(REPORT_STEP * facts.share));
+  return Math.floor(facts.ownBefore / step) !== Math.floor((facts.ownBefore + facts.cost) / step);
 }
 
 /** admissionGossip of an admission decideWindow made from `state` (before) at `now` for `cost`. */

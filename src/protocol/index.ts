@@ -70,6 +70,8 @@ export {
   bucketAdmissionGossip,
   gossipHorizonMs,
   peerTalks,
+  REPORT_STEP,
+  reportDue,
   silentShare,
   windowAdmissionGossip,
   type AdmissionFacts,
