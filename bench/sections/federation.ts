@@ -76,6 +76,8 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
           .split(',')
           .filter(Boolean)
           .map((k) => positive(k, '--keys'))
+          // `--keys 0`: no uniform case (with `--zipf N`, the Zipf case alone).
+          .filter((k) => k > 0)
       : quick
         ? [1_000, 100_000]
         : [1_000, 100_000, 1_000_000],
@@ -261,6 +263,8 @@ interface SideFigures {
   gossipBytesPerDecision?: number;
   gossipJobsPerDecision?: number;
   fastLaneKeysPerDecision?: number;
+  falseDenialsPerDecision?: number;
+  grantsPerDecision?: number;
   syncLagP99Ms?: number;
   idleCommandsPerSec?: number;
   /** CPU of the busiest region (service + Redis) while idle, ms per second. */
@@ -294,6 +298,8 @@ interface SideTotals {
   gossipBytes: number;
   gossipJobs: number;
   fastLaneKeys: number;
+  falseDenials: number;
+  grants: number;
   lagBefore: Map<number, number>;
   lagAfter: Map<number, number>;
 }
@@ -349,6 +355,8 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
       gossipBytes: 0,
       gossipJobs: 0,
       fastLaneKeys: 0,
+      falseDenials: 0,
+      grants: 0,
       lagBefore: new Map(),
       lagAfter: new Map(),
     },
@@ -425,6 +433,10 @@ async function saturationRound(
     totals.gossipJobs += sent(after, 'quotafed_federation_batches_total') - sent(before, 'quotafed_federation_batches_total');
     const fastLane = (s: Snapshot) => s.metrics.reduce((sum, text) => sum + sumOf(text, 'quotafed_federation_fast_lane_keys_total'), 0);
     totals.fastLaneKeys += fastLane(after) - fastLane(before);
+    const summed = (snap: Snapshot, metric: string) => snap.metrics.reduce((sum, text) => sum + sumOf(text, metric), 0);
+    totals.falseDenials +=
+      summed(after, 'quotafed_federation_false_denials_total') - summed(before, 'quotafed_federation_false_denials_total');
+    totals.grants += summed(after, 'quotafed_federation_grants_total') - summed(before, 'quotafed_federation_grants_total');
     // What the peers saw of us-east's changes: their sync-lag histograms for peer us-east, pooled over the rounds.
     for (let j = 1; j < regions.length; j++) {
       for (const [le, count] of histogramBuckets(before.metrics[j]!, 'quotafed_federation_sync_lag_seconds', { peer: SENDER }))
@@ -478,6 +490,8 @@ async function finishSide(bench: BenchCase, sizes: FederationBenchSizes, side: S
     figures.gossipBytesPerDecision = totals.gossipBytes / decisions;
     figures.gossipJobsPerDecision = totals.gossipJobs / decisions;
     figures.fastLaneKeysPerDecision = totals.fastLaneKeys / decisions;
+    figures.falseDenialsPerDecision = totals.falseDenials / decisions;
+    figures.grantsPerDecision = totals.grants / decisions;
     const lag = quantileBetween(totals.lagBefore, totals.lagAfter, 0.99);
     if (lag !== undefined) figures.syncLagP99Ms = lag * 1000;
   }
@@ -578,6 +592,8 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row('gossip bytes/decision, all links (JSON of the jobs sent)', 0, federated.gossipBytesPerDecision, null),
       row('gossip jobs sent per 1,000 decisions, all links', 0, per1000(federated.gossipJobsPerDecision), null),
       row('fast-lane keys sent per 1,000 decisions, all links', 0, per1000(federated.fastLaneKeysPerDecision), null),
+      row('false denials per 1,000 decisions, all regions', 0, per1000(federated.falseDenialsPerDecision), null),
+      row('grants made per 1,000 decisions, all regions', 0, per1000(federated.grantsPerDecision), null),
       row('Redis bytes in/decision, all Redis', standalone.netInputPerDecision, federated.netInputPerDecision, null),
       row('  beyond standalone', 0, beyond, null),
       row('rule state keys when the load stopped (sending region)', standalone.stateKeys, federated.stateKeys, null),
