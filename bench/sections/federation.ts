@@ -317,6 +317,8 @@ interface Side {
   idleCommandsPerSec?: number;
   idleCpuMsPerSec?: number;
   totals: SideTotals;
+  /** The fixed-rate rounds' figures. */
+  fixedRate: KeyedLoadFigures[];
   end?: { memory: number[]; keys: number[]; memoryUsage?: number };
   backlogLeft?: number;
   load(extra: Partial<KeyedLoadOptions>): Promise<KeyedLoadFigures>;
@@ -344,6 +346,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
     regions,
     empty,
     load,
+    fixedRate: [],
     totals: {
       decisions: 0,
       seconds: 0,
@@ -447,8 +450,8 @@ async function saturationRound(
   }
 }
 
-/** A side's figures from its totals, then its fixed-rate phase at `rate`. */
-async function finishSide(bench: BenchCase, sizes: FederationBenchSizes, side: Side, rate: number): Promise<SideFigures> {
+/** A side's figures from its totals and its fixed-rate rounds at `rate`. */
+function finishSide(side: Side, rate: number): SideFigures {
   const { totals, federated, regions } = side;
   const decisions = totals.decisions;
   const end = side.end!;
@@ -495,15 +498,25 @@ async function finishSide(bench: BenchCase, sizes: FederationBenchSizes, side: S
     const lag = quantileBetween(totals.lagBefore, totals.lagAfter, 0.99);
     if (lag !== undefined) figures.syncLagP99Ms = lag * 1000;
   }
-  progress(
-    `federation ${bench.label}, ${federated ? 'federated' : 'standalone'}: fixed ${rate}/s, ${FIXED_RATE_CONNECTIONS} connections (${sizes.seconds} s)`,
-  );
-  const half = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 });
+  const median = (values: number[]) => {
+    const sorted = [...values].sort((x, y) => x - y);
+    return sorted[Math.floor((sorted.length - 1) / 2)] ?? Number.NaN;
+  };
   figures.halfRate = rate;
-  figures.halfP99Ms = half.p99Ms;
-  figures.halfP50Ms = half.p50Ms;
-  figures.halfAchieved = half.rps;
+  figures.halfP99Ms = median(side.fixedRate.map((half) => half.p99Ms));
+  figures.halfP50Ms = median(side.fixedRate.map((half) => half.p50Ms));
+  figures.halfAchieved =
+    side.fixedRate.reduce((sum, half) => sum + half.requests, 0) /
+    side.fixedRate.reduce((sum, half) => sum + half.requests / Math.max(half.rps, 1e-9), 0);
   return figures;
+}
+
+/** One round of a side's fixed-rate phase (`seconds` long, at `rate`), kept for finishSide. */
+async function fixedRateRound(bench: BenchCase, side: Side, round: number, seconds: number, rate: number): Promise<void> {
+  progress(
+    `federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: fixed ${rate}/s round ${round + 1}, ${FIXED_RATE_CONNECTIONS} connections (${seconds} s)`,
+  );
+  side.fixedRate.push(await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 + round, durationS: seconds }));
 }
 
 /**
@@ -523,7 +536,12 @@ async function measureCase(bench: BenchCase, sizes: FederationBenchSizes): Promi
       for (const side of order) await saturationRound(bench, sizes, side, round, seconds, round === rounds - 1);
     }
     const rate = Math.max(100, Math.round(standalone.totals.decisions / standalone.totals.seconds / 2 / 50) * 50);
-    return { standalone: await finishSide(bench, sizes, standalone, rate), federated: await finishSide(bench, sizes, federated, rate) };
+    // The fixed-rate phase alternates too; each side's p99 and p50 are the medians of its rounds'.
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
+      for (const side of order) await fixedRateRound(bench, side, round, seconds, rate);
+    }
+    return { standalone: finishSide(standalone, rate), federated: finishSide(federated, rate) };
   } finally {
     await stopRegions(standalone.regions);
     if (federated) await stopRegions(federated.regions);
