@@ -23,6 +23,7 @@ const SLOW = [
   'test/nginx/**/*.test.ts',
   'test/federation/blackbox-sequential.test.ts',
   'test/federation/bootstrap.test.ts',
+  'test/federation/correlated-loss.test.ts',
 ];
 
 /**

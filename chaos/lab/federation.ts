@@ -167,13 +167,16 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       regions: members,
     });
 
-  const launch = async (region: RegionName) => {
+  const launch = async (region: RegionName, fresh = false) => {
     // Each region is `quotafed serve --config <run config>` in its own process (service, engine, federation).
     const service = await startServiceProcess({
       region,
       configPath: configPaths.get(region)!,
       port: ports[region],
       root: options.root,
+      // A run's first start is a brand-new federation (resetState emptied every Redis): declared, or every region
+      // would find its peers new as well and fence (docs/federation.md §4a). Restarts within the run are checked.
+      args: fresh ? ['--new-federation'] : [],
       write: (line) => {
         if (logPath) appendFileSync(logPath, `${line}\n`);
       },
@@ -195,7 +198,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       runSettings = settings;
       members = REGIONS;
       for (const region of REGIONS) configPaths.set(region, writeConfig(region, settings, settings.policy));
-      const results = await Promise.allSettled(REGIONS.map((region) => launch(region)));
+      const results = await Promise.allSettled(REGIONS.map((region) => launch(region, true)));
       const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
       if (failed) {
         await lab.stopServices();

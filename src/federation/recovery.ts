@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { orAfter } from '../deadline.ts';
 import { KEY_SHARDS, keyLayout, layoutOf, type KeyLayout } from '../keys.ts';
 import { heardField } from './gossip/apply.ts';
+import { heartbeatIntervalMs } from './peers.ts';
 import { peerTargets, probeConnection, type GossipTarget } from './gossip/connections.ts';
 import type { Topology } from '../protocol/index.ts';
 
@@ -71,6 +72,8 @@ async function redisNow(redis: Redis | Cluster): Promise<number> {
 export interface PeerReply {
   answer: PeerAnswer;
   fingerprint: string | null;
+  /** How long ago (ms, by the peer's Redis clock) the peer's state was last marked good; null: it holds none. */
+  startedAgoMs: number | null;
 }
 
 /**
@@ -82,12 +85,13 @@ export interface PeerReply {
 export async function askPeerReply(peer: GossipTarget | string, region: string, timeoutMs: number, keys: KeyLayout): Promise<PeerReply> {
   const connection = probeConnection(typeof peer === 'string' ? { redisUrl: peer } : peer, timeoutMs);
   connection.on('error', () => undefined);
-  const unreachable: PeerReply = { answer: 'unreachable', fingerprint: null };
+  const unreachable: PeerReply = { answer: 'unreachable', fingerprint: null, startedAgoMs: null };
   // A cluster's connect walks the seeds one by one: bound the whole question, not each step.
   const question = (async (): Promise<PeerReply> => {
     await connection.connect();
     const [heard, fingerprint, started] = await connection.hmget(keys.metaKey, heardField(region), 'fingerprint', STARTED_FIELD);
-    return { answer: heard === null ? 'never' : 'heard', fingerprint: started == null ? null : (fingerprint ?? null) };
+    const startedAgoMs = started == null ? null : Math.max(0, (await redisNow(connection)) - Number(started));
+    return { answer: heard === null ? 'never' : 'heard', fingerprint: started == null ? null : (fingerprint ?? null), startedAgoMs };
   })().catch((): PeerReply => unreachable);
   try {
     return await orAfter(question, 2 * timeoutMs, unreachable);
@@ -328,6 +332,20 @@ export async function recheckAfterReconnect(deps: RecoveryDeps): Promise<number>
   return result.fence;
 }
 
+/**
+ * How long a peer must have run with its state intact before its "never heard of you" counts: a few heartbeats
+ * (an idle region sends one every heartbeatIntervalMs) and the clock skew. A peer that ran that long while this
+ * region ran would have heard of it.
+ */
+export function vouchAfterMs(config: Pick<Config, 'federation'>): number {
+  return 3 * heartbeatIntervalMs(config.federation.syncIntervalMs) + config.federation.maxClockSkewMs;
+}
+
+/** Whether a peer's "never heard of you" is evidence that this region is new: its own state is older than vouchAfterMs. */
+function vouches(reply: PeerReply, config: Pick<Config, 'federation'>): boolean {
+  return reply.startedAgoMs !== null && reply.startedAgoMs >= vouchAfterMs(config);
+}
+
 async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<RecoveryResult> {
   const { config, topology, redis, logger } = deps;
   const keys = layoutOf(config);
@@ -355,6 +373,14 @@ async function checkOnStart(deps: RecoveryDeps, timeoutMs: number): Promise<Reco
       `this Redis has no start-up marker (${keys.metaKey} "${STARTED_FIELD}") but ${heard.join(', ')} heard of ` +
       `${config.region} before: its data was lost`;
     if (deps.declaredNew) reason += ' (the new-federation declaration is overruled: this federation has run before)';
+  } else if (unreachable.length === 0 && !deps.declaredNew && replies.every(([, reply]) => !vouches(reply, config))) {
+    // Every peer says "never heard of you", but every one of them is new itself: all regions may have lost their
+    // data together (issue 21, item 7), and their silence proves nothing.
+    reason =
+      `this Redis has no start-up marker (${keys.metaKey} "${STARTED_FIELD}") and no peer has heard of ${config.region}, but every ` +
+      `peer (${replies.map(([name]) => name).join(', ')}) is new as well (no start-up marker, or one younger than ` +
+      `${vouchAfterMs(config)} ms): a brand-new federation and one whose regions all lost their data together look the same, ` +
+      'so a data loss cannot be ruled out (a brand-new federation: start with --new-federation or set federation.bootstrap: new)';
   } else if (unreachable.length > 0) {
     const leftover = deps.declaredNew ? await findQuotafedState(redis, keys) : null;
     if (!deps.declaredNew) {

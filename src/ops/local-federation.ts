@@ -98,6 +98,8 @@ export async function startLocalFederation(options: LocalFederationOptions): Pro
           configPath: region.configPath,
           port: region.servicePort,
           root: options.root,
+          // Every redis-server here was just started empty: a brand-new federation (docs/federation.md §4a).
+          args: ['--new-federation'],
           write: options.output ?? (() => undefined),
           onUnexpectedExit: (code, signal) => options.onServiceExit?.(region.name, code, signal),
           env: options.env,

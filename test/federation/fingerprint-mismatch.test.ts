@@ -25,7 +25,7 @@ describe('regions configured with different weights', () => {
         federation: { syncIntervalMs: 50, secret: SECRET, peers: [{ name: peerName, redisUrl: peer.url, weight: peerWeight }] },
         rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 100, period: '1m' }],
       }),
-      { logger: log.logger },
+      { logger: log.logger, newFederation: true },
     );
 
   beforeAll(async () => {

@@ -42,7 +42,7 @@ afterAll(async () => {
 });
 
 async function start(d: Deployment): Promise<RegionService> {
-  const service = await startRegionService(configOf(d), { dashboard: false });
+  const service = await startRegionService(configOf(d), { dashboard: false, newFederation: true });
   services.push(service);
   return service;
 }

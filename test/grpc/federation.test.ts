@@ -39,8 +39,8 @@ describe('Envoy RLS across a federation', async () => {
     await awayFromWindowEdge(3_600_000, 20_000);
     services.push(
       ...(await Promise.all([
-        startRegionService(region('a', redisA.url, 'b', redisB.url), { dashboard: false }),
-        startRegionService(region('b', redisB.url, 'a', redisA.url), { dashboard: false }),
+        startRegionService(region('a', redisA.url, 'b', redisB.url), { dashboard: false, newFederation: true }),
+        startRegionService(region('b', redisB.url, 'a', redisA.url), { dashboard: false, newFederation: true }),
       ])),
     );
     clients.push(...services.map((s) => createRlsClient(s.grpcAddress!)));

@@ -58,6 +58,7 @@ describe('Redis with AOF: SIGKILL and restart under a running region', async () 
           },
         ];
       }),
+      { newFederation: true },
     );
   });
   afterAll(async () => {

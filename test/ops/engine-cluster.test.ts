@@ -16,6 +16,7 @@ import type { Decision, DecisionEngine, RequestContext } from '../../src/engine/
 import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { startFederation, type Federation } from '../../src/federation/index.ts';
 import { askPeer } from '../../src/federation/recovery.ts';
+import { REPORT_STEP } from '../../src/protocol/index.ts';
 import { markAllPending } from '../../src/federation/resync.ts';
 import { eventually } from '../support/wait.ts';
 import { GOSSIP_QUEUE_PREFIX, KEY_SHARDS, META_KEY, ruleKey, shardOf } from '../../src/keys.ts';
@@ -203,6 +204,7 @@ describe('federation with a cluster region', () => {
       redis: eastRedis,
       registry: new Registry(),
       logger: silentLogger(),
+      newFederation: true,
     });
     federations.push(eastFederation);
     const westFederation = await startFederation({
@@ -210,6 +212,7 @@ describe('federation with a cluster region', () => {
       redis: westRedis,
       registry: new Registry(),
       logger: silentLogger(),
+      newFederation: true,
     });
     federations.push(westFederation);
     // West asked the cluster whether it had heard of west: a fresh region, not a "lost data" fence.
@@ -225,11 +228,15 @@ describe('federation with a cluster region', () => {
     const westKey = principalOn(primaries()[0]!, 'fed-west');
     for (let i = 0; i < 4; i++) expect((await admit(westRegion.engine, westKey, i === 0 ? LOUD : 1)).allowed).toBe(true);
 
+    // A loud key's count reaches the peer at each report step (2% of the region's allowance, at most L + B = 1,050
+    // here: docs/federation.md §2), so the peer's view is within a step of the count.
+    const step = Math.max(1, Math.floor(REPORT_STEP * 1_050));
     const seen = async (region: typeof east, key: string, from: string, count: number) =>
       eventually(
         async () => {
           const view = await federationKeyView(region.config, region.redis, 'fed-fw', { apiKey: key });
-          return view.windows.find((w) => w.current)?.consumption[from] === count ? true : undefined;
+          const seenCount = view.windows.find((w) => w.current)?.consumption[from] ?? 0;
+          return seenCount <= count && seenCount > count - step ? true : undefined;
         },
         10_000,
         `${region.config.region} to see ${count} of ${from} for ${key}`,

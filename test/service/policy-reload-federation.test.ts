@@ -40,8 +40,12 @@ describe('policy reload in a federation', () => {
     const paths = { east: write('us-east', [base]), west: write('eu-west', [base]) };
     const services: RegionService[] = [];
     try {
-      services.push(await startRegionService(loadConfigFile(paths.east, {}), { configPath: paths.east, dashboard: false }));
-      services.push(await startRegionService(loadConfigFile(paths.west, {}), { configPath: paths.west, dashboard: false }));
+      services.push(
+        await startRegionService(loadConfigFile(paths.east, {}), { configPath: paths.east, dashboard: false, newFederation: true }),
+      );
+      services.push(
+        await startRegionService(loadConfigFile(paths.west, {}), { configPath: paths.west, dashboard: false, newFederation: true }),
+      );
       write('us-east', [base, added]);
       write('eu-west', [base, added]);
       for (const service of services) expect((await service.reloadPolicy()).ok).toBe(true);

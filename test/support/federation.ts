@@ -60,6 +60,7 @@ export async function startTestFederation(options: TestFederationOptions): Promi
   }
   const peerUrl = (from: string, j: number) => (options.proxies ? links.get(`${from}>${names[j]}`)!.url : servers[j]!.url);
 
+  const startedOnce = new Set<string>();
   const regions = names.map((name, i): TestRegion => {
     const config = parseConfig({
       region: name,
@@ -86,7 +87,11 @@ export async function startTestFederation(options: TestFederationOptions): Promi
       registry,
       federation: undefined,
       async startFederation() {
-        region.federation = await startFederation({ config, redis, registry, logger: options.logger ?? silentLogger() });
+        // The first start of these fresh regions is a brand-new federation's (docs/federation.md §4a: without the
+        // declaration every peer being new too would fence); a later start (a restart) is checked as any other.
+        const newFederation = !startedOnce.has(name);
+        startedOnce.add(name);
+        region.federation = await startFederation({ config, redis, registry, logger: options.logger ?? silentLogger(), newFederation });
         return region.federation;
       },
       async stopFederation() {

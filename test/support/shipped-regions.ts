@@ -45,7 +45,7 @@ export interface ShippedRegions {
 /** Starts every shipped region as a service on the test's servers (shippedRegionConfig), all at once. */
 export async function startShippedRegions(options: ShippedRegionOptions): Promise<ShippedRegions> {
   const started = await Promise.all(
-    SHIPPED_REGIONS.map((name) => startRegionService(shippedRegionConfig(name, options), { dashboard: false })),
+    SHIPPED_REGIONS.map((name) => startRegionService(shippedRegionConfig(name, options), { dashboard: false, newFederation: true })),
   );
   const services = new Map<string, RegionService>(SHIPPED_REGIONS.map((name, i) => [name, started[i]!]));
   return {
