@@ -9,6 +9,7 @@ import { keyLayout, shardOf } from '../src/keys.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
 import { decideLibrary } from '../src/store/library.ts';
+import { patchedSource } from './lib/lua-patch.ts';
 
 const batches = Number(process.argv[2] ?? 2000);
 const perBatch = Number(process.argv[3] ?? 32);
@@ -17,21 +18,11 @@ const redis = new Redis(server.url);
 const layout = keyLayout();
 const rule = { head: ['tb', 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
 
-function patched(source: string): string {
-  let out = source;
-  for (const part of (process.env.PATCH ?? '').split(';;').filter(Boolean)) {
-    const [from, to] = part.split('=>') as [string, string];
-    if (!out.includes(from)) throw new Error(`no ${from}`);
-    out = out.replace(from, to);
-  }
-  return out;
-}
-
 async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<number> {
   await redis.flushall();
   await redis.call('FUNCTION', 'FLUSH');
   const lib = decideLibrary(name);
-  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? patched(lib.source) : lib.source);
+  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? patchedSource(lib.source, process.env.PATCH) : lib.source);
   const topology = {
     selfIndex: 0,
     unitsCsv: regions === 1 ? '1000000' : '333333,333333,333333',

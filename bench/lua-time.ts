@@ -5,17 +5,10 @@
 import { Redis } from 'ioredis';
 import { scriptSource } from '../src/store/lua-source.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
+import { patchedSource } from './lib/lua-patch.ts';
 const server = await startRedis({});
 const redis = new Redis(server.url);
-let src = scriptSource('includes/decide');
-const patch = process.env.PATCH;
-if (patch) {
-  for (const part of patch.split(';;')) {
-    const [from, to] = part.split('=>');
-    if (!src.includes(from!)) throw new Error('no ' + from);
-    src = src.replace(from!, to!);
-  }
-}
+const src = patchedSource(scriptSource('includes/decide'), process.env.PATCH);
 const n = Number(process.argv[2] ?? 2000);
 const fedKeys = ['qf:{s46}:m', 'qf:{s46}:p:1', 'qf:{s46}:p:2', 'qf:{s46}:f', 'qf:{s46}:b', 'qf:{s46}:tb:K'];
 const fedArgv = ['0', '3', '333333,333333,333333', '1000', '1', '', 'tb', '1000', '60000', '1000', '1', '50', '30000', '', '0', '10000'];
