@@ -8,7 +8,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Hono } from 'hono';
 import { Config, type ConfigInput } from '../../src/config/schema.ts';
-import { startFederation, type Federation } from '../../src/federation/index.ts';
+import type { Federation } from '../../src/federation/index.ts';
 import { createLogger } from '../../src/log.ts';
 import { registry } from '../../src/metrics.ts';
 import { startRegionService } from '../../src/service.ts';
@@ -29,9 +29,10 @@ async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as DemoRegionSpec;
   const config = Config.parse(spec.config);
   const logger = createLogger({ level: config.logLevel, base: { region: config.region } });
-  const service = await startRegionService(config, { logger });
-  const federation: Federation | undefined =
-    spec.federate === false ? undefined : await startFederation({ config, redis: service.redis, logger, registry });
+  // The demo's redis-servers are new on every run: a brand-new federation (recovery would fence a start where every
+  // peer is new as well). The service runs the one federation, or none when the spec says so.
+  const service = await startRegionService(config, { logger, federation: spec.federate !== false, newFederation: true });
+  const federation: Federation | undefined = service.federation;
   const annotations = createAnnotationStore();
   const source = createDashboardSource({
     config,
@@ -60,7 +61,6 @@ async function main(): Promise<void> {
     server.closeAllConnections();
     server.close();
     await source.close();
-    await federation?.close().catch(() => undefined);
     await service.close();
     process.exit(0);
   };
