@@ -262,8 +262,20 @@ export async function startRegionService(config: Config, options: RegionServiceO
   // One holder of the rules in force: the engine and the federation (gossip applies, sweeps and resyncs) take a
   // reload here; the admin view and the dashboard read it at request time.
   const policy = createPolicyHolder(config);
-  policy.onChange((next) => engine.swap({ config: next, inner: innerEngine(options, next, redis) }));
-  if (federation) policy.onChange((next) => federation.updateRules(next));
+  // The engine decides with the rules in force, held at a peer's tighter terms while that peer runs a rule with
+  // other parameters (a reload one region at a time; rule-identity.ts tightenRules).
+  const decideWith = (next: Config) => federation?.tighten(next) ?? next;
+  const swapEngine = (next: Config) => engine.swap({ config: next, inner: innerEngine(options, next, redis) });
+  policy.onChange((next) => swapEngine(decideWith(next)));
+  if (federation) {
+    policy.onChange((next) => federation.updateRules(next));
+    federation.onTightened(() => {
+      swapEngine(decideWith(policy.config)).catch((error: Error) =>
+        logger.error({ event: 'federation.rules_tighten_failed', error: error.message }, 'could not decide at the tightened rules'),
+      );
+    });
+    if (decideWith(config) !== config) await swapEngine(decideWith(config));
+  }
   const adminRoutes = [...(options.adminRoutes ?? []), listsAdminRoutes({ lists: region.lists, policy }), topKeysAdminRoutes(engine)];
   // Plan assignments reach every peer's Redis; those a peer misses are retried from this region's outbox.
   const planGossip =

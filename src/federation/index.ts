@@ -15,6 +15,7 @@ import { peerTargets } from './gossip/connections.ts';
 import { createFingerprintWatch } from './fingerprints.ts';
 import { createPrefixWatch } from './prefix-watch.ts';
 import { createRuleWatch } from './rule-watch.ts';
+import { parseRuleTerms, RULE_TERMS_FIELD, ruleFingerprints, ruleTermsOf, tightenRules, type RuleTerms } from './rule-identity.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { markLanesWithWork, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
@@ -24,7 +25,14 @@ import { createPublisher } from './gossip/publisher.ts';
 import { startGossipWorker, type GossipWorker } from './gossip/worker.ts';
 import { federationMetrics } from './metrics.ts';
 import { createPeerBook, heartbeatIntervalMs, type PeerStatus } from './peers.ts';
-import { recheckAfterReconnect, recoverOnStart, recoverWhileRunning, stateIntact, type RecoveryResult } from './recovery.ts';
+import {
+  checkStandaloneRules,
+  recheckAfterReconnect,
+  recoverOnStart,
+  recoverWhileRunning,
+  stateIntact,
+  type RecoveryResult,
+} from './recovery.ts';
 import { markAllPending } from './resync.ts';
 import { topologyOf, type Topology } from '../protocol/index.ts';
 
@@ -53,6 +61,14 @@ export interface Federation {
    * change; regions, weights and the secret need a restart (the reloader rejects such changes).
    */
   updateRules(next: Config): void;
+  /**
+   * The rules to decide with for `config`: a rule a peer runs with other parameters (a reload one region at a time)
+   * at the smallest limit, burst and budget of the two, from the terms each peer publishes (rule-identity.ts
+   * `tightenRules`); `config` itself when every peer agrees. The region's engine decides with this.
+   */
+  tighten(config: Config): Config;
+  /** Called when what `tighten` returns changed (a peer reloaded a rule, or agrees again). */
+  onTightened(listener: () => void): void;
   /** Stops the loop, flushes once (bounded), closes the worker, the peer queues and the federation's client. */
   close(): Promise<void>;
   status(): PeerStatus[];
@@ -96,6 +112,8 @@ function idleFederation(topology: Topology): Federation {
     recovery: undefined,
     flush: async () => undefined,
     updateRules: () => undefined,
+    tighten: (config) => config,
+    onTightened: () => undefined,
     close: async () => undefined,
     status: () => [],
     problems: () => [],
@@ -108,7 +126,15 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   // The rules in force; a policy reload replaces it (everything else in `config` is fixed until a restart).
   let current = config;
   const topology = topologyOf(config);
-  if (topology.regions.length <= 1) return idleFederation(topology);
+  if (topology.regions.length <= 1) {
+    // A region on its own: no recovery check, but a rule redefined since its last start is said (recovery.ts).
+    const checked = checkStandaloneRules({ config, redis: options.redis, logger: options.logger ?? silentLogger() }).catch(
+      (error: Error) =>
+        void options.logger?.warn({ event: 'rules.check_failed', error: error.message }, 'could not compare the rules with the last start'),
+    );
+    await orAfter(checked, config.redis.connectTimeoutMs, undefined);
+    return idleFederation(topology);
+  }
   // Every key this federation reads or writes, here and on the peers (all regions use the same redis.keyPrefix).
   const keys = layoutOf(config);
   const logger = (options.logger ?? silentLogger()).child({ module: 'federation' });
@@ -142,9 +168,15 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   // A reconnect of the federation's client may follow lost replies or a Redis that lost its data.
   local.on('ready', () => dirty.markAll());
 
+  // Each peer's published rule terms (rule-identity.ts), read with its topology fingerprint; kept while a peer is
+  // unreachable (its last terms still hold it). `deciding` is `current` at the tighter terms of peers that disagree.
+  const peerTerms = new Map<string, Record<string, RuleTerms>>();
+  let deciding = config;
+  const tightenedListeners: (() => void)[] = [];
   const publisher = createPublisher({
     config,
     currentConfig: () => current,
+    decidingConfig: () => deciding,
     topology,
     redis: local,
     links,
@@ -157,14 +189,53 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   });
   const fingerprints = createFingerprintWatch(topology.fingerprint, logger);
   const prefixes = createPrefixWatch(keys.prefix, logger);
-  const ruleWatch = createRuleWatch(logger);
   let fingerprintsCheckedAt = 0;
+  // A rule mismatch first seen in gossip: the peer's terms are read at the next round, not in up to 5 s.
+  const ruleWatch = createRuleWatch(logger, () => {
+    fingerprintsCheckedAt = 0;
+  });
+  const regions = topology.regions.length;
+  // What this region publishes: the terms of the rules as configured (never the tightened ones).
+  let termsPublished: Config | undefined;
+  const publishTerms = async () => {
+    if (termsPublished === current) return;
+    const publishing = current;
+    await local.hset(keys.metaKey, RULE_TERMS_FIELD, JSON.stringify(ruleTermsOf(publishing, regions)));
+    termsPublished = publishing;
+  };
+  const retighten = () => {
+    const next = tightenRules(current, peerTerms.values(), regions);
+    const signature = (c: Config) => JSON.stringify(c.rules.map((r) => [r.name, r.limit, r.burst, r.leakageBudget]));
+    if (signature(next) === signature(deciding)) {
+      deciding = next;
+      return;
+    }
+    deciding = next;
+    applier = applierFor(deciding);
+    const tightened = deciding.rules.filter((rule, i) => rule !== current.rules[i]).map((rule) => rule.name);
+    logger.warn(
+      { event: 'federation.rules_tightened', rules: tightened },
+      tightened.length > 0
+        ? `deciding ${tightened.map((name) => `"${name}"`).join(', ')} at the tighter terms of a peer that runs it with other parameters`
+        : 'every peer runs our rule parameters again: deciding at our own terms',
+    );
+    for (const listener of tightenedListeners) listener();
+  };
   const checkFingerprints = async () => {
     fingerprintsCheckedAt = Date.now();
+    await publishTerms().catch(() => undefined);
+    const ours = ruleFingerprints(current, regions);
     await Promise.all(
       links.map(async (link) => {
-        const theirs = await link.fingerprint();
+        const [theirs, terms] = await Promise.all([link.fingerprint(), link.ruleTerms().then(parseRuleTerms)]);
         fingerprints.observe(link.name, theirs);
+        if (terms !== null) {
+          peerTerms.set(link.name, terms);
+          for (const [name, own] of ours) {
+            const peer = terms[name];
+            if (peer !== undefined) ruleWatch.observe(link.name, name, peer.fingerprint, own);
+          }
+        }
         // No meta under our prefix on the peer's Redis: it has not started yet, or it runs under another prefix.
         if (theirs !== null) prefixes.observe(link.name, null);
         else {
@@ -173,11 +244,13 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         }
       }),
     );
+    retighten();
   };
   const lock = createPublisherLock(local, keys, Math.max(5 * interval, 2_000));
   const applierFor = (rules: Config) =>
     createApplier({
       config: rules,
+      configured: current,
       topology,
       redis: local,
       metrics,
@@ -320,7 +393,15 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     },
     updateRules(next) {
       current = next;
+      deciding = next;
       applier = applierFor(next);
+      // Our new terms go out, and the peers' are compared with them, at the next round.
+      fingerprintsCheckedAt = 0;
+      retighten();
+    },
+    tighten: (rules) => (rules === current ? deciding : tightenRules(rules, peerTerms.values(), regions)),
+    onTightened(listener) {
+      tightenedListeners.push(listener);
     },
     async close() {
       if (stopped) return;

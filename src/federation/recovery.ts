@@ -49,6 +49,31 @@ function redefined(recorded: string | null, current: Record<string, string>): st
     .map(([name, shape]) => `"${name}" (${String(before[name])} -> ${shape})`);
 }
 
+/**
+ * A region without peers has no fence to put on its windows: it starts a rule redefined under its name on the state
+ * the old definition left (a window rule of another algorithm or period reads no count of the old one and starts
+ * over, as a renamed rule would; a token bucket keeps its tokens, capped at the new burst). This says so in one
+ * log line per start (`rules.redefined`) and records the rules it runs now. Returns the redefined rules.
+ *
+ * @example
+ * await checkStandaloneRules({ config, redis, logger }); // at start-up, before the listener opens
+ */
+export async function checkStandaloneRules(deps: { config: Config; redis: Redis | Cluster; logger: Logger }): Promise<string[]> {
+  const { config, redis, logger } = deps;
+  const metaKey = layoutOf(config).metaKey;
+  const current = ruleShapes(config);
+  const changed = redefined(await redis.hget(metaKey, RULE_SHAPES_FIELD), current);
+  if (changed.length > 0) {
+    logger.warn(
+      { event: 'rules.redefined', rules: changed },
+      `rules were redefined under the same name since this region last ran (${changed.join(', ')}): a window rule of another ` +
+        'algorithm or period starts its counts over in the current window, as a new rule would; a token bucket keeps its tokens',
+    );
+  }
+  await redis.hset(metaKey, 'region', config.region, RULE_SHAPES_FIELD, JSON.stringify(current));
+  return changed;
+}
+
 export type PeerAnswer = 'heard' | 'never' | 'unreachable';
 
 export interface RecoveryResult {

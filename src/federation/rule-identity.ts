@@ -35,3 +35,119 @@ export function ruleFingerprints(config: Pick<Config, 'federation' | 'rules'>, r
       .map((rule) => [rule.name, ruleFingerprint(rule, config, regions)]),
   );
 }
+
+/**
+ * What a region publishes about each federated rule in its own `<prefix>:meta` (`ruleTerms`, JSON by rule name):
+ * the fingerprint and the terms a peer that runs the rule with other parameters holds itself to (`tightenRules`).
+ * `budget` is the script encoding (-1: unbounded).
+ */
+export interface RuleTerms {
+  fingerprint: string;
+  algorithm: string;
+  period: number;
+  limit: number;
+  burst: number;
+  budget: number;
+}
+
+/** The meta field that holds a region's `RuleTerms`. */
+export const RULE_TERMS_FIELD = 'ruleTerms';
+
+/**
+ * Every federated rule's terms, by rule name.
+ *
+ * @example
+ * JSON.stringify(ruleTermsOf(config, 3)) // written to <prefix>:meta ruleTerms
+ */
+export function ruleTermsOf(config: Pick<Config, 'federation' | 'rules'>, regions: number): Record<string, RuleTerms> {
+  const terms: Record<string, RuleTerms> = {};
+  for (const rule of config.rules) {
+    if (!FEDERATED_ALGORITHMS.has(rule.algorithm)) continue;
+    terms[rule.name] = {
+      fingerprint: ruleFingerprint(rule, config, regions),
+      algorithm: rule.algorithm,
+      period: rule.period,
+      limit: rule.limit,
+      burst: rule.burst ?? rule.limit,
+      budget: scriptBudget(rule, config.federation.leakageBudget, regions),
+    };
+  }
+  return terms;
+}
+
+const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= -1;
+
+/** A peer's published terms, or null when absent or not readable (an older peer, or a corrupt field). */
+export function parseRuleTerms(text: string | null): Record<string, RuleTerms> | null {
+  if (text === null) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const terms: Record<string, RuleTerms> = {};
+  for (const [name, value] of Object.entries(parsed as Record<string, unknown>)) {
+    const t = value as Partial<RuleTerms> | null;
+    if (
+      t === null ||
+      typeof t !== 'object' ||
+      typeof t.fingerprint !== 'string' ||
+      typeof t.algorithm !== 'string' ||
+      !isCount(t.period) ||
+      !isCount(t.limit) ||
+      !isCount(t.burst) ||
+      !isCount(t.budget)
+    )
+      continue;
+    terms[name] = t as RuleTerms;
+  }
+  return terms;
+}
+
+/** The smaller of two script budgets, -1 being unbounded. */
+const tighterBudget = (a: number, b: number): number => (a < 0 ? b : b < 0 ? a : Math.min(a, b));
+
+/**
+ * The rules this region decides with while a peer runs a rule under the same name with other parameters (a reload
+ * one region at a time): that rule at the smallest limit, burst and budget among this region's and every such
+ * peer's, so the regions that disagree stay within the tighter config's L + B (docs/federation.md §4). Only peers
+ * on the same algorithm and period are comparable (a redefinition fences instead, recovery.ts). Returns `config`
+ * itself when nothing is tightened.
+ *
+ * @example
+ * const decideWith = tightenRules(config, [peerTerms], 3); // the engine's config while the peers disagree
+ */
+export function tightenRules(config: Config, peers: Iterable<Record<string, RuleTerms>>, regions: number): Config {
+  const ours = ruleTermsOf(config, regions);
+  const tight = new Map<string, RuleTerms>();
+  for (const theirs of peers) {
+    for (const [name, peer] of Object.entries(theirs)) {
+      const own = tight.get(name) ?? ours[name];
+      if (own === undefined || peer.fingerprint === own.fingerprint) continue;
+      if (peer.algorithm !== own.algorithm || peer.period !== own.period) continue;
+      const next: RuleTerms = {
+        ...own,
+        limit: Math.min(own.limit, peer.limit),
+        burst: Math.min(own.burst, peer.burst),
+        budget: tighterBudget(own.budget, peer.budget),
+      };
+      if (next.limit !== own.limit || next.burst !== own.burst || next.budget !== own.budget) tight.set(name, next);
+    }
+  }
+  if (tight.size === 0) return config;
+  return {
+    ...config,
+    rules: config.rules.map((rule) => {
+      const terms = tight.get(rule.name);
+      if (terms === undefined) return rule;
+      return {
+        ...rule,
+        limit: terms.limit,
+        ...(rule.algorithm === 'tokenBucket' ? { burst: terms.burst } : {}),
+        leakageBudget: terms.budget < 0 ? 'unbounded' : terms.budget,
+      };
+    }),
+  };
+}

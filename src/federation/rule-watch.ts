@@ -9,7 +9,8 @@ export interface RuleWatch {
   problems(): string[];
 }
 
-export function createRuleWatch(logger: Logger): RuleWatch {
+/** `onMismatch` is called when a peer and rule start to disagree (or disagree otherwise than before). */
+export function createRuleWatch(logger: Logger, onMismatch?: () => void): RuleWatch {
   const differing = new Map<string, { peer: string; rule: string; theirs: string; ours: string }>();
   return {
     observe(peer, rule, theirs, ours) {
@@ -21,10 +22,11 @@ export function createRuleWatch(logger: Logger): RuleWatch {
       }
       if (differing.get(id)?.theirs === theirs) return;
       differing.set(id, { peer, rule, theirs, ours });
+      onMismatch?.();
       logger.error(
         { event: 'federation.rule_mismatch', peer, rule, ours, theirs },
         `${peer} runs rule "${rule}" with other parameters: its gossip of that rule is skipped and each region admits within its own ` +
-          `allowance until every region runs the same rule`,
+          `allowance, at the tighter of the two rules' terms, until every region runs the same rule`,
       );
     },
     problems: () =>

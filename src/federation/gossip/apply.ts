@@ -38,6 +38,11 @@ export interface ApplierDeps {
   fingerprints?: FingerprintWatch;
   /** Told about every rule fingerprint a sender sent (rule-watch.ts: a disagreement is logged once and on /readyz). */
   ruleWatch?: RuleWatch;
+  /**
+   * The rules in force as configured, whose fingerprints entries are compared with; `config` when omitted.
+   * `config` itself may hold them at a disagreeing peer's tighter terms (rule-identity.ts `tightenRules`).
+   */
+  configured?: Config;
 }
 
 export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
@@ -51,7 +56,7 @@ export function createApplier(deps: ApplierDeps): Applier {
     config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => [rule.name, rule]),
   );
 
-  const ours = ruleFingerprints(config, topology.regions.length);
+  const ours = ruleFingerprints(deps.configured ?? config, topology.regions.length);
   /**
    * An entry of a rule the sender runs with other parameters (its fingerprint differs from ours) is skipped: its
    * counts were made under another limit, period or algorithm. A sender that sent no fingerprint is trusted.

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { KeyLayout } from '../../keys.ts';
 import { producerConnection, type GossipTarget } from './connections.ts';
 import { foreignPrefixScan } from './foreign-prefix.ts';
+import { RULE_TERMS_FIELD } from '../rule-identity.ts';
 import type { GossipJob, MessageKind } from './message.ts';
 
 export const GOSSIP_QUEUE = 'gossip';
@@ -17,6 +18,8 @@ export interface PeerLink {
   add(kind: MessageKind, job: GossipJob): Promise<void>;
   /** The topology fingerprint the peer published in its <prefix>:meta; null when unknown or unreachable. */
   fingerprint(): Promise<string | null>;
+  /** The rule terms the peer published in its <prefix>:meta (rule-identity.ts), as JSON; null when unknown or unreachable. */
+  ruleTerms(): Promise<string | null>;
   /**
    * The key prefix another quotafed deployment of this peer's region runs under on the peer's Redis, found when this
    * layout's meta is missing there (the regions' `redis.keyPrefix` differ); null when none was found.
@@ -74,6 +77,10 @@ export function createPeerLink(
     async fingerprint() {
       if (client.status !== 'ready') return null;
       return client.hget(keys.metaKey, 'fingerprint').catch(() => null);
+    },
+    async ruleTerms() {
+      if (client.status !== 'ready') return null;
+      return client.hget(keys.metaKey, RULE_TERMS_FIELD).catch(() => null);
     },
     async foreignPrefix() {
       if (client.status !== 'ready') return null;

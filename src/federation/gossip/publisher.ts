@@ -19,6 +19,11 @@ export interface PublisherDeps {
   config: Config;
   /** The rules in force now (a policy reload changes them); `config` otherwise. */
   currentConfig?: () => Config;
+  /**
+   * The rules decided with now: the rules in force at the tighter terms of peers that run a rule with other
+   * parameters (rule-identity.ts `tightenRules`); what the watch sweep moves rights under. `currentConfig` otherwise.
+   */
+  decidingConfig?: () => Config;
   topology: Topology;
   redis: ScriptedRedis;
   links: readonly PeerLink[];
@@ -57,7 +62,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   });
   const sweep = createWatchSweep({
     region: config.region,
-    currentConfig: () => deps.currentConfig?.() ?? config,
+    currentConfig: () => deps.decidingConfig?.() ?? deps.currentConfig?.() ?? config,
     topology,
     redis,
     metrics,

@@ -1,0 +1,108 @@
+// A limit reloaded one region at a time (issue 21, item 2): two real region services on their own redis-servers,
+// fixedWindow L = 100, B = 0, equal weights. us-east reloads the rule at L = 200 while eu-west still runs 100. The
+// regions skip each other's gossip of that rule (their counts were made under other parameters), so each decides
+// within its own allowance; us-east reads eu-west's published terms and decides at the tighter limit, so the
+// window admits at most the tighter config's L + B = 100 (each its half), not 50 + 100 = 150. Once eu-west runs
+// 200 too, both decide at 200 again.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { loadConfigFile } from '../../src/config/load.ts';
+import { startRegionService, type RegionService } from '../../src/service.ts';
+import { useRedis } from '../harness/redis.ts';
+import { eventually } from '../support/wait.ts';
+
+const east = await useRedis();
+const west = await useRedis();
+const dir = mkdtempSync(join(tmpdir(), 'quotafed-rolling-limit-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+type Region = 'us-east' | 'eu-west';
+const rule = (limit: number) => ({ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit, period: '1h' });
+
+function write(region: Region, limit: number): string {
+  const [self, peer] = region === 'us-east' ? [east, west] : [west, east];
+  const path = join(dir, `${region}.yaml`);
+  writeFileSync(
+    path,
+    stringify({
+      region,
+      port: 0,
+      logLevel: 'silent',
+      redis: { url: self.url, commandTimeoutMs: 2000 },
+      federation: {
+        syncIntervalMs: 50,
+        leakageBudget: 0,
+        peers: [{ name: region === 'us-east' ? 'eu-west' : 'us-east', redisUrl: peer.url }],
+      },
+      rules: [rule(limit)],
+    }),
+  );
+  return path;
+}
+
+interface Verdict {
+  allowed: boolean;
+  limit: number;
+}
+
+async function check(service: RegionService, apiKey: string): Promise<Verdict> {
+  const response = await fetch(`${service.url}/v1/check`, {
+    method: 'POST',
+    body: JSON.stringify({ apiKey, method: 'GET', path: '/' }),
+  });
+  expect(response.status).toBeLessThan(500);
+  return (await response.json()) as Verdict;
+}
+
+async function admitted(service: RegionService, apiKey: string, requests: number): Promise<number> {
+  let count = 0;
+  for (let i = 0; i < requests; i++) if ((await check(service, apiKey)).allowed) count++;
+  return count;
+}
+
+async function warnings(service: RegionService): Promise<string[]> {
+  const body = (await (await fetch(`${service.url}/readyz`)).json()) as { warnings?: string[] };
+  return body.warnings ?? [];
+}
+
+describe('a limit reloaded one region at a time', () => {
+  it('keeps the window within the tighter config, says so, and lifts the hold once the regions agree', async () => {
+    const paths = { east: write('us-east', 100), west: write('eu-west', 100) };
+    const services: RegionService[] = [];
+    try {
+      services.push(
+        await startRegionService(loadConfigFile(paths.east, {}), { configPath: paths.east, dashboard: false, newFederation: true }),
+      );
+      services.push(
+        await startRegionService(loadConfigFile(paths.west, {}), { configPath: paths.west, dashboard: false, newFederation: true }),
+      );
+      const [usEast, euWest] = services as [RegionService, RegionService];
+
+      write('us-east', 200);
+      expect((await usEast.reloadPolicy()).ok).toBe(true);
+      // us-east reads eu-west's terms at its next round: the disagreement is on /readyz, and the limit it decides
+      // with (and reports) is the tighter one.
+      await eventually(async () => (await warnings(usEast)).some((line) => line.includes('eu-west runs rule "per-key"')), 10_000);
+      await eventually(async () => (await check(usEast, 'probe')).limit === 100, 10_000, 'us-east deciding at the tighter limit');
+
+      const key = 'rolling-key';
+      const fromEast = await admitted(usEast, key, 150);
+      const fromWest = await admitted(euWest, key, 150);
+      // Each region spends its own half of the tighter limit (their gossip of the rule is skipped both ways).
+      expect(fromEast).toBe(50);
+      expect(fromWest).toBe(50);
+      expect(fromEast + fromWest).toBeLessThanOrEqual(100);
+
+      // eu-west catches up: both run 200, the hold is lifted and the warning clears.
+      write('eu-west', 200);
+      expect((await euWest.reloadPolicy()).ok).toBe(true);
+      await eventually(async () => (await check(usEast, 'probe')).limit === 200, 15_000, 'us-east back at its own limit');
+      await eventually(async () => (await warnings(usEast)).length === 0, 15_000, "us-east's warning cleared");
+    } finally {
+      await Promise.all(services.map((service) => service.close()));
+    }
+  }, 60_000);
+});
