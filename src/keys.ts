@@ -14,6 +14,7 @@
 // Region meta:   qf:meta                     (region, fingerprint, started, fence, heard:<region>)
 // Publisher:     qf:meta:publisher           (lock: one gossip publisher per region)
 // Recovery:      qf:meta:recovery            (lock: one process of the region runs the start-up check)
+// Standalone:    qf:meta:rules               (a region without federation: the rules it last started with)
 // Replay record: qf:seen:<region>            (ZSET of gossip sequence numbers applied from that region)
 // Admin lists:   qf:lists                    (HASH: the allow/deny entries added through the admin API, and `v`)
 // Admin plans:   qf:plans                    (HASH: the plan assignments of the admin API, one field per write, and `v`)
@@ -85,6 +86,8 @@ export interface KeyLayout {
   readonly publisherLockKey: string;
   /** One process of the region runs the start-up check: <prefix>:meta:recovery. */
   readonly recoveryLockKey: string;
+  /** A region without federation: the rules it last started with (recovery.ts checkStandaloneRules); not state. */
+  readonly standaloneRulesKey: string;
   /**
    * The region's admin-added allow and deny entries (src/engine/admin-lists.ts): a HASH whose fields are
    * `<list>:<kind>:<value>` (`deny:ip:10.0.0.0/8`, `allow:apiKey:internal-batch`) and whose field `v` counts the
@@ -166,6 +169,7 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX): KeyLayout {
     metaKey: meta,
     publisherLockKey: `${meta}:publisher`,
     recoveryLockKey: `${meta}:recovery`,
+    standaloneRulesKey: `${meta}:rules`,
     listsKey: `${prefix}:lists`,
     plansKey: `${prefix}:plans`,
     plansPendingKey: `${prefix}:plans:pending`,

@@ -60,9 +60,9 @@ function redefined(recorded: string | null, current: Record<string, string>): st
  */
 export async function checkStandaloneRules(deps: { config: Config; redis: Redis | Cluster; logger: Logger }): Promise<string[]> {
   const { config, redis, logger } = deps;
-  const metaKey = layoutOf(config).metaKey;
+  const recordKey = layoutOf(config).standaloneRulesKey;
   const current = ruleShapes(config);
-  const changed = redefined(await redis.hget(metaKey, RULE_SHAPES_FIELD), current);
+  const changed = redefined(await redis.get(recordKey), current);
   if (changed.length > 0) {
     logger.warn(
       { event: 'rules.redefined', rules: changed },
@@ -70,7 +70,7 @@ export async function checkStandaloneRules(deps: { config: Config; redis: Redis 
         'algorithm or period starts its counts over in the current window, as a new rule would; a token bucket keeps its tokens',
     );
   }
-  await redis.hset(metaKey, 'region', config.region, RULE_SHAPES_FIELD, JSON.stringify(current));
+  await redis.set(recordKey, JSON.stringify(current));
   return changed;
 }
 
@@ -252,8 +252,9 @@ async function findQuotafedState(redis: Redis | Cluster, keys: KeyLayout): Promi
     let cursor = '0';
     do {
       const [next, found] = await node.scan(cursor, 'MATCH', keys.scanPattern, 'COUNT', 1_000);
-      // Locks are coordination between this region's processes, not state.
-      const state = found.find((key) => key !== keys.recoveryLockKey && key !== keys.publisherLockKey);
+      // Locks are coordination between this region's processes, and a standalone start's record of its rules is
+      // not state either.
+      const state = found.find((key) => key !== keys.recoveryLockKey && key !== keys.publisherLockKey && key !== keys.standaloneRulesKey);
       if (state !== undefined) return state;
       cursor = next;
     } while (cursor !== '0');

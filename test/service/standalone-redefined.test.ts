@@ -33,13 +33,13 @@ async function startAndStop(algorithm: string, period: string) {
 describe('a region without federation and a redefined rule', () => {
   it('says so once at start-up and records the rules it runs', async () => {
     expect(await startAndStop('fixedWindow', '1m')).toEqual([]);
-    expect(JSON.parse((await redis.hget('qf:meta', 'ruleShapes'))!)).toEqual({ fw: 'fixedWindow/60000' });
+    expect(JSON.parse((await redis.get('qf:meta:rules'))!)).toEqual({ fw: 'fixedWindow/60000' });
     expect(await startAndStop('fixedWindow', '1m')).toEqual([]);
 
     const lines = await startAndStop('tokenBucket', '30s');
     expect(lines).toHaveLength(1);
     expect(lines[0]!.msg).toContain('"fw" (fixedWindow/60000 -> tokenBucket/30000)');
-    expect(JSON.parse((await redis.hget('qf:meta', 'ruleShapes'))!)).toEqual({ fw: 'tokenBucket/30000' });
+    expect(JSON.parse((await redis.get('qf:meta:rules'))!)).toEqual({ fw: 'tokenBucket/30000' });
     expect(await startAndStop('tokenBucket', '30s')).toEqual([]);
   });
 });
