@@ -33,7 +33,7 @@ local n = tonumber(ARGV[2])
 local now = now_ms(ARGV[10])
 local ctx = {
   n = n, self = tonumber(ARGV[1]), units = parse_units(ARGV[3], n), skew = tonumber(ARGV[4]),
-  policy = parse_policy(5),
+  policy = parse_policy(ARGV, 5),
 }
 local pending = {}
 for i = 4, n + 2 do pending[#pending + 1] = KEYS[i] end

@@ -3,7 +3,8 @@
   demand signals of protocol.ts (active, hungry) under the REBALANCE policy read from ARGV.
 ]]
 -- Five ARGV values from `at`: hunger, reserve, give fractions, min surplus, idle ms.
-local function parse_policy(at)
+-- The REBALANCE policy at ARGV[at .. at + 4] (the call's ARGV: a Functions library has no global one).
+local function parse_policy(ARGV, at)
   return {
     hunger = tonumber(ARGV[at]), reserve = tonumber(ARGV[at + 1]), give = tonumber(ARGV[at + 2]),
     min_surplus = tonumber(ARGV[at + 3]), idle = tonumber(ARGV[at + 4]),

@@ -6,6 +6,8 @@ import { layoutOfKey, shardOfKey, type KeyLayout } from '../keys.ts';
 import { REBALANCE, type RebalancePolicy } from '../protocol/index.ts';
 import { scriptBudget, type Topology } from '../protocol/index.ts';
 import type { QuotafedCommands, ScriptedRedis } from './commands.ts';
+import { functionsOrScripts, type FunctionsOrScripts } from './functions-mode.ts';
+import { gossipLibrary } from './library.ts';
 import { arrayReply, integerReply, numberAt, unexpected } from './replies.ts';
 import { ALGORITHM_CODES, runScript, type ScriptCall } from './script-call.ts';
 
@@ -96,8 +98,21 @@ export function parseApplyGossipReply(raw: unknown): ApplyGossipReply {
 }
 
 /** Sends an apply_gossip.lua call and parses its reply. */
+// One loader per client: the gossip library is loaded once per connection's server, not per call.
+const gossipFunctions = new WeakMap<ScriptedRedis, FunctionsOrScripts>();
+
 export async function runApplyGossip(redis: ScriptedRedis, call: ScriptCall): Promise<ApplyGossipReply> {
-  return parseApplyGossipReply(await runScript(redis, 'applyGossip', call));
+  const { source, applyFn } = gossipLibrary();
+  let run = gossipFunctions.get(redis);
+  if (run === undefined) {
+    run = functionsOrScripts(redis, source);
+    gossipFunctions.set(redis, run);
+  }
+  const reply = await run(
+    () => redis.fcall(applyFn, call.keys.length, ...call.keys, ...call.args),
+    () => runScript(redis, 'applyGossip', call),
+  );
+  return parseApplyGossipReply(reply);
 }
 
 // ---- sweep_watch.lua -------------------------------------------------------------------------------------

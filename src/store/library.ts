@@ -1,5 +1,6 @@
-// The decide scripts as Redis Functions libraries, built from lua/functions/*.lua: the includes' functions are
-// created once at FUNCTION LOAD instead of on every EVALSHA. A library's names carry a hash of its source.
+// The decide scripts and apply_gossip.lua as Redis Functions libraries, built from lua/functions/*.lua: the
+// includes' functions are created once at FUNCTION LOAD instead of on every EVALSHA. A library's names carry a
+// hash of its source.
 import { createHash } from 'node:crypto';
 import { scriptSource } from './lua-source.ts';
 
@@ -35,6 +36,44 @@ function named(file: string, source: string, pattern: RegExp): string {
 
 const libraries = new Map<DecideScriptName, DecideLibrary>();
 
+/** A library file's source ready for FUNCTION LOAD: includes expanded, {hash} replaced by a hash of the source. */
+function librarySource(file: string): string {
+  const template = scriptSource(file);
+  const hash = createHash('sha1').update(template).digest('hex').slice(0, 12);
+  return template.replaceAll(HASH_MARK, hash);
+}
+
+/** The apply_gossip.lua library (lua/functions/gossip.lua). */
+export interface GossipLibrary {
+  source: string;
+  library: string;
+  /** The function that takes one apply_gossip.lua call (the script's KEYS and ARGV). */
+  applyFn: string;
+}
+
+let gossip: GossipLibrary | undefined;
+
+/**
+ * apply_gossip.lua as a Redis Functions library: `applyFn` answers exactly what the script answers. Built once
+ * per process.
+ *
+ * @example
+ * const { source, applyFn } = gossipLibrary();
+ * await redis.call('FUNCTION', 'LOAD', source);
+ * await redis.fcall(applyFn, ...applyGossipCall(topology, rule, budget, sender, entry).flat());
+ */
+export function gossipLibrary(): GossipLibrary {
+  if (gossip !== undefined) return gossip;
+  const file = 'functions/gossip';
+  const source = librarySource(file);
+  gossip = {
+    source,
+    library: named(file, source, /^#!lua name=(\S+)/),
+    applyFn: named(file, source, /^redis\.register_function\('([^']+)', apply\)$/m),
+  };
+  return gossip;
+}
+
 /**
  * A decide script as a Redis Functions library: `fn` answers exactly what the script answers, `batchFn`
  * decides several calls in order, each exactly as `fn` would. The names carry a hash of the source, so two
@@ -49,9 +88,7 @@ export function decideLibrary(name: DecideScriptName = 'decide'): DecideLibrary 
   let built = libraries.get(name);
   if (built !== undefined) return built;
   const file = LIBRARY_FILES[name];
-  const template = scriptSource(file);
-  const hash = createHash('sha1').update(template).digest('hex').slice(0, 12);
-  const source = template.replaceAll(HASH_MARK, hash);
+  const source = librarySource(file);
   built = {
     source,
     library: named(file, source, /^#!lua name=(\S+)/),

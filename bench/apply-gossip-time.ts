@@ -1,0 +1,90 @@
+// Redis CPU of one apply_gossip.lua call on a receiving peer, as the gossip worker makes it: K keys decided loud in
+// a sending region (three regions, the per-key token bucket 1,000/min and a fixed window 1,000/min, one admission
+// of cost 250 each: past the silent watermark), their state read as the fast lane reads it, then applied on a
+// second redis-server as region 1 (INFO commandstats: usec per EVALSHA). Each key is applied twice: the first
+// merge changes the state (and may grant), the second is a duplicate that changes nothing.
+// `npx tsx bench/apply-gossip-time.ts [keys]`; PATCH as in bench/lua-batch-time.ts. Compare rows of one run.
+import { Redis } from 'ioredis';
+import { parseConfig } from '../src/config/load.ts';
+import { createRedisEngine } from '../src/engine/redis-engine.ts';
+import { decodeState, flattenSlot } from '../src/federation/gossip/cells.ts';
+import { markShardsIntact } from '../src/federation/recovery.ts';
+import { startRedis } from '../src/ops/redis-process.ts';
+import { topologyOf } from '../src/protocol/index.ts';
+import { luaSource, withScripts } from '../src/store/commands.ts';
+import { gossipLibrary } from '../src/store/library.ts';
+import { patchedSource } from './lib/lua-patch.ts';
+import { applyGossipCall, parseApplyGossipReply, runApplyGossip, type GossipEntry } from '../src/store/gossip-calls.ts';
+import { runScript } from '../src/store/script-call.ts';
+
+const keys = Number(process.argv[2] ?? 500);
+const [senderServer, receiverServer] = await Promise.all([startRedis({}), startRedis({})]);
+const configFor = (region: string, algorithm: string) =>
+  parseConfig({
+    region,
+    redis: { url: region === 'a' ? senderServer.url : receiverServer.url },
+    federation: {
+      peers: ['a', 'b', 'c'].filter((name) => name !== region).map((name) => ({ name, redisUrl: 'redis://127.0.0.1:1' })),
+    },
+    rules: [{ name: 'r', by: ['apiKey'], algorithm, limit: 1000, period: '1m' }],
+  });
+
+async function row(algorithm: string): Promise<string> {
+  const sender = withScripts(new Redis(senderServer.url));
+  const receiverClient = new Redis(receiverServer.url);
+  // PATCH='from=>to;;…' replaces text of apply_gossip.lua and of its library first (bench/lib/lua-patch.ts).
+  if (process.env.PATCH) receiverClient.defineCommand('applyGossip', { lua: patchedSource(luaSource('applyGossip'), process.env.PATCH) });
+  const receiver = withScripts(receiverClient);
+  await Promise.all([sender.flushall(), receiver.flushall()]);
+  await Promise.all([markShardsIntact(sender), markShardsIntact(receiver)]);
+  const senderConfig = configFor('a', algorithm);
+  const receiverConfig = configFor('b', algorithm);
+  const engine = createRedisEngine({ config: senderConfig, redis: sender, overLimitCache: false });
+  const entries: GossipEntry[] = [];
+  for (let i = 0; i < keys; i++) {
+    await engine.decide({ apiKey: `key-${i}`, ip: '10.0.0.1', method: 'GET', path: '/', cost: 250 });
+  }
+  for (const key of await sender.keys('qf:{s*}:r:*')) {
+    const state = decodeState(await sender.hgetall(key), 3);
+    if (state.slots.length > 0) entries.push({ k: key, t: state.changedAt, s: state.slots.map(flattenSlot) });
+  }
+  const topology = topologyOf(receiverConfig);
+  const senderIndex = topologyOf(senderConfig).selfIndex;
+  const rule = receiverConfig.rules[0]!;
+  const cells = entries.reduce((sum, entry) => sum + entry.s.flat().length, 0) / entries.length;
+  const measure = async (via: 'script' | 'function') => {
+    await receiver.flushall();
+    await receiver.call('FUNCTION', 'FLUSH');
+    if (via === 'function' && process.env.PATCH)
+      await receiver.call('FUNCTION', 'LOAD', patchedSource(gossipLibrary().source, process.env.PATCH));
+    await markShardsIntact(receiver);
+    const rows = [];
+    for (let pass = 0; pass < 2; pass++) {
+      await receiver.config('RESETSTAT');
+      let granted = 0;
+      for (const entry of entries) {
+        const call = applyGossipCall(topology, rule, receiverConfig.federation.leakageBudget, senderIndex, entry);
+        const reply =
+          via === 'function' ? await runApplyGossip(receiver, call) : parseApplyGossipReply(await runScript(receiver, 'applyGossip', call));
+        if (reply.granted) granted++;
+      }
+      const stats = String(await receiver.info('commandstats'));
+      const line = /cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+)/.exec(stats);
+      rows.push({ usec: line ? Number(line[2]) / Number(line[1]) : Number.NaN, granted });
+    }
+    return rows as [{ usec: number; granted: number }, { usec: number; granted: number }];
+  };
+  const [firstFn, againFn] = await measure('function');
+  const [first, again] = await measure('script');
+  await engine.close?.();
+  sender.disconnect();
+  receiver.disconnect();
+  const cellsOf = (via: string, a: typeof first, b: typeof again) =>
+    `| ${algorithm} | ${via} | ${entries.length} | ${cells.toFixed(0)} | ${a.usec.toFixed(1)} | ${a.granted} | ${b.usec.toFixed(1)} |`;
+  return `${cellsOf('EVALSHA', first, again)}\n${cellsOf('FCALL (library)', firstFn, againFn)}`;
+}
+
+console.log('| algorithm | call | entries | numbers per entry | µs per apply (first) | granted | µs per apply (duplicate) |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
+for (const algorithm of ['tokenBucket', 'fixedWindow']) console.log(await row(algorithm));
+await Promise.all([senderServer.stop(), receiverServer.stop()]);

@@ -1,0 +1,104 @@
+--[[
+  apply_gossip.lua's body as a function of its KEYS and ARGV (the script and the gossip Functions library,
+  lua/functions/gossip.lua, both call it). KEYS, ARGV and the reply: lua/apply_gossip.lua.
+]]
+--- @include "includes/clock"
+--- @include "includes/federation"
+--- @include "includes/rebalance"
+--- @include "includes/window_decide"
+--- @include "includes/window_rebalance"
+--- @include "includes/bucket_share"
+--- @include "includes/bucket_rebalance"
+--- @include "includes/bell"
+
+local function apply_gossip(KEYS, ARGV)
+  local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
+  local n = tonumber(ARGV[2])
+  local now = now_ms(ARGV[16])
+  local ctx = {
+    n = n, self = tonumber(ARGV[1]), units = parse_units(ARGV[3], n), skew = tonumber(ARGV[4]),
+    policy = parse_policy(ARGV, 10),
+  }
+  local p = rule_params(ctx, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+  local is_bucket = ARGV[5] == 'tb'
+  local sender_time = tonumber(ARGV[17]) or now
+  local pending = {}
+  for i = 6, #KEYS do pending[#pending + 1] = KEYS[i] end
+  -- The peers but the sender (pending sets end in :p:<region index>): what a merge took from the sender's view the
+  -- sender has already; only what this region added (a grant) goes back to it. No echo.
+  local sender_suffix = ':p:' .. ARGV[15]
+  local others = {}
+  for _, set in ipairs(pending) do
+    if set:sub(-#sender_suffix) ~= sender_suffix then others[#others + 1] = set end
+  end
+  local fence = shard_fence(KEYS[2], now)
+
+  local incoming = {}
+  local at = 19
+  for i = 1, tonumber(ARGV[18]) do
+    local slot = empty_slot(n, tonumber(ARGV[at]), true)
+    at = at + 1
+    for o = 0, n - 1 do slot.c[o] = tonumber(ARGV[at]); at = at + 1 end
+    for o = 0, n - 1 do
+      for d = 0, n - 1 do slot.x[o][d] = tonumber(ARGV[at]); at = at + 1 end
+    end
+    -- Windows: acknowledgements a[o][d]; token buckets: the tokens y[o][d] moved with the share (same place).
+    for o = 0, n - 1 do
+      for d = 0, n - 1 do slot.a[o][d] = tonumber(ARGV[at]); at = at + 1 end
+    end
+    for o = 0, n - 1 do slot.t[o] = tonumber(ARGV[at]); at = at + 1 end
+    incoming[i] = slot
+  end
+
+  -- What this region has given (its own x row, every slot): a grant is a merge after which it grew.
+  local function own_given(slots)
+    local total = 0
+    for k = 0, KEPT_WINDOWS - 1 do
+      if slots[k].id >= 0 then
+        for d = 0, n - 1 do total = total + slots[k].x[ctx.self][d] end
+      end
+    end
+    return total
+  end
+
+  local changed, hungry_peer, granted = false, false, false
+  -- An operator reset the key (reset_key.lua): what the sender changed before it (within the skew) is what the
+  -- reset forgot, and stays forgotten.
+  local reset_at = tonumber(redis.call('HGET', key, 'r'))
+  if reset_at ~= nil and sender_time <= reset_at + ctx.skew then
+    return { 0, now - sender_time, 0 }
+  end
+  if is_bucket then
+    local state, bucket = load_bucket(p, key)
+    local merged
+    local before = 0
+    if bucket ~= nil then before = own_given(bucket.slots) end
+    changed, merged = merge_bucket(p, bucket, fence, now, incoming)
+    if changed then
+      store_bucket(p, state, merged)
+      hungry_peer = bucket_has_hungry_peer(p, merged.slots, now)
+      granted = own_given(merged.slots) > before
+    end
+  else
+    local state = load_state(key, n, true, {})
+    local before = own_given(state.slots)
+    changed = merge_window(p, state.slots, fence, now, incoming)
+    if changed then
+      store_slots(state, state.slots)
+      redis.call('PEXPIRE', key, window_ttl(p))
+      hungry_peer = window_has_hungry_peer(p, state.slots, now)
+      granted = own_given(state.slots) > before
+    end
+  end
+
+  if changed then
+    -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
+    redis.call('HDEL', key, 'z')
+    -- A grant goes to every peer, the sender included; a merge that gave nothing, to the others only.
+    if granted then mark_changed(key, pending, now) else mark_changed(key, others, now) end
+    if hungry_peer then redis.call('SADD', watch, key) end
+    if granted then redis.call('SADD', fast, key) end
+    ring_bell(bell)
+  end
+  return { changed and 1 or 0, now - sender_time, granted and 1 or 0 }
+end
