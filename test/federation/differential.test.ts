@@ -1000,15 +1000,23 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
 }
 
 const runs = Number(process.env.DIFFERENTIAL_RUNS ?? 120);
+// A property's time limit grows with its runs: 120 runs take 20 to 40 s alone on a 2-core machine, and several
+// times that while the rest of the suite runs beside them (a timed-out property would go on writing to the
+// databases the next one reads).
+const PROPERTY_TIMEOUT_MS = Math.max(120_000, runs * 2_500);
 
 describe('differential: the Lua scripts against protocol.ts', () => {
   for (const algorithm of ['fixedWindow', 'slidingWindow', 'tokenBucket'] as const) {
-    it(`${algorithm}: same decisions, remaining counts and cells after every step`, async () => {
-      await fc.assert(
-        fc.asyncProperty(setupArb, opsArb, (setup, ops) => runSequence(algorithm, setup, ops)),
-        { numRuns: runs },
-      );
-    }, 120_000);
+    it(
+      `${algorithm}: same decisions, remaining counts and cells after every step`,
+      async () => {
+        await fc.assert(
+          fc.asyncProperty(setupArb, opsArb, (setup, ops) => runSequence(algorithm, setup, ops)),
+          { numRuns: runs },
+        );
+      },
+      PROPERTY_TIMEOUT_MS,
+    );
   }
 
   // The test's clock on Redis TIME (short periods, slept): the local fallback's settlement (settle_fallback.lua
@@ -1024,12 +1032,16 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     };
   });
   for (const algorithm of ['fixedWindow', 'slidingWindow'] as const) {
-    it(`${algorithm} on Redis's clock: settlements too`, async () => {
-      await fc.assert(
-        fc.asyncProperty(realtimeSetup, opsOf(4), (setup, ops) => runSequence(algorithm, setup, ops, true)),
-        { numRuns: Math.ceil(runs / 6) },
-      );
-    }, 120_000);
+    it(
+      `${algorithm} on Redis's clock: settlements too`,
+      async () => {
+        await fc.assert(
+          fc.asyncProperty(realtimeSetup, opsOf(4), (setup, ops) => runSequence(algorithm, setup, ops, true)),
+          { numRuns: Math.ceil(runs / 6) },
+        );
+      },
+      PROPERTY_TIMEOUT_MS,
+    );
   }
 
   // A single region takes the scripts' own short path (it stores only counts, or tokens and last_refill).
