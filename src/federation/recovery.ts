@@ -169,15 +169,44 @@ export async function survivedStateDoubt(deps: Pick<RecoveryDeps, 'config' | 'to
       'counted under the old algorithm or period'
     );
   }
-  if (runId !== null && !config.redis.durable) {
+  if (runId !== null) {
     const now = await redisRunId(redis);
     if (now !== runId) {
-      return (
-        `this Redis is another process than the one the state was last known good on (run_id ${runId} -> ${now}): ` +
-        'it restarted or failed over and may have come back from a snapshot without the latest admissions ' +
-        '(set redis.durable only for AOF with appendfsync always and no lagging failover)'
-      );
+      const notDurable = config.redis.durable ? await persistenceBelowDurable(redis) : undefined;
+      if (!config.redis.durable || notDurable !== undefined) {
+        return (
+          `this Redis is another process than the one the state was last known good on (run_id ${runId} -> ${now}): ` +
+          'it restarted or failed over and may have come back from a snapshot without the latest admissions ' +
+          (notDurable !== undefined
+            ? `(redis.durable is set, but this Redis runs ${notDurable}: the declaration is not believed)`
+            : '(set redis.durable only for AOF with appendfsync always and no lagging failover)')
+        );
+      }
     }
+  }
+  return undefined;
+}
+
+/**
+ * What a Redis that `redis.durable` calls lossless actually persists with, when that can lose acknowledged writes
+ * (`appendonly no`, or `appendfsync` other than `always`, on any primary); undefined when it cannot, or when CONFIG
+ * GET is not allowed (a managed Redis, an ACL user without it: the declaration is then taken at its word).
+ */
+async function persistenceBelowDurable(redis: Redis | Cluster): Promise<string | undefined> {
+  const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  for (const node of nodes) {
+    let reply: unknown;
+    try {
+      reply = await node.call('CONFIG', 'GET', 'append*');
+    } catch {
+      return undefined;
+    }
+    const pairs = Array.isArray(reply) ? (reply as string[]) : [];
+    const value = (name: string) => pairs[pairs.indexOf(name) + 1];
+    const appendonly = pairs.includes('appendonly') ? value('appendonly') : undefined;
+    const appendfsync = pairs.includes('appendfsync') ? value('appendfsync') : undefined;
+    if (appendonly === undefined || appendfsync === undefined) return undefined;
+    if (appendonly !== 'yes' || appendfsync !== 'always') return `appendonly ${appendonly}, appendfsync ${appendfsync}`;
   }
   return undefined;
 }

@@ -3,6 +3,7 @@
 // add a region to a running federation, and restart a region's Redis from an RDB snapshot that lacks its latest
 // admissions while every marker survives. In each case the window's total stays within L + B: the region whose
 // surviving state cannot be trusted for the current windows fences them.
+import type { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config } from '../../src/config/schema.ts';
@@ -24,8 +25,8 @@ const NOW = Math.floor(Date.now() / PERIOD) * PERIOD + PERIOD / 2;
 const servers: RedisProcess[] = [];
 const clients: RegionRedis[] = [];
 
-async function redisServer(extraArgs: string[] = []): Promise<RedisProcess> {
-  const server = await startRedis({ extraArgs });
+async function redisServer(extraArgs: string[] = [], appendOnly = false): Promise<RedisProcess> {
+  const server = await startRedis({ extraArgs, appendOnly });
   servers.push(server);
   return server;
 }
@@ -152,13 +153,12 @@ describe('a rule redefined under its name across a restart', () => {
 });
 
 describe('a Redis restarted from a snapshot keeps its markers but not its latest admissions', () => {
-  async function snapshotRestart(durable: boolean) {
-    const own = await redisServer();
+  /** 10 admitted, `persisted` (a snapshot, or nothing), 20 more, SIGKILL, restart, the region started again. */
+  async function restartAfter(own: RedisProcess, durable: boolean, persisted: (redis: RegionRedis) => Promise<void>) {
     const regions = { eu: own.url, us: CLOSED };
     const region = await startRegion(regionConfig('eu', regions, durable), true);
     expect(await region.admit(10)).toBe(10);
-    // The snapshot (Redis's default persistence is RDB): 10 admitted, every marker, the start-up record.
-    await region.redis.save();
+    await persisted(region.redis);
     expect(await region.admit(20)).toBe(20);
     await Promise.all(clients.splice(0).map((client) => client.quit()));
     await own.kill('SIGKILL');
@@ -167,19 +167,41 @@ describe('a Redis restarted from a snapshot keeps its markers but not its latest
   }
 
   it('a new run_id fences the current windows: the region admits nothing more of its spent share', async () => {
-    const restarted = await snapshotRestart(false);
+    // The snapshot (Redis's default persistence is RDB): 10 admitted, every marker, the start-up record.
+    const restarted = await restartAfter(await redisServer(), false, async (redis) => void (await redis.save()));
     expect(restarted.recovery.fenced).toBe(true);
     expect(restarted.recovery.reason).toMatch(/run_id/);
     // Its share is 49 or 50 (L = 99 over two regions); 30 were admitted, 20 of them after the snapshot.
     expect(await restarted.admit(40)).toBe(0);
   });
 
-  it('redis.durable declares a Redis that loses nothing: no fence, the snapshot is taken at its word', async () => {
-    const restarted = await snapshotRestart(true);
+  it("Redis's own save schedule (save 2 1): the restart from its last snapshot fences", async () => {
+    const own = await redisServer(['--save', '2 1']);
+    const restarted = await restartAfter(own, false, async (redis) => {
+      // Redis saves on its own within about 2 s of the first change.
+      await eventually(async () => /rdb_changes_since_last_save:0\b/.test(await (redis as Redis).info('persistence')), 10_000);
+    });
+    expect(restarted.recovery.fenced).toBe(true);
+    expect(await restarted.admit(40)).toBe(0);
+  });
+
+  it('AOF with appendfsync everysec fences, and redis.durable over it is not believed', async () => {
+    const everysec = () => redisServer(['--appendfsync', 'everysec'], true);
+    const plain = await restartAfter(await everysec(), false, async () => undefined);
+    expect(plain.recovery.fenced).toBe(true);
+    const declared = await restartAfter(await everysec(), true, async () => undefined);
+    expect(declared.recovery.fenced).toBe(true);
+    expect(declared.recovery.reason).toMatch(/redis\.durable is set, but this Redis runs appendonly yes, appendfsync everysec/);
+    expect(await declared.admit(40)).toBe(0);
+  });
+
+  it('redis.durable over AOF with appendfsync always is believed: no fence, and nothing was lost', async () => {
+    const restarted = await restartAfter(await redisServer([], true), true, async () => undefined);
     expect(restarted.recovery.fenced).toBe(false);
-    // What a durable Redis would not have lost is lost here: the region admits its share again from the snapshot's
-    // 10. This is why `durable` is only for AOF with appendfsync always.
-    expect(await restarted.admit(45)).toBeGreaterThanOrEqual(39);
+    // The 30 admitted came back with the AOF: the share (49 or 50) has 19 or 20 left.
+    const left = await restarted.admit(40);
+    expect(left).toBeGreaterThanOrEqual(19);
+    expect(left).toBeLessThanOrEqual(20);
   });
 });
 

@@ -1,12 +1,12 @@
 // A policy reload reaches the federation: gossip for a rule added by the reload is applied by the peer.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
 import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
@@ -18,22 +18,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const base = { name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit: 100, period: '1h' };
 const added = { name: 'added', by: ['apiKey'], algorithm: 'fixedWindow', limit: 100, period: '1h' };
 
-function write(region: 'us-east' | 'eu-west', rules: unknown[]): string {
-  const [self, peer] = region === 'us-east' ? [east, west] : [west, east];
-  const path = join(dir, `${region}.yaml`);
-  writeFileSync(
-    path,
-    stringify({
-      region,
-      port: 0,
-      logLevel: 'silent',
-      redis: { url: self.url, commandTimeoutMs: 2000 },
-      federation: { syncIntervalMs: 50, peers: [{ name: region === 'us-east' ? 'eu-west' : 'us-east', redisUrl: peer.url }] },
-      rules,
-    }),
-  );
-  return path;
-}
+const write = (region: PairRegion, rules: unknown[]) => writePairConfig(dir, region, { 'us-east': east.url, 'eu-west': west.url }, rules);
 
 describe('policy reload in a federation', () => {
   it('applies peers’ gossip for a rule the reload added', async () => {

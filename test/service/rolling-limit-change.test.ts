@@ -4,14 +4,14 @@
 // within its own allowance; us-east reads eu-west's published terms and decides at the tighter limit, so the
 // window admits at most the tighter config's L + B = 100 (each its half), not 50 + 100 = 150. Once eu-west runs
 // 200 too, both decide at 200 again.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
+import { writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
 import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
@@ -19,29 +19,9 @@ const west = await useRedis();
 const dir = mkdtempSync(join(tmpdir(), 'quotafed-rolling-limit-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-type Region = 'us-east' | 'eu-west';
 const rule = (limit: number) => ({ name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit, period: '1h' });
-
-function write(region: Region, limit: number): string {
-  const [self, peer] = region === 'us-east' ? [east, west] : [west, east];
-  const path = join(dir, `${region}.yaml`);
-  writeFileSync(
-    path,
-    stringify({
-      region,
-      port: 0,
-      logLevel: 'silent',
-      redis: { url: self.url, commandTimeoutMs: 2000 },
-      federation: {
-        syncIntervalMs: 50,
-        leakageBudget: 0,
-        peers: [{ name: region === 'us-east' ? 'eu-west' : 'us-east', redisUrl: peer.url }],
-      },
-      rules: [rule(limit)],
-    }),
-  );
-  return path;
-}
+const write = (region: PairRegion, limit: number) =>
+  writePairConfig(dir, region, { 'us-east': east.url, 'eu-west': west.url }, [rule(limit)], { leakageBudget: 0 });
 
 interface Verdict {
   allowed: boolean;
