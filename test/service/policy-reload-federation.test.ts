@@ -3,10 +3,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfigFile } from '../../src/config/load.ts';
-import { startRegionService, type RegionService } from '../../src/service.ts';
+import type { RegionService } from '../../src/service.ts';
 import { client, useRedis } from '../harness/redis.ts';
-import { writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
+import { startPairFromFiles, writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
 import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
@@ -25,12 +24,7 @@ describe('policy reload in a federation', () => {
     const paths = { east: write('us-east', [base]), west: write('eu-west', [base]) };
     const services: RegionService[] = [];
     try {
-      services.push(
-        await startRegionService(loadConfigFile(paths.east, {}), { configPath: paths.east, dashboard: false, newFederation: true }),
-      );
-      services.push(
-        await startRegionService(loadConfigFile(paths.west, {}), { configPath: paths.west, dashboard: false, newFederation: true }),
-      );
+      await startPairFromFiles(paths, services);
       write('us-east', [base, added]);
       write('eu-west', [base, added]);
       for (const service of services) expect((await service.reloadPolicy()).ok).toBe(true);

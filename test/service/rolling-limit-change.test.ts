@@ -8,10 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfigFile } from '../../src/config/load.ts';
-import { startRegionService, type RegionService } from '../../src/service.ts';
+import type { RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
+import { startPairFromFiles, writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
 import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
@@ -53,13 +52,7 @@ describe('a limit reloaded one region at a time', () => {
     const paths = { east: write('us-east', 100), west: write('eu-west', 100) };
     const services: RegionService[] = [];
     try {
-      services.push(
-        await startRegionService(loadConfigFile(paths.east, {}), { configPath: paths.east, dashboard: false, newFederation: true }),
-      );
-      services.push(
-        await startRegionService(loadConfigFile(paths.west, {}), { configPath: paths.west, dashboard: false, newFederation: true }),
-      );
-      const [usEast, euWest] = services as [RegionService, RegionService];
+      const [usEast, euWest] = await startPairFromFiles(paths, services);
 
       write('us-east', 200);
       expect((await usEast.reloadPolicy()).ok).toBe(true);

@@ -3,6 +3,8 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { loadConfigFile } from '../../src/config/load.ts';
+import { startRegionService, type RegionService } from '../../src/service.ts';
 
 export type PairRegion = 'us-east' | 'eu-west';
 
@@ -34,4 +36,21 @@ export function writePairConfig(
     }),
   );
   return path;
+}
+
+/**
+ * Starts us-east, then eu-west, each from its file (reloadable from it), as the first start of a new federation.
+ * The services go into `services` as they start, so a caller's `finally` closes what did start.
+ *
+ * @example
+ * const [usEast, euWest] = await startPairFromFiles({ east, west }, services);
+ */
+export async function startPairFromFiles(
+  paths: { east: string; west: string },
+  services: RegionService[],
+): Promise<[RegionService, RegionService]> {
+  for (const path of [paths.east, paths.west]) {
+    services.push(await startRegionService(loadConfigFile(path, {}), { configPath: path, dashboard: false, newFederation: true }));
+  }
+  return services.slice(-2) as [RegionService, RegionService];
 }
