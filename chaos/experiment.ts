@@ -314,12 +314,12 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
     const syncLagMs = await scrapeSyncLag(lab);
     notes.push(...(await slowCommands(lab)));
 
-    // A rule reloaded mid-run is judged against the larger of its old and new limits (the bound a rolling change
-    // should keep); otherwise `bound` is the run's policy.
+    // A rule reloaded mid-run in one region is judged against the tighter of its old and new limits: regions that
+    // disagree on a rule decide it at the tighter terms (docs/federation.md §4); otherwise `bound` is the run's policy.
     const bound = boundPolicy(policy, spec.faults);
     if (bound !== policy)
       notes.push(
-        `judged against the larger of the old and new limits: window ${bound.windowLimit}, bucket ${bound.bucketLimit} per ` +
+        `judged against the tighter of the old and new limits: window ${bound.windowLimit}, bucket ${bound.bucketLimit} per ` +
           `${bound.bucketPeriodMs / 1000} s (capacity ${bound.bucketBurst}); B is resolved from those limits`,
       );
     const quotafed = summarize(load.quotafed, bound);
@@ -443,17 +443,22 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
 }
 
 /**
- * The policy a run is judged against: the run's, with each limit raised to the largest a `ruleReload` fault puts
- * in force (periods are the run's: a reload scenario changes limits only).
+ * The policy a run is judged against: the run's, with each limit lowered to the smallest a `ruleReload` fault puts
+ * in force in one region (periods are the run's: a reload scenario changes limits only). While the regions disagree,
+ * each decides the rule at the tighter terms (src/federation/rule-identity.ts `tightenRules`), so the federation
+ * keeps the tighter config's L + B.
  *
  * @example
- * boundPolicy(DEFAULT_POLICY, spec.faults).windowLimit; // 400 when one region reloads 300 → 400
+ * boundPolicy(DEFAULT_POLICY, spec.faults).windowLimit; // 300 when one region reloads 300 → 400
  */
 export function boundPolicy(policy: Policy, faults: readonly ChaosFault[]): Policy {
   const reloads = faults.flatMap((fault) => (fault.kind === 'ruleReload' ? [fault.policy] : []));
   if (reloads.length === 0) return policy;
-  const max = (field: 'windowLimit' | 'bucketLimit' | 'bucketBurst') => Math.max(policy[field], ...reloads.map((p) => p[field]));
-  return { ...policy, windowLimit: max('windowLimit'), bucketLimit: max('bucketLimit'), bucketBurst: max('bucketBurst') };
+  const min = (field: 'windowLimit' | 'bucketLimit' | 'bucketBurst') => Math.min(policy[field], ...reloads.map((p) => p[field]));
+  const bound = { ...policy, windowLimit: min('windowLimit'), bucketLimit: min('bucketLimit'), bucketBurst: min('bucketBurst') };
+  const same =
+    bound.windowLimit === policy.windowLimit && bound.bucketLimit === policy.bucketLimit && bound.bucketBurst === policy.bucketBurst;
+  return same ? policy : bound;
 }
 
 export function runDir(base: string, index: number, spec: ScenarioSpec): string {

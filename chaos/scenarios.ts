@@ -148,7 +148,8 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       name: 'rule-reload-mid-window',
       description:
         'us-east alone reloads both rules from 300 to 400 per 5 s (bucket capacity 400) 2.5 s into a window, through POST ' +
-        '/admin/policy/reload, and back 5 s later; judged against the larger limit (400) + B',
+        '/admin/policy/reload, and back 5 s later; the regions decide at the tighter terms while they disagree, so the run is ' +
+        'judged against the tighter limit (300) + B',
       // Starts on a window boundary, so the reload lands mid-window and the window after it runs wholly under the
       // mixed configs.
       alignToWindow: true,

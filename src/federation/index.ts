@@ -205,7 +205,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   };
   const retighten = () => {
     const next = tightenRules(current, peerTerms.values(), regions);
-    const signature = (c: Config) => JSON.stringify(c.rules.map((r) => [r.name, r.limit, r.burst, r.leakageBudget]));
+    const signature = (c: Config) =>
+      JSON.stringify([c.federation.maxClockSkewMs, c.rules.map((r) => [r.name, r.limit, r.burst, r.leakageBudget])]);
     if (signature(next) === signature(deciding)) {
       deciding = next;
       return;
@@ -213,10 +214,18 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     deciding = next;
     applier = applierFor(deciding);
     const tightened = deciding.rules.filter((rule, i) => rule !== current.rules[i]).map((rule) => rule.name);
+    const skew = deciding.federation.maxClockSkewMs;
+    const skewRaised = skew !== current.federation.maxClockSkewMs;
     logger.warn(
-      { event: 'federation.rules_tightened', rules: tightened },
-      tightened.length > 0
-        ? `deciding ${tightened.map((name) => `"${name}"`).join(', ')} at the tighter terms of a peer that runs it with other parameters`
+      { event: 'federation.rules_tightened', rules: tightened, maxClockSkewMs: skew },
+      tightened.length > 0 || skewRaised
+        ? [
+            tightened.length > 0 &&
+              `deciding ${tightened.map((name) => `"${name}"`).join(', ')} at the tighter terms of a peer that runs it with other parameters`,
+            skewRaised && `deciding with a peer's larger maxClockSkewMs ${skew} (ours ${current.federation.maxClockSkewMs})`,
+          ]
+            .filter(Boolean)
+            .join('; ')
         : 'every peer runs our rule parameters again: deciding at our own terms',
     );
     for (const listener of tightenedListeners) listener();

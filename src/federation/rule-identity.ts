@@ -48,6 +48,11 @@ export interface RuleTerms {
   limit: number;
   burst: number;
   budget: number;
+  /**
+   * The region's `federation.maxClockSkewMs` (every rule carries it: it is part of each fingerprint). Absent from an
+   * older peer's terms, which then tightens nothing on skew.
+   */
+  skew?: number;
 }
 
 /** The meta field that holds a region's `RuleTerms`. */
@@ -70,6 +75,7 @@ export function ruleTermsOf(config: Pick<Config, 'federation' | 'rules'>, region
       limit: rule.limit,
       burst: rule.burst ?? rule.limit,
       budget: scriptBudget(rule, config.federation.leakageBudget, regions),
+      skew: config.federation.maxClockSkewMs,
     };
   }
   return terms;
@@ -98,7 +104,8 @@ export function parseRuleTerms(text: string | null): Record<string, RuleTerms> |
       !isCount(t.period) ||
       !isCount(t.limit) ||
       !isCount(t.burst) ||
-      !isCount(t.budget)
+      !isCount(t.budget) ||
+      (t.skew !== undefined && !(isCount(t.skew) && t.skew >= 0))
     )
       continue;
     terms[name] = t as RuleTerms;
@@ -113,8 +120,10 @@ const tighterBudget = (a: number, b: number): number => (a < 0 ? b : b < 0 ? a :
  * The rules this region decides with while a peer runs a rule under the same name with other parameters (a reload
  * one region at a time): that rule at the smallest limit, burst and budget among this region's and every such
  * peer's, so the regions that disagree stay within the tighter config's L + B (docs/federation.md §4). Only peers
- * on the same algorithm and period are comparable (a redefinition fences instead, recovery.ts). Returns `config`
- * itself when nothing is tightened.
+ * on the same algorithm and period are comparable (a redefinition fences instead, recovery.ts). A peer that runs a
+ * larger `maxClockSkewMs` (every rule's fingerprint differs then) makes this region decide with the larger skew as
+ * well: a larger skew only delays a share's return and a fence's end, so it is the tighter assumption. Returns
+ * `config` itself when nothing is tightened.
  *
  * @example
  * const decideWith = tightenRules(config, [peerTerms], 3); // the engine's config while the peers disagree
@@ -122,10 +131,12 @@ const tighterBudget = (a: number, b: number): number => (a < 0 ? b : b < 0 ? a :
 export function tightenRules(config: Config, peers: Iterable<Record<string, RuleTerms>>, regions: number): Config {
   const ours = ruleTermsOf(config, regions);
   const tight = new Map<string, RuleTerms>();
+  let skew = config.federation.maxClockSkewMs;
   for (const theirs of peers) {
     for (const [name, peer] of Object.entries(theirs)) {
       const own = tight.get(name) ?? ours[name];
       if (own === undefined || peer.fingerprint === own.fingerprint) continue;
+      if (peer.skew !== undefined && peer.skew > skew) skew = peer.skew;
       if (peer.algorithm !== own.algorithm || peer.period !== own.period) continue;
       const next: RuleTerms = {
         ...own,
@@ -136,9 +147,10 @@ export function tightenRules(config: Config, peers: Iterable<Record<string, Rule
       if (next.limit !== own.limit || next.burst !== own.burst || next.budget !== own.budget) tight.set(name, next);
     }
   }
-  if (tight.size === 0) return config;
+  if (tight.size === 0 && skew === config.federation.maxClockSkewMs) return config;
   return {
     ...config,
+    federation: skew === config.federation.maxClockSkewMs ? config.federation : { ...config.federation, maxClockSkewMs: skew },
     rules: config.rules.map((rule) => {
       const terms = tight.get(rule.name);
       if (terms === undefined) return rule;

@@ -14,11 +14,14 @@ function named(name: string, quick: boolean): ScenarioSpec {
 }
 
 describe('chaos catalogue: issue-21 scenarios', () => {
-  it('boundPolicy takes the larger of the run policy and each reload, periods unchanged', () => {
+  it('boundPolicy takes the smaller of the run policy and each reload (the tighter terms), periods unchanged', () => {
     expect(boundPolicy(DEFAULT_POLICY, [])).toBe(DEFAULT_POLICY);
-    const smaller = { ...DEFAULT_POLICY, windowLimit: 200, bucketLimit: 350, bucketBurst: 100 };
-    const bound = boundPolicy(DEFAULT_POLICY, [{ kind: 'ruleReload', region: 'us-east', at: 1, until: 2, policy: smaller }]);
-    expect(bound).toEqual({ ...DEFAULT_POLICY, bucketLimit: 350 });
+    const mixed = { ...DEFAULT_POLICY, windowLimit: 200, bucketLimit: 350, bucketBurst: 100 };
+    const bound = boundPolicy(DEFAULT_POLICY, [{ kind: 'ruleReload', region: 'us-east', at: 1, until: 2, policy: mixed }]);
+    expect(bound).toEqual({ ...DEFAULT_POLICY, windowLimit: 200, bucketBurst: 100 });
+    // A reload to larger limits only: the run's own policy is the tighter one.
+    const larger = { ...DEFAULT_POLICY, windowLimit: 400, bucketLimit: 400, bucketBurst: 400 };
+    expect(boundPolicy(DEFAULT_POLICY, [{ kind: 'ruleReload', region: 'us-east', at: 1, until: 2, policy: larger }])).toBe(DEFAULT_POLICY);
   });
 
   for (const quick of [false, true]) {
@@ -27,8 +30,10 @@ describe('chaos catalogue: issue-21 scenarios', () => {
       const [fault] = spec.faults;
       expect(fault?.kind).toBe('ruleReload');
       if (fault?.kind !== 'ruleReload') return;
+      // Judged at the run's 300 (the tighter terms), the reload raising us-east's rules to 400.
+      expect(fault.policy.windowLimit).toBe(400);
       const bound = boundPolicy(spec.policy!, spec.faults);
-      expect(bound.windowLimit).toBe(400);
+      expect(bound.windowLimit).toBe(300);
       expect(bound.windowPeriodMs).toBe(spec.policy!.windowPeriodMs);
       expect(fault.policy.windowPeriodMs).toBe(spec.policy!.windowPeriodMs);
       expect(fault.until).toBeLessThanOrEqual(spec.durationMs);

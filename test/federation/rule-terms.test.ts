@@ -5,11 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { parseRuleTerms, ruleTermsOf, tightenRules } from '../../src/federation/rule-identity.ts';
 
-const configWith = (rule: Record<string, unknown>, leakageBudget: unknown = '5%') =>
+const configWith = (rule: Record<string, unknown>, leakageBudget: unknown = '5%', maxClockSkewMs = 1_000) =>
   parseConfig({
     region: 'a',
     redis: { url: 'redis://127.0.0.1:1' },
-    federation: { leakageBudget, peers: [{ name: 'b', redisUrl: 'redis://127.0.0.1:2' }] },
+    federation: { leakageBudget, maxClockSkewMs, peers: [{ name: 'b', redisUrl: 'redis://127.0.0.1:2' }] },
     rules: [{ name: 'r', by: ['apiKey'], period: '1m', ...rule }],
   });
 
@@ -41,6 +41,24 @@ describe('tightenRules', () => {
     const peer = configWith({ algorithm: 'fixedWindow', limit: 100 }, 7);
     expect(tightenRules(ours, [ruleTermsOf(peer, 2)], 2).rules[0]).toMatchObject({ limit: 100, leakageBudget: 7 });
     expect(tightenRules(peer, [ruleTermsOf(ours, 2)], 2)).toBe(peer);
+  });
+
+  it('decides with the larger maxClockSkewMs of a peer that runs one, the rules otherwise as they are', () => {
+    const ours = configWith({ algorithm: 'tokenBucket', limit: 100 }, '5%', 1_000);
+    const wider = configWith({ algorithm: 'tokenBucket', limit: 100 }, '5%', 3_000);
+    const tight = tightenRules(ours, [ruleTermsOf(wider, 2)], 2);
+    expect(tight.federation.maxClockSkewMs).toBe(3_000);
+    expect(tight.rules[0]).toBe(ours.rules[0]);
+    // The region with the larger skew holds to its own: a smaller skew is not tighter.
+    expect(tightenRules(wider, [ruleTermsOf(ours, 2)], 2)).toBe(wider);
+    // Skew and limit together: the smallest limit and the largest skew.
+    const both = configWith({ algorithm: 'tokenBucket', limit: 60 }, '5%', 2_000);
+    const merged = tightenRules(ours, [ruleTermsOf(both, 2)], 2);
+    expect(merged.federation.maxClockSkewMs).toBe(2_000);
+    expect(merged.rules[0]).toMatchObject({ limit: 60 });
+    // An older peer's terms without the skew tighten nothing on skew.
+    const { skew: _, ...older } = ruleTermsOf(wider, 2).r!;
+    expect(tightenRules(ours, [{ r: older }], 2)).toBe(ours);
   });
 
   it('reads back what a region publishes and skips what it cannot read', () => {
