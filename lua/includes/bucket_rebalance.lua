@@ -27,6 +27,14 @@ local function held_from(slot, r, d)
   return math.max(0, slot.x[d][r] - slot.x[r][d])
 end
 
+-- Does r hold share of any peer's (held_from > 0)?
+local function held_any(slot, n, r)
+  for d = 0, n - 1 do
+    if d ~= r and held_from(slot, r, d) > 0 then return true end
+  end
+  return false
+end
+
 -- End of the epoch: received share (with its tokens) goes back to the peers it came from (protocol.ts
 -- returnBucketShare). Mutates `slots`; returns true when it gave, and the tokens left.
 local function return_bucket_share(p, slots, fence, now, tokens)
@@ -84,7 +92,12 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
       end
     end
   end
-  if #peers == 0 then return false, tokens end
+  if #peers == 0 then
+    -- A free donor that its peers count as quiet too, with nobody to give to, sends back what it holds of their
+    -- share (protocol.ts rebalanceBucket): the burst that drew it has stopped.
+    if free and quiet(p, slot, r, now) and held_any(slot, n, r) then return return_bucket_share(p, slots, fence, now, tokens) end
+    return false, tokens
+  end
   local reserve = 0
   if not free then
     local pace = (SHARE_UNITS * slot.c[r] * p.period) / (policy.hunger * p.limit * elapsed)

@@ -3,17 +3,32 @@
   windowForfeited, windowQuotaRemaining and decideWindow, line for line, over the slots of load_state. commit_window applies an
   admission in place.
 ]]
--- floor((L+B)·ω_d) plus d's part of the remainder, rotating with the window id: Σ_d base_d = L + B.
+-- d's part of L + B: floor(T·u_d/Σu), the remainder by D'Hondt's priority, ties rotating with the window id
+-- (protocol.ts windowBase: house-monotone, Σ_d base_d = L + B).
 local function window_base(p, d, id)
   if p.unbounded then return math.huge end
   local total = p.limit + p.budget
-  local floors = 0
-  for o = 0, p.n - 1 do floors = floors + portion(total, p.units[o]) end
-  local remainder = total - floors
-  local turn = (d - id) % p.n
-  local extra = math.floor(remainder / p.n)
-  if turn < remainder % p.n then extra = extra + 1 end
-  return portion(total, p.units[d]) + extra
+  local n = p.n
+  local units = 0
+  for o = 0, n - 1 do units = units + p.units[o] end
+  -- floor(T·u_o/Σu): a lower bound of every region's D'Hondt part, fewer than n units left to place.
+  local held = {}
+  local remainder = total
+  for o = 0, n - 1 do
+    held[o] = math.floor((total * p.units[o]) / units)
+    remainder = remainder - held[o]
+  end
+  -- The remainder one unit at a time to the largest u_o/(s_o + 1), ties to the earlier turn (protocol.ts windowBase).
+  while remainder > 0 do
+    local best = 0
+    for o = 1, n - 1 do
+      local ahead = p.units[o] * (held[best] + 1) - p.units[best] * (held[o] + 1)
+      if ahead > 0 or (ahead == 0 and (o - id) % n < (best - id) % n) then best = o end
+    end
+    held[best] = held[best] + 1
+    remainder = remainder - 1
+  end
+  return held[d]
 end
 
 -- `id` is the window the slot stands for (a zero slot carries id -1).

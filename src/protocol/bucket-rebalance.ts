@@ -139,7 +139,13 @@ export function rebalanceBucket(
     if (d === r || !(bucketHungry(params, slot, d, elapsed, now) || (free && !quiet(params, slot, d, now)))) continue;
     if (!selfHungry || viewShare(params, slot, d) < params.units[d]!) targets.push(d);
   }
-  if (targets.length === 0) return unchanged;
+  if (targets.length === 0) {
+    // A free donor that is quiet in its peers' eyes too (so none of them gives it back) and has nobody to give
+    // to sends back what it holds of its peers' share, with its tokens, as at the end of the epoch: the burst
+    // that drew it has stopped, and the next burst may land in a donor.
+    if (free && quiet(params, slot, r, now) && heldAny(slot, r)) return returnBucketShare(params, slots, fence, now, tokens);
+    return unchanged;
+  }
   let reserve = 0;
   if (!free) {
     const pace = (SHARE_UNITS * slot.c[r]! * params.periodMs) / (policy.hungerFraction * params.limit * elapsed);
@@ -213,6 +219,12 @@ function returnBucketShare(
 function returning(params: FederationParams, now: number): boolean {
   const end = (windowIdAt(now, params.periodMs) + 1) * params.periodMs;
   return end - now <= Math.min(params.periodMs / 10, params.rebalance.idleMs / 5);
+}
+
+/** Does r hold share of any peer's (heldFrom > 0)? */
+function heldAny(slot: EpochSlot, r: number): boolean {
+  for (let d = 0; d < slot.c.length; d++) if (d !== r && heldFrom(slot, r, d) > 0) return true;
+  return false;
 }
 
 /** Per peer d: the share r holds of d's (what d gave r, less what r gave d), when positive. */

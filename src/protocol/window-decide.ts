@@ -3,7 +3,7 @@
 // federation's remaining quota as the decision sees it.
 // Lua mirror: lua/includes/window_decide.lua (window_base, window_allowance, window_forfeited, acknowledge,
 // window_quota_remaining, decide_window, commit_window).
-import { portion, windowIdAt, type Fence, type FederationParams } from './params.ts';
+import { windowIdAt, type Fence, type FederationParams } from './params.ts';
 import { KEPT_WINDOWS, cloneWindowSlot, emptyWindowSlot, netTransfer, slotIndex, sum, type WindowSlot } from './slots.ts';
 
 export interface WindowState {
@@ -23,20 +23,41 @@ export function windowCells(state: WindowState, id: number): WindowSlot {
 }
 
 /**
- * base_d(w) = floor((L+B)·ω_d) plus d's part of the remainder R = (L+B) − Σ_o floor((L+B)·ω_o): every region
- * gets floor(R/N), and R mod N regions one more, rotating with the window id. Every region computes the same
- * split from the config, and Σ_d base_d = L + B exactly (floor per region would lose up to N−1 requests: 9 of
- * 10 for /checkout). Unbounded mode has no local limit (Infinity).
+ * base_d(w): region d's part of T = L + B in window w. Every region starts from floor(T·u_d/Σu) and the remainder
+ * R = T − Σ_o floor(T·u_o/Σu) (fewer than N units) goes one unit at a time to the region with the largest
+ * u_d/(s_d + 1), s_d what it holds so far (D'Hondt's priority, in exact integer products); equal priorities go to
+ * the region whose turn comes first, rotating with the window id (with equal weights: R regions get one more,
+ * in turn). Every region computes the same split from the config, and Σ_d base_d = T exactly (floor per region
+ * would lose up to N−1 requests: 9 of 10 for /checkout). The split is **house-monotone**: for one window, a larger
+ * T never gives any region less (the units of T are those of T − 1 plus one), so a limit raised in the middle of
+ * a window never leaves a region above its new base (the old largest-remainder split gave weights 1, 2, 3 the
+ * bases 1, 0, 2 at T = 3 and 0, 1, 3 at T = 4: 5 admitted under L = 4; docs/federation.md §4). Unbounded mode has
+ * no local limit (Infinity).
  */
 export function windowBase(params: FederationParams, d: number, id = 0): number {
   if (params.budget === null) return Infinity;
   const total = params.limit + params.budget;
-  let floors = 0;
-  for (let o = 0; o < params.regions; o++) floors += portion(total, params.units[o]!);
-  const remainder = total - floors;
   const n = params.regions;
-  const turn = (((d - id) % n) + n) % n;
-  return portion(total, params.units[d]!) + Math.floor(remainder / n) + (turn < remainder % n ? 1 : 0);
+  let units = 0;
+  for (let o = 0; o < n; o++) units += params.units[o]!;
+  // floor(T·u_o/Σu), a lower bound of every region's D'Hondt part, leaves fewer than N units to place.
+  const held: number[] = [];
+  let remainder = total;
+  for (let o = 0; o < n; o++) {
+    held.push(Math.floor((total * params.units[o]!) / units));
+    remainder -= held[o]!;
+  }
+  const turn = (o: number) => (((o - id) % n) + n) % n;
+  for (; remainder > 0; remainder--) {
+    let best = 0;
+    for (let o = 1; o < n; o++) {
+      // u_o/(s_o + 1) against u_best/(s_best + 1), cross-multiplied (exact below 2^53).
+      const ahead = params.units[o]! * (held[best]! + 1) - params.units[best]! * (held[o]! + 1);
+      if (ahead > 0 || (ahead === 0 && turn(o) < turn(best))) best = o;
+    }
+    held[best] = held[best]! + 1;
+  }
+  return held[d]!;
 }
 
 /** l_d = base_d + Σ_o x[o][d] − Σ_o x[d][o], from whoever's view `slot` is (the slot's id picks the base). */

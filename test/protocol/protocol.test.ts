@@ -123,6 +123,35 @@ describe('static arithmetic', () => {
     expect([0, 1, 2].map((d) => windowBase(checkout(0), d, 1))).toEqual([3, 4, 3]);
   });
 
+  it('window bases are house-monotone: a larger L + B never gives a region less in the same window (issue 21)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 7 }), { minLength: 2, maxLength: 6 }),
+        fc.integer({ min: 1, max: 100_000 }),
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        (weights, limit, raise, id) => {
+          const at = (l: number) =>
+            federationParams({ regions: weights.length, self: 0, weights, limit: l, periodMs: 1000, leakageBudget: 0, maxClockSkewMs: 0 });
+          for (let d = 0; d < weights.length; d++)
+            expect(windowBase(at(limit + raise), d, id)).toBeGreaterThanOrEqual(windowBase(at(limit), d, id));
+        },
+      ),
+      { numRuns: 500 },
+    );
+    // The issue's worked case: weights 1, 2, 3, L 3 → 4, B = 0. The largest-remainder split gave 1, 0, 2 and then
+    // 0, 1, 3 in every third window (ap's admitted 1 stayed counted beside 1 + 3: 5 > 4); now no base shrinks.
+    const at = (limit: number) =>
+      federationParams({ regions: 3, self: 0, weights: [1, 2, 3], limit, periodMs: 1000, leakageBudget: 0, maxClockSkewMs: 0 });
+    for (let id = 0; id < 3; id++) {
+      const before = [0, 1, 2].map((d) => windowBase(at(3), d, id));
+      const after = [0, 1, 2].map((d) => windowBase(at(4), d, id));
+      expect(before.reduce((a, b) => a + b)).toBe(3);
+      expect(after.reduce((a, b) => a + b)).toBe(4);
+      after.forEach((base, d) => expect(base).toBeGreaterThanOrEqual(before[d]!));
+    }
+  });
+
   it('a single region is an exact fixed window', () => {
     const single = federationParams({ regions: 1, self: 0, weights: [1], limit: 5, periodMs: 1000, leakageBudget: 3, maxClockSkewMs: 0 });
     let state = newWindowState(1);
@@ -563,8 +592,10 @@ describe('token buckets at the end of an epoch', () => {
     for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
     const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
     expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
-    const holding = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
-    // Before the last tenth (at most idleMs/5 = 1 s) the holder keeps it; in it, the holder returns it.
+    const merged = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+    // The holder keeps admitting (so it is not a free donor, which would give the share back at once).
+    const holding = decideBucket(holder, merged, 0, 8_600, 1).state!;
+    // Before the last tenth (at most idleMs/5 = 1 s) the busy holder keeps it; in it, the holder returns it.
     expect(sweepBucket(holder, holding, 0, 8_900).changed).toBe(false);
     const returned = sweepBucket(holder, holding, 0, 9_100).state;
     const back = windowCellsOfEpoch(returned, 0);
@@ -576,6 +607,36 @@ describe('token buckets at the end of an epoch', () => {
     expect(shareAt(donor, donorAfter.slots, 0, 10_100)).toBe(donor.units[1]);
     expect(shareAt(donor, given.slots, 0, 10_100)).toBe(0);
     expect(refill(donor, donorAfter, 0, 10_100)).toBeGreaterThan(refill(donor, given, 0, 10_100) + 1);
+  });
+});
+
+describe('token buckets after a burst', () => {
+  it('a holder whose burst stopped (a free donor) sends received share back with its tokens before the epoch ends', () => {
+    const holder = params({ self: 0, periodMs: 60_000, maxClockSkewMs: 500 });
+    const donor = params({ self: 1, periodMs: 60_000, maxClockSkewMs: 500 });
+    let hot: BucketState | undefined;
+    for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
+    const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
+    expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
+    const holding = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+    // Until it is quiet (no admission for max(min(idleMs/5, P/20), 10 of its average gaps) = max(1 s, 10 × 1,004/5
+    // ms) after its last one: the span in which its peers still count it as admitting) the holder keeps what it got.
+    expect(sweepBucket(holder, holding, 0, 2_900).changed).toBe(false);
+    // Quiet since, nobody wanting share: everything it holds of the donor's goes back, tokens with it, 56 s
+    // before the end-of-epoch return would have sent it.
+    const returned = sweepBucket(holder, holding, 0, 3_100);
+    expect(returned.changed).toBe(true);
+    const back = windowCellsOfEpoch(returned.state, 0);
+    expect(back.x[0]![1]).toBe(donor.units[1]);
+    expect(back.y[0]![1]!).toBeGreaterThan(0);
+    // The holder is back at its own share; the donor, once it merges, at its own too, with the tokens.
+    expect(shareAt(holder, returned.state.slots, 0, 3_100)).toBe(holder.units[0]);
+    const donorAfter = mergeBucket(donor, given, 0, 3_200, returned.state.slots).state!;
+    expect(shareAt(donor, donorAfter.slots, 0, 3_200)).toBe(donor.units[1]);
+    expect(donorAfter.tokens).toBeGreaterThan(refill(donor, given, 0, 3_200) + 1);
+    // Nothing bounces: the donor holds nothing of the holder's, and the holder is done.
+    expect(sweepBucket(donor, donorAfter, 0, 4_500).changed).toBe(false);
+    expect(sweepBucket(holder, returned.state, 0, 4_500).changed).toBe(false);
   });
 });
 
