@@ -272,7 +272,7 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
         windowPeriodMs: policy.windowPeriodMs,
         bucketPeriodMs: policy.bucketPeriodMs,
         concurrency: options.concurrency ?? 64,
-        serial: spec.traffic.pattern?.kind === 'sequential',
+        serial: spec.traffic.pattern?.kind === 'sequential' ? (spec.traffic.pattern.inFlight ?? 1) : undefined,
         peer,
         onProgress: (sent, total) =>
           progress(

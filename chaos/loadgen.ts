@@ -22,10 +22,11 @@ export interface LoadOptions {
   /** Called about once a second. */
   onProgress?: (sent: number, total: number) => void;
   /**
-   * One request at a time: each leaves when the previous one answered, after the gap between their planned
-   * offsets (a sequential pattern's pauses). Lateness is then not measured.
+   * Closed-loop phases: the plan's runs of requests with the same planned offset go out `serial` at a time (each
+   * slot sends its next when its last answered; 1: one request at a time), and a run starts the gap between
+   * the offsets after the previous run's last answer (a sequential pattern's pauses). Lateness is then not measured.
    */
-  serial?: boolean;
+  serial?: number;
 }
 
 export interface LoadResult {
@@ -162,18 +163,31 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
 
   const late: number[] = [];
   const all: Promise<void>[] = [];
-  for (let i = 0; i < options.plan.length; i++) {
-    const planned = options.plan[i]!;
-    if (options.serial) {
-      const gap = i === 0 ? Math.max(0, options.startPerfMs + planned.at - performance.now()) : planned.at - options.plan[i - 1]!.at;
+  if (options.serial !== undefined) {
+    let sent = 0;
+    for (let start = 0; start < options.plan.length; ) {
+      const at = options.plan[start]!.at;
+      let end = start;
+      while (end < options.plan.length && options.plan[end]!.at === at) end++;
+      const gap = start === 0 ? Math.max(0, options.startPerfMs + at - performance.now()) : at - options.plan[start - 1]!.at;
       if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap));
-      await sendOne(planned);
-      if (options.onProgress && performance.now() - lastProgress > 1_000) {
-        lastProgress = performance.now();
-        options.onProgress(i + 1, options.plan.length);
-      }
-      continue;
+      let next = start;
+      const slot = async () => {
+        while (next < end) {
+          await sendOne(options.plan[next++]!);
+          sent += 1;
+          if (options.onProgress && performance.now() - lastProgress > 1_000) {
+            lastProgress = performance.now();
+            options.onProgress(sent, options.plan.length);
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.max(1, options.serial) }, slot));
+      start = end;
     }
+  }
+  for (let i = 0; options.serial === undefined && i < options.plan.length; i++) {
+    const planned = options.plan[i]!;
     const wait = options.startPerfMs + planned.at - performance.now();
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
     if (inFlight >= options.concurrency) {

@@ -41,6 +41,18 @@ export const PROBE_POLICY: Policy = {
 /** A fresh key's burst (1.1 × the limit per rule) into us-east. */
 const BURST_REQUESTS = Math.round(1.1 * MINUTE_POLICY.windowLimit);
 
+/**
+ * Issue 20's sequential case with requests in flight: 0.4 L per rule into each region in turn, 24 at a time, 1.5 s
+ * between regions, two rounds.
+ */
+const SEQUENTIAL_IN_FLIGHT: TrafficPattern = {
+  kind: 'sequential',
+  regions: ['us-east', 'eu-west', 'ap-south', 'us-east', 'eu-west', 'ap-south'],
+  perRegion: Math.round(0.4 * MINUTE_POLICY.windowLimit),
+  pauseMs: 1_500,
+  inFlight: 24,
+};
+
 function burst(spreadMs: number, ruleGapMs: number): TrafficPattern {
   return { kind: 'burst', region: 'us-east', requests: BURST_REQUESTS, spreadMs, ruleGapMs };
 }
@@ -219,6 +231,29 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
       alignToWindow: true,
       peer: false,
       traffic: { ...TRAFFIC, pattern: { kind: 'sequential', regions: ['us-east', 'eu-west', 'ap-south'], perRegion: 120, pauseMs: 1_500 } },
+    },
+    {
+      ...base,
+      name: 'sequential-in-flight',
+      description:
+        'one key, 24 requests in flight: 120 per rule (0.4 L) to us-east, 1.5 s pause, 120 to eu-west, pause, 120 to ap-south, ' +
+        'two rounds (issue 20: each burst is over in about one round trip), 300/min rules',
+      durationMs: 12_000,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      traffic: { ...TRAFFIC, pattern: SEQUENTIAL_IN_FLIGHT },
+    },
+    {
+      ...base,
+      name: 'sequential-in-flight-wait',
+      description: 'as sequential-in-flight, with rules[].maxWaitMs 250 on both rules',
+      durationMs: 12_000,
+      policy: MINUTE_POLICY,
+      alignToWindow: true,
+      peer: false,
+      maxWaitMs: 250,
+      traffic: { ...TRAFFIC, pattern: SEQUENTIAL_IN_FLIGHT },
     },
     {
       ...base,

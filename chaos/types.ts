@@ -49,9 +49,10 @@ export type TrafficPattern =
   | { kind: 'burst'; region: RegionName; requests: number; spreadMs: number; ruleGapMs: number }
   /**
    * One request at a time (each sent when the previous one answered): `perRegion` per rule to each region in
-   * turn, the rules alternating, with `pauseMs` between regions.
+   * turn, the rules alternating, with `pauseMs` between regions (after the last answer of one region). With
+   * `inFlight`, each region's requests go out `inFlight` at a time (each slot sends its next when its last answered).
    */
-  | { kind: 'sequential'; regions: readonly RegionName[]; perRegion: number; pauseMs: number };
+  | { kind: 'sequential'; regions: readonly RegionName[]; perRegion: number; pauseMs: number; inFlight?: number };
 
 /** Closed-loop load on random keys from a separate process (`chaos/flood.ts`), for the whole run. */
 export interface FloodSpec {
