@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { startPairFromFiles, writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
+import { checkAt, checksAt, readyWarnings, startPairFromFiles, writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
 import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
@@ -22,30 +22,8 @@ const rule = (limit: number) => ({ name: 'per-key', by: ['apiKey'], algorithm: '
 const write = (region: PairRegion, limit: number) =>
   writePairConfig(dir, region, { 'us-east': east.url, 'eu-west': west.url }, [rule(limit)], { leakageBudget: 0 });
 
-interface Verdict {
-  allowed: boolean;
-  limit: number;
-}
-
-async function check(service: RegionService, apiKey: string): Promise<Verdict> {
-  const response = await fetch(`${service.url}/v1/check`, {
-    method: 'POST',
-    body: JSON.stringify({ apiKey, method: 'GET', path: '/' }),
-  });
-  expect(response.status).toBeLessThan(500);
-  return (await response.json()) as Verdict;
-}
-
-async function admitted(service: RegionService, apiKey: string, requests: number): Promise<number> {
-  let count = 0;
-  for (let i = 0; i < requests; i++) if ((await check(service, apiKey)).allowed) count++;
-  return count;
-}
-
-async function warnings(service: RegionService): Promise<string[]> {
-  const body = (await (await fetch(`${service.url}/readyz`)).json()) as { warnings?: string[] };
-  return body.warnings ?? [];
-}
+const admitted = async (service: RegionService, apiKey: string, requests: number) =>
+  (await checksAt(service, apiKey, requests)).filter((verdict) => verdict.allowed).length;
 
 describe('a limit reloaded one region at a time', () => {
   it('keeps the window within the tighter config, says so, and lifts the hold once the regions agree', async () => {
@@ -58,8 +36,8 @@ describe('a limit reloaded one region at a time', () => {
       expect((await usEast.reloadPolicy()).ok).toBe(true);
       // us-east reads eu-west's terms at its next round: the disagreement is on /readyz, and the limit it decides
       // with (and reports) is the tighter one.
-      await eventually(async () => (await warnings(usEast)).some((line) => line.includes('eu-west runs rule "per-key"')), 10_000);
-      await eventually(async () => (await check(usEast, 'probe')).limit === 100, 10_000, 'us-east deciding at the tighter limit');
+      await eventually(async () => (await readyWarnings(usEast)).some((line) => line.includes('eu-west runs rule "per-key"')), 10_000);
+      await eventually(async () => (await checkAt(usEast, 'probe')).limit === 100, 10_000, 'us-east deciding at the tighter limit');
 
       const key = 'rolling-key';
       const fromEast = await admitted(usEast, key, 150);
@@ -72,8 +50,8 @@ describe('a limit reloaded one region at a time', () => {
       // eu-west catches up: both run 200, the hold is lifted and the warning clears.
       write('eu-west', 200);
       expect((await euWest.reloadPolicy()).ok).toBe(true);
-      await eventually(async () => (await check(usEast, 'probe')).limit === 200, 15_000, 'us-east back at its own limit');
-      await eventually(async () => (await warnings(usEast)).length === 0, 15_000, "us-east's warning cleared");
+      await eventually(async () => (await checkAt(usEast, 'probe')).limit === 200, 15_000, 'us-east back at its own limit');
+      await eventually(async () => (await readyWarnings(usEast)).length === 0, 15_000, "us-east's warning cleared");
     } finally {
       await Promise.all(services.map((service) => service.close()));
     }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
-import { startPairFromFiles, writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
+import { checksAt, readyWarnings, startPairFromFiles, writePairConfig, type PairRegion } from '../support/region-pair-files.ts';
 import { eventually } from '../support/wait.ts';
 
 const east = await useRedis();
@@ -20,20 +20,8 @@ const rule = { name: 'per-key', by: ['apiKey'], algorithm: 'fixedWindow', limit:
 const write = (region: PairRegion, maxClockSkewMs: number) =>
   writePairConfig(dir, region, { 'us-east': east.url, 'eu-west': west.url }, [rule], { leakageBudget: 0, maxClockSkewMs });
 
-async function admitted(service: RegionService, apiKey: string, requests: number): Promise<number> {
-  let count = 0;
-  for (let i = 0; i < requests; i++) {
-    const response = await fetch(`${service.url}/v1/check`, { method: 'POST', body: JSON.stringify({ apiKey, method: 'GET', path: '/' }) });
-    expect(response.status).toBeLessThan(500);
-    if (((await response.json()) as { allowed: boolean }).allowed) count++;
-  }
-  return count;
-}
-
-async function warnings(service: RegionService): Promise<string[]> {
-  const body = (await (await fetch(`${service.url}/readyz`)).json()) as { warnings?: string[] };
-  return body.warnings ?? [];
-}
+const admitted = async (service: RegionService, apiKey: string, requests: number) =>
+  (await checksAt(service, apiKey, requests)).filter((verdict) => verdict.allowed).length;
 
 describe('regions that disagree on maxClockSkewMs', () => {
   it('decide with the larger skew, each within its own allowance, and say so', async () => {
@@ -42,7 +30,7 @@ describe('regions that disagree on maxClockSkewMs', () => {
       const [usEast, euWest] = await startPairFromFiles({ east: write('us-east', 1_000), west: write('eu-west', 3_000) }, services);
       // us-east reads eu-west's published terms: its engine decides with eu-west's larger skew.
       await eventually(async () => usEast.engine.config.federation.maxClockSkewMs === 3_000, 10_000, 'us-east deciding with skew 3000');
-      await eventually(async () => (await warnings(usEast)).some((line) => line.includes('eu-west runs rule "per-key"')), 10_000);
+      await eventually(async () => (await readyWarnings(usEast)).some((line) => line.includes('eu-west runs rule "per-key"')), 10_000);
       // eu-west's own skew is the larger one: nothing to tighten there.
       expect(euWest.engine.config.federation.maxClockSkewMs).toBe(3_000);
       // What the service was configured with stays as it was.
