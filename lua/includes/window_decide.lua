@@ -5,14 +5,17 @@
 ]]
 -- d's part of L + B: floor(T·u_d/Σu), the remainder by D'Hondt's priority, ties rotating with the window id
 -- (protocol.ts windowBase: house-monotone, Σ_d base_d = L + B).
-local function window_base(p, d, id)
-  if p.unbounded then return math.huge end
+-- Every region's base in window `id`, computed once per parameter table and window (a decision and its
+-- rebalance read several regions' bases).
+local function window_bases(p, id)
+  local cached = p.bases
+  if cached ~= nil and cached.id == id then return cached end
   local total = p.limit + p.budget
   local n = p.n
   local units = 0
   for o = 0, n - 1 do units = units + p.units[o] end
   -- floor(T·u_o/Σu): a lower bound of every region's D'Hondt part, fewer than n units left to place.
-  local held = {}
+  local held = { id = id }
   local remainder = total
   for o = 0, n - 1 do
     held[o] = math.floor((total * p.units[o]) / units)
@@ -28,7 +31,13 @@ local function window_base(p, d, id)
     held[best] = held[best] + 1
     remainder = remainder - 1
   end
-  return held[d]
+  p.bases = held
+  return held
+end
+
+local function window_base(p, d, id)
+  if p.unbounded then return math.huge end
+  return window_bases(p, id)[d]
 end
 
 -- `id` is the window the slot stands for (a zero slot carries id -1).
