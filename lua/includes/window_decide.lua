@@ -3,10 +3,9 @@
   windowForfeited, windowQuotaRemaining and decideWindow, line for line, over the slots of load_state. commit_window applies an
   admission in place.
 ]]
--- d's part of L + B: floor(T·u_d/Σu), the remainder by D'Hondt's priority, ties rotating with the window id
--- (protocol.ts windowBase: house-monotone, Σ_d base_d = L + B).
--- Every region's base in window `id`, computed once per parameter table and window (a decision and its
--- rebalance read several regions' bases).
+-- Every region's base in window `id` (protocol.ts windowBase: floor(T·u_d/Σu), the remainder by D'Hondt's
+-- priority, ties rotating with the window id; house-monotone, Σ_d base_d = L + B), computed once per parameter
+-- table and window: a decision and its rebalance read several regions' bases.
 local function window_bases(p, id)
   local cached = p.bases
   if cached ~= nil and cached.id == id then return cached end
@@ -35,6 +34,7 @@ local function window_bases(p, id)
   return held
 end
 
+-- d's part of L + B in window `id`.
 local function window_base(p, d, id)
   if p.unbounded then return math.huge end
   return window_bases(p, id)[d]

@@ -120,9 +120,9 @@ const tighterBudget = (a: number, b: number): number => (a < 0 ? b : b < 0 ? a :
  * The rules this region decides with while a peer runs a rule under the same name with other parameters (a reload
  * one region at a time): that rule at the smallest limit, burst and budget among this region's and every such
  * peer's, so each region admits nothing beyond its base at the tighter config (what it admitted before stays
- * counted: a raise stays within the old L + B, a lowering within Σ_r max(admitted before, new base), docs/federation.md
- * §4b). Only peers
- * on the same algorithm and period are comparable (a redefinition fences instead, recovery.ts). A peer that runs a
+ * counted: a raise stays within the old L + B, a lowering within Σ_r max(admitted before, new base);
+ * docs/federation.md §4b). Only peers on the same algorithm and period are comparable (a redefinition fences
+ * instead, recovery.ts). A peer that runs a
  * larger `maxClockSkewMs` (every rule's fingerprint differs then) makes this region decide with the larger skew as
  * well: a larger skew only delays a share's return and a fence's end, so it is the tighter assumption. Returns
  * `config` itself when nothing is tightened.
