@@ -1503,40 +1503,44 @@ const runs = Number(process.env.DIFFERENTIAL_RUNS ?? 120);
 // databases the next one reads).
 const PROPERTY_TIMEOUT_MS = Math.max(120_000, runs * 2_500);
 
+/** `count` decisions of cost 1 in region `r`. */
+const decides = (r: number, count: number): Op[] => Array.from({ length: count }, () => ({ kind: 'decide' as const, r, cost: 1 }));
+
+/** Two regions of three equal weights, one shard, no skew, on a window's start: the fixed examples' setup. */
+const exampleSetup = (over: Partial<Setup>): Setup => ({
+  n: 2,
+  weights: [1, 1, 1],
+  limit: 13,
+  periodMs: 3_000,
+  burst: undefined,
+  budget: 0,
+  skew: 0,
+  offsets: [0, 0, 0],
+  policy: { hungerFraction: 0.5, reserveFraction: 0.02, giveFraction: 0.5, minSurplus: 1, idleMs: 5_000 },
+  start: 1_800_000_000_000,
+  second: 'none',
+  limit2: 1,
+  ...over,
+});
+
 /**
  * A reload that lowers a rule in one region mid-window after it used its share, and one back to the common terms
  * (about one random run in eight draws a reload): region 1 decides at the tighter terms once it read them, gossip
  * between the two is skipped while they disagree, and it resumes once they agree again.
  */
-const driftExample = (algorithm: Algo): [Setup, Op[]] => {
-  const decides = (r: number, count: number) => Array.from({ length: count }, () => ({ kind: 'decide' as const, r, cost: 1 }));
-  return [
-    {
-      n: 2,
-      weights: [1, 1, 1],
-      limit: algorithm === 'tokenBucket' ? 20 : 13,
-      periodMs: 3_000,
-      burst: undefined,
-      budget: '100%',
-      skew: 0,
-      offsets: [0, 0, 0],
-      policy: { hungerFraction: 0.5, reserveFraction: 0.02, giveFraction: 0.5, minSurplus: 1, idleMs: 5_000 },
-      start: 1_800_000_000_000,
-      second: 'none',
-      limit2: 1,
-    },
-    [
-      ...decides(0, 14),
-      { kind: 'reload', r: 0, terms: { limit: 'less', budget: '50%', burst: 'half' } },
-      { kind: 'round' },
-      ...decides(1, 12),
-      { kind: 'reload', r: 0, terms: 'setup' },
-      { kind: 'round' },
-      ...decides(1, 2),
-      { kind: 'round' },
-    ],
-  ];
-};
+const driftExample = (algorithm: Algo): [Setup, Op[]] => [
+  exampleSetup({ limit: algorithm === 'tokenBucket' ? 20 : 13, budget: '100%' }),
+  [
+    ...decides(0, 14),
+    { kind: 'reload', r: 0, terms: { limit: 'less', budget: '50%', burst: 'half' } },
+    { kind: 'round' },
+    ...decides(1, 12),
+    { kind: 'reload', r: 0, terms: 'setup' },
+    { kind: 'round' },
+    ...decides(1, 2),
+    { kind: 'round' },
+  ],
+];
 
 /**
  * Schedules every run starts with, for paths the random ones seldom reach. A token bucket's burst region that got a
@@ -1549,28 +1553,19 @@ const EXAMPLES: Record<Algo, [Setup, Op[]][]> = {
   tokenBucket: [
     driftExample('tokenBucket'),
     [
-      {
-        n: 2,
-        weights: [1, 1, 1],
+      exampleSetup({
         limit: 60,
-        periodMs: 3_000,
-        burst: undefined,
         budget: 6,
-        skew: 0,
-        offsets: [0, 0, 0],
         policy: { hungerFraction: 0.5, reserveFraction: 0.02, giveFraction: 0.5, minSurplus: 1, idleMs: 700 },
-        start: 1_800_000_000_000,
-        second: 'none',
-        limit2: 1,
-      },
+      }),
       [
-        ...Array.from({ length: 6 }, () => ({ kind: 'decide' as const, r: 0, cost: 1 })),
+        ...decides(0, 6),
         { kind: 'round' },
         { kind: 'round' },
         { kind: 'advance', fraction: 0.3 },
         { kind: 'sweep', r: 0 },
         { kind: 'round' },
-        ...Array.from({ length: 3 }, () => ({ kind: 'decide' as const, r: 1, cost: 1 })),
+        ...decides(1, 3),
         { kind: 'round' },
       ],
     ],
