@@ -583,16 +583,25 @@ describe('rights that move on demand', () => {
   });
 });
 
+/**
+ * Region 0 (the holder) admits 5 at 1,000–1,004 ms of epoch 0; region 1 (a free donor) merges that and gives it all
+ * its share; the holder merges the grant at 1,100.
+ */
+function donorGaveAll(periodMs: number) {
+  const holder = params({ self: 0, periodMs, maxClockSkewMs: 500 });
+  const donor = params({ self: 1, periodMs, maxClockSkewMs: 500 });
+  let hot: BucketState | undefined;
+  for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
+  const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
+  expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
+  const merged = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+  return { holder, donor, given, merged };
+}
+
 describe('token buckets at the end of an epoch', () => {
   it('received share goes back home with its tokens, and the donor holds its full share across the boundary', () => {
-    const holder = params({ self: 0, periodMs: 10_000, maxClockSkewMs: 500 });
-    const donor = params({ self: 1, periodMs: 10_000, maxClockSkewMs: 500 });
     // The donor (free) gave all its share to the busy holder in epoch 0.
-    let hot: BucketState | undefined;
-    for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
-    const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
-    expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
-    const merged = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+    const { holder, donor, given, merged } = donorGaveAll(10_000);
     // The holder keeps admitting (so it is not a free donor, which would give the share back at once).
     const holding = decideBucket(holder, merged, 0, 8_600, 1).state!;
     // Before the last tenth (at most idleMs/5 = 1 s) the busy holder keeps it; in it, the holder returns it.
@@ -612,13 +621,7 @@ describe('token buckets at the end of an epoch', () => {
 
 describe('token buckets after a burst', () => {
   it('a holder whose burst stopped (a free donor) sends received share back with its tokens before the epoch ends', () => {
-    const holder = params({ self: 0, periodMs: 60_000, maxClockSkewMs: 500 });
-    const donor = params({ self: 1, periodMs: 60_000, maxClockSkewMs: 500 });
-    let hot: BucketState | undefined;
-    for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
-    const given = mergeBucket(donor, undefined, 0, 1_050, hot!.slots).state!;
-    expect(windowCellsOfEpoch(given, 0).x[1]![0]).toBe(donor.units[1]);
-    const holding = mergeBucket(holder, hot, 0, 1_100, given.slots).state!;
+    const { holder, donor, given, merged: holding } = donorGaveAll(60_000);
     // Until it is quiet (no admission for max(min(idleMs/5, P/20), 10 of its average gaps) = max(1 s, 10 × 1,004/5
     // ms) after its last one: the span in which its peers still count it as admitting) the holder keeps what it got.
     expect(sweepBucket(holder, holding, 0, 2_900).changed).toBe(false);
