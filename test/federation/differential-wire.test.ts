@@ -76,8 +76,11 @@ describe('the publisher sweep over the watch sets', () => {
     const id = Math.floor(now / rule.period);
     // a (index 0) admitted 40 of its 50 just now: hungry. b, active itself (5 admitted, so not a free donor),
     // keeps what it used as a reserve and gives half the rest (50 − 5 − 5 = 40 → 20) on merge, and watches the key.
-    const slot = { id, c: [40, 5], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [now, now] };
-    const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: now, s: [flattenSlot(slot)] });
+    // Both last admitted a few seconds "ahead" (a peer's clock within the skew): the scripts read Redis TIME,
+    // and a stall of the loaded machine of over a second would otherwise make b quiet (a free donor giving 44).
+    const last = Math.min(now + 4_000, (id + 1) * rule.period - 1);
+    const slot = { id, c: [40, 5], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [last, last] };
+    const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: last, s: [flattenSlot(slot)] });
     // Changed, the lag, and granted: the grant puts the key on the fast lane.
     expect(await runApplyGossip(redis, call)).toEqual({ changed: true, lagMs: expect.any(Number), granted: true });
     expect(await redis.sismember(fastSetKey(shard), key)).toBe(1);

@@ -1491,6 +1491,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     traced = trace.join(' ');
     if (realtime) clock = Math.max(clock, await redisNow());
     await step(op);
+    // The spec does not model expiry. Realtime runs sleep well within a key's TTL (2P + skew + 1 s, at least about
+    // 1.04 s here), but a stall of the loaded machine can outlast it, and the key would vanish from Redis while the
+    // spec still holds it: the keys are made persistent once each step has written them.
+    if (realtime) await Promise.all(clients.slice(0, n).flatMap((client) => [KEY, KEY2].filter(Boolean).map((key) => client.persist(key))));
     stats.steps++;
     await compare();
     checkBound();
