@@ -135,15 +135,21 @@ local function tokens_received(slot, n, r)
   return total
 end
 
+-- Held share of a peer's, or a hungry peer this region could still give to: its share in view at least
+-- max(min_surplus, the hungry peers' count) (protocol.ts bucketHasHungryPeer).
 local function bucket_has_hungry_peer(p, slots, now)
   if not transfers_allowed(p) then return false end
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
+  local hungry_peers = 0
   for d = 0, p.n - 1 do
-    if d ~= p.self and (bucket_hungry(p, slot, d, elapsed, now) or held_from(slot, p.self, d) > 0) then return true end
+    if d ~= p.self then
+      if held_from(slot, p.self, d) > 0 then return true end
+      if bucket_hungry(p, slot, d, elapsed, now) then hungry_peers = hungry_peers + 1 end
+    end
   end
-  return false
+  return hungry_peers > 0 and view_share(p, slot, p.self) >= math.max(p.policy.min_surplus, hungry_peers)
 end
 
 local function copy_slots(p, slots)

@@ -67,14 +67,18 @@ local function merge_window(p, slots, fence, now, incoming)
   return #changed_ids > 0
 end
 
+-- A hungry peer this region could still give to: unused allowance at least max(min_surplus, the hungry peers'
+-- count) (protocol.ts windowHasHungryPeer).
 local function window_has_hungry_peer(p, slots, now)
   if p.unbounded or p.n < 2 then return false end
   local id = math.floor(now / p.period)
   local slot = cells_of(slots, id, p.n, true)
+  local hungry_peers = 0
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(p, slot, d, window_allowance(p, slot, d, id), now) then return true end
+    if d ~= p.self and hungry(p, slot, d, window_allowance(p, slot, d, id), now) then hungry_peers = hungry_peers + 1 end
   end
-  return false
+  return hungry_peers > 0
+    and window_allowance(p, slot, p.self, id) - slot.c[p.self] >= math.max(p.policy.min_surplus, hungry_peers)
 end
 
 -- Rebalances the current window without new gossip (the sync loop's sweep).

@@ -169,3 +169,27 @@ export function bucketAdmissionGossip(
     now,
   });
 }
+
+/** The peers a fast-lane key goes to now: `'all'`, or these region indexes (fastLaneTargets). */
+export type FastLaneTargets = readonly number[] | 'all';
+
+/**
+ * Where a key on region `self`'s fast lane goes now, from its newest slot: its own count and time there and what it
+ * gave each peer there. Every peer when `self` shows demand in the slot (it admitted there, or a false denial
+ * refreshed its time): any of them may give. Otherwise the key is on the fast lane for a grant (or a return) `self`
+ * made: only the peers it moved allowance to need it now, and the others hear of it with the next sync round (the
+ * key stays in their pending sets). A grant so crosses one link at once, not every link; when a message is sent is
+ * no part of the bound (§2, §3).
+ *
+ * @example
+ * ```ts
+ * // Region 1 of three admitted nothing in the slot and gave 40 to region 0: to region 0 only.
+ * fastLaneTargets(0, 0, (d) => (d === 0 ? 40 : 0), 1, 3); // [0]
+ * ```
+ */
+export function fastLaneTargets(own: number, ownAt: number, gave: (d: number) => number, self: number, n: number): FastLaneTargets {
+  if (own > 0 || ownAt > 0) return 'all';
+  const to: number[] = [];
+  for (let d = 0; d < n; d++) if (d !== self && gave(d) > 0) to.push(d);
+  return to.length > 0 ? to : 'all';
+}

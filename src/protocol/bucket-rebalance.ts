@@ -233,18 +233,25 @@ function heldFrom(slot: EpochSlot, r: number, d: number): number {
 }
 
 /**
- * Does r's bucket need the sweep: a hungry peer in its view of the current epoch, or (for the end-of-epoch
- * return) share it holds of a peer's?
+ * Does r's bucket need the sweep: share it holds of a peer's (for the returns: the end of the epoch, or r falling
+ * quiet), or a hungry peer in its view of the current epoch that r could still give to? r gives nothing while its
+ * share in view (at least what it gives from) is below max(minSurplus, the hungry peers' count): every target gets
+ * floor(surplus/targets) and the targets include the hungry. A free donor that gave its share away is so dropped
+ * until a merge changes its state (a return, or demand in the next epoch, which comes on the fast lane).
  */
 export function bucketHasHungryPeer(params: FederationParams, state: BucketState, now: number): boolean {
   if (!transfersAllowed(params)) return false;
+  const r = params.self;
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(state.slots, epoch);
+  let hungryPeers = 0;
   for (let d = 0; d < params.regions; d++) {
-    if (d !== params.self && (bucketHungry(params, slot, d, elapsed, now) || heldFrom(slot, params.self, d) > 0)) return true;
+    if (d === r) continue;
+    if (heldFrom(slot, r, d) > 0) return true;
+    if (bucketHungry(params, slot, d, elapsed, now)) hungryPeers++;
   }
-  return false;
+  return hungryPeers > 0 && viewShare(params, slot, r) >= Math.max(params.rebalance.minSurplus, hungryPeers);
 }
 
 /** The token-bucket sweep: refill, rebalance the current epoch, clamp (see sweepWindow). */

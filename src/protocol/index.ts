@@ -68,6 +68,7 @@ export {
 export {
   admissionGossip,
   bucketAdmissionGossip,
+  fastLaneTargets,
   gossipHorizonMs,
   peerTalks,
   REPORT_STEP,
@@ -76,6 +77,7 @@ export {
   windowAdmissionGossip,
   type AdmissionFacts,
   type AdmissionGossip,
+  type FastLaneTargets,
 } from './admission-gossip.ts';
 export { refundBucket, refundWindow, settleWindow, type RefundResult, type SettleResult } from './settlement.ts';
 export { ruleFederationParams, topologyOf, type Topology } from './topology.ts';

@@ -91,14 +91,21 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   return next;
 }
 
-/** Does r's view show a hungry peer in the current window? Then the key belongs in the sweep set. */
+/**
+ * Does r's view show a hungry peer in the current window that r could still give to? Then the key belongs in the
+ * sweep set. A region whose unused allowance is below max(minSurplus, the hungry peers' count) can give nothing
+ * whatever its reserve (rebalanceWindow gives at least one each only while the surplus covers every target), so
+ * sweeping it is wasted work until a merge changes its state: a free donor that gave all it had is dropped.
+ */
 export function windowHasHungryPeer(params: FederationParams, state: WindowState, now: number): boolean {
   if (params.budget === null || params.regions < 2) return false;
+  const r = params.self;
   const slot = windowCells(state, windowIdAt(now, params.periodMs));
+  let hungryPeers = 0;
   for (let d = 0; d < params.regions; d++) {
-    if (d !== params.self && hungry(params, slot, d, windowAllowance(params, slot, d), now)) return true;
+    if (d !== r && hungry(params, slot, d, windowAllowance(params, slot, d), now)) hungryPeers++;
   }
-  return false;
+  return hungryPeers > 0 && windowAllowance(params, slot, r) - slot.c[r]! >= Math.max(params.rebalance.minSurplus, hungryPeers);
 }
 
 /**

@@ -97,6 +97,62 @@ describe('gossip wakes on work', () => {
   });
 });
 
+describe('a grant crosses one link at once', () => {
+  let fed: TestFederation;
+  beforeAll(async () => {
+    fed = await startTestFederation({ names: ['a', 'b', 'c'], syncIntervalMs: SLOW_SYNC_MS, rules: RULES });
+  });
+  afterAll(() => fed?.close());
+
+  /** Keys region `from` sent to peer `to` on the fast lane so far. */
+  const fastKeys = async (from: string, to: string) => {
+    const text = await fed.region(from).registry.getSingleMetricAsString('quotafed_federation_fast_lane_keys_total');
+    return Number(new RegExp(`peer="${to}"[^}]*} (\\d+)`).exec(text)?.[1] ?? 0);
+  };
+
+  it('an idle peer grants to the region that turned a key loud on the fast lane, and to nobody else until a round', async () => {
+    const a = fed.region('a');
+    const c = fed.region('c');
+    // Settle: the start-up rounds are over.
+    await sleep(500);
+    const before = {
+      ba: await fastKeys('b', 'a'),
+      bc: await fastKeys('b', 'c'),
+      ca: await fastKeys('c', 'a'),
+      cb: await fastKeys('c', 'b'),
+    };
+    // Three regions share 300 + 15: 105 each, so 100 at once crosses a's watermark (94) and goes on a's fast lane;
+    // b and c, idle, give a their share as free donors.
+    const apiKey = `grant-${Math.random().toString(36).slice(2)}`;
+    const started = Date.now();
+    expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw', cost: 100 })).allowed).toBe(true);
+    const view = (region: 'a' | 'c') =>
+      federationKeyView(fed.region(region).config, fed.region(region).redis, 'fw', { apiKey, endpoint: '/fw' }).then((v) =>
+        v.windows.find((w) => w.current),
+      );
+    const granted = (w: Awaited<ReturnType<typeof view>>, from: string) =>
+      w?.transfers.some((t) => t.from === from && t.to === 'a') === true;
+    await eventually(
+      async () => {
+        const w = await view('a');
+        return granted(w, 'b') && granted(w, 'c');
+      },
+      SLOW_SYNC_MS,
+      "a to hold b's and c's grants",
+      2,
+    );
+    const took = Date.now() - started;
+    // Each grant went to a alone on the fast lane: b sent c nothing at once, nor c b.
+    expect((await fastKeys('b', 'a')) - before.ba).toBeGreaterThanOrEqual(1);
+    expect((await fastKeys('c', 'a')) - before.ca).toBeGreaterThanOrEqual(1);
+    expect((await fastKeys('b', 'c')) - before.bc).toBe(0);
+    expect((await fastKeys('c', 'b')) - before.cb).toBe(0);
+    // c still learns of b's grant, with b's next sync round (or a's, which carries a's view).
+    await eventually(async () => granted(await view('c'), 'b'), 3 * SLOW_SYNC_MS, "c to see b's grant");
+    console.log(`first admission to both grants at the admitting region: ${took} ms`);
+  }, 20_000);
+});
+
 describe('a shard left with work stays dirty', () => {
   let fed: TestFederation;
   beforeAll(async () => {

@@ -3,7 +3,7 @@
 // not read from one chance interval.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { admissionGossip, REPORT_STEP } from '../../src/protocol/index.ts';
+import { admissionGossip, fastLaneTargets, REPORT_STEP } from '../../src/protocol/index.ts';
 
 describe('admission gossip', () => {
   it('a loud key is sent at each report step: what the peers last heard is always less than a step behind', () => {
@@ -48,5 +48,16 @@ describe('admission gossip', () => {
     expect(admissionGossip({ ...facts, ownBefore: 3, lastAt: 1_000, now: 1_005 })).toBe('fast');
     // A slow pace stays silent.
     expect(admissionGossip({ ...facts, ownBefore: 3, lastAt: 1_000, now: 2_000 })).toBe('silent');
+  });
+
+  it('the fast lane sends demand to every peer and a grant only to its receivers', () => {
+    const gave = (to: Record<number, number>) => (d: number) => to[d] ?? 0;
+    // Region 1 of four admitted in the slot (or was falsely denied there: its time only): every peer.
+    expect(fastLaneTargets(3, 1_000, gave({ 0: 40 }), 1, 4)).toBe('all');
+    expect(fastLaneTargets(0, 1_000, gave({ 0: 40 }), 1, 4)).toBe('all');
+    // A donor that admitted nothing there: the peers it gave to, in index order.
+    expect(fastLaneTargets(0, 0, gave({ 3: 5, 0: 40 }), 1, 4)).toEqual([0, 3]);
+    // Nothing to tell apart (no grant in the newest slot): every peer, as before.
+    expect(fastLaneTargets(0, 0, gave({}), 1, 4)).toBe('all');
   });
 });

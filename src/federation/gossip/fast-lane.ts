@@ -1,15 +1,17 @@
-// The fast lane: the keys queued in the fast-lane sets (decide.lua: a first admission in a window/epoch;
-// apply_gossip.lua: a grant) go to every peer now, not at the next sync round; then each is forgotten in that
-// peer's pending set where the version sent is still the newest. It looks only at the shards dirty for it
-// (dirty-shards.ts: their bell rang), and runs when the publisher is woken, at most once per FAST_LANE_MS.
+// The fast lane: the keys queued in the fast-lane sets (decide.lua: a loud first admission in a window/epoch, a
+// false denial; apply_gossip.lua: a grant) go to the peers now, not at the next sync round; then each is forgotten
+// in that peer's pending set where the version sent is still the newest. A key this region shows demand for goes to
+// every peer; a grant only to the peers it went to (fastTargets): the others hear of it with the next sync round.
+// It looks only at the shards dirty for it (dirty-shards.ts: their bell rang), and runs when the publisher is
+// woken, at most once per FAST_LANE_MS.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { ackPendingCall, runAckPending } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { layoutOf, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
-import type { Topology } from '../../protocol/index.ts';
-import { decodeState, flattenSlot } from './cells.ts';
+import { fastLaneTargets, type FastLaneTargets, type Topology } from '../../protocol/index.ts';
+import { decodeState, flattenSlot, type DecodedState } from './cells.ts';
 import type { DirtyShards } from './dirty-shards.ts';
 import type { GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
@@ -60,26 +62,32 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
       const states = await Promise.all(popped.map((key) => redis.hgetall(key)));
       const entries: GossipEntry[] = [];
       const versions: [string, number][] = [];
+      const targets: FastLaneTargets[] = [];
       states.forEach((fields, i) => {
         const state = decodeState(fields, n);
         if (state.slots.length === 0) return;
         entries.push({ k: popped[i]!, t: state.changedAt, s: state.slots.map(flattenSlot) });
         versions.push([popped[i]!, state.version]);
+        targets.push(fastTargets(state, topology.selfIndex, n));
       });
       if (entries.length === 0) return 0;
       await Promise.all(
         links.map(async (link) => {
+          const mine = entries.flatMap((_, i) => (targets[i] === 'all' || targets[i]!.includes(link.index) ? [i] : []));
+          if (mine.length === 0) return;
+          const chunk = mine.map((i) => entries[i]!);
           if (
             !(await sender.send(
               link,
-              fitToSize(entries, (chunk) => sender.build(link, 'gossip', chunk)),
+              fitToSize(chunk, (part) => sender.build(link, 'gossip', part)),
             ))
           )
             return;
-          metrics.fastLane.inc({ region, peer: link.name }, entries.length);
+          metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
           // Sent: forget each key in this peer's pending set if that version is still the newest.
           const byShard = new Map<number, { key: string; version: string }[]>();
-          for (const [key, version] of versions) {
+          for (const i of mine) {
+            const [key, version] = versions[i]!;
             const shard = shardOfKey(key);
             const ack = byShard.get(shard) ?? [];
             ack.push({ key, version: String(version) });
@@ -96,4 +104,13 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
       return 0;
     }
   };
+}
+
+/** fastLaneTargets of a decoded state (its newest slot; x flattened as x[o·n + d]). */
+function fastTargets(state: DecodedState, self: number, n: number): FastLaneTargets {
+  let newest = state.slots[0];
+  for (const slot of state.slots) if (newest === undefined || slot.id > newest.id) newest = slot;
+  if (newest === undefined) return 'all';
+  const slot = newest;
+  return fastLaneTargets(slot.c[self]!, slot.t[self]!, (d) => slot.x[self * n + d]!, self, n);
 }

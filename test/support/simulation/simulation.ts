@@ -8,6 +8,7 @@ import {
   bucketHasHungryPeer,
   decideBucket,
   decideWindow,
+  fastLaneTargets,
   federationParams,
   gossipHorizonMs,
   mergeBucket,
@@ -24,6 +25,7 @@ import {
   type AdmissionGossip,
   type BucketState,
   type EpochSlot,
+  type FastLaneTargets,
   type WindowSlot,
   type WindowState,
 } from '../../../src/protocol/index.ts';
@@ -311,7 +313,20 @@ class Simulation {
     if (!region.up) return;
     region.fastSent.set(key, this.now);
     this.stats.fastSends++;
-    for (const peer of this.regions) if (peer.index !== index) this.send(region, peer, key, true);
+    // src/federation/gossip/fast-lane.ts: demand goes to every peer, a grant only to its receivers.
+    const state = region.keys.get(key);
+    let targets: FastLaneTargets = 'all';
+    if (state) {
+      const newest = this.slotsOf(state).reduce<Slots[number] | undefined>(
+        (best, slot) => (best === undefined || slot.id > best.id ? slot : best),
+        undefined,
+      );
+      if (newest && newest.id >= 0)
+        targets = fastLaneTargets(newest.c[index]!, newest.t[index]!, (d) => newest.x[index]![d]!, index, this.regions.length);
+    }
+    for (const peer of this.regions) {
+      if (peer.index !== index && (targets === 'all' || targets.includes(peer.index))) this.send(region, peer, key, true);
+    }
   }
 
   /** See SimStats.falseDenials. */
