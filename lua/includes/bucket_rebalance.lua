@@ -22,11 +22,6 @@ local function returning(p, now)
   return stop - now <= math.min(p.period / 10, p.policy.idle / 5)
 end
 
--- The share r holds of d's (what d gave r, less what r gave d), when positive.
-local function held_from(slot, r, d)
-  return math.max(0, slot.x[d][r] - slot.x[r][d])
-end
-
 -- Does r hold share of any peer's (held_from > 0)?
 local function held_any(slot, n, r)
   for d = 0, n - 1 do

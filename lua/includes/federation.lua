@@ -116,6 +116,12 @@ local function net_transfer(slot, n, d)
   return net
 end
 
+-- What r holds of d's allowance (share) in one slot: what d gave r less what r gave d, when positive
+-- (protocol.ts heldFrom).
+local function held_from(slot, r, d)
+  return math.max(0, slot.x[d][r] - slot.x[r][d])
+end
+
 
 --[[
   A field plan: which hash fields to read and where they go (parallel arrays: names, k, kind, o, d; cells c and

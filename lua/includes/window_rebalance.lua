@@ -19,11 +19,32 @@ local function rebalance_window(p, slots, id, now)
       peers[#peers + 1] = d
     end
   end
-  if #peers == 0 then return false end
+  local last_tenth = (id + 1) * p.period - now <= math.min(policy.idle, p.period / 10)
+  if #peers == 0 then
+    -- A quiet free donor with nobody to give to hands back what it holds of its peers' allowance
+    -- (protocol.ts returnWindowAllowance): per peer, held_from, as far as its unused allowance less what it keeps covers.
+    if not (free and quiet(p, slot, r, now)) then return false end
+    local left = own - slot.c[r]
+    if not last_tenth then left = left - 1 end
+    left = math.max(0, left)
+    local amounts, total = {}, 0
+    for d = 0, n - 1 do
+      local amount = 0
+      if d ~= r then amount = math.min(held_from(slot, r, d), left) end
+      amounts[d] = amount
+      left = left - amount
+      total = total + amount
+    end
+    if total < math.max(1, policy.min_surplus) then return false end
+    for d = 0, n - 1 do
+      if amounts[d] > 0 then slot.x[r][d] = slot.x[r][d] + amounts[d] end
+    end
+    return true
+  end
   local reserve
   if free then
     reserve = 1
-    if (id + 1) * p.period - now <= math.min(policy.idle, p.period / 10) then reserve = 0 end
+    if last_tenth then reserve = 0 end
   else
     reserve = math.max(math.ceil(policy.reserve * window_base(p, r, id)), slot.c[r])
   end
@@ -67,15 +88,18 @@ local function merge_window(p, slots, fence, now, incoming)
   return #changed_ids > 0
 end
 
--- A hungry peer this region could still give to: unused allowance at least max(min_surplus, the hungry peers'
--- count) (protocol.ts windowHasHungryPeer).
+-- Held allowance of a peer's (for the return), or a hungry peer this region could still give to: unused
+-- allowance at least max(min_surplus, the hungry peers' count) (protocol.ts windowHasHungryPeer).
 local function window_has_hungry_peer(p, slots, now)
   if p.unbounded or p.n < 2 then return false end
   local id = math.floor(now / p.period)
   local slot = cells_of(slots, id, p.n, true)
   local hungry_peers = 0
   for d = 0, p.n - 1 do
-    if d ~= p.self and hungry(p, slot, d, window_allowance(p, slot, d, id), now) then hungry_peers = hungry_peers + 1 end
+    if d ~= p.self then
+      if held_from(slot, p.self, d) > 0 then return true end
+      if hungry(p, slot, d, window_allowance(p, slot, d, id), now) then hungry_peers = hungry_peers + 1 end
+    end
   end
   return hungry_peers > 0
     and window_allowance(p, slot, p.self, id) - slot.c[p.self] >= math.max(p.policy.min_surplus, hungry_peers)

@@ -18,6 +18,7 @@ import { SHARE_UNITS, windowIdAt, type Fence, type FederationParams } from './pa
 import {
   cloneEpochSlot,
   emptyEpochSlot,
+  heldFrom,
   joinEpochSlots,
   kept,
   netTransfer,
@@ -225,11 +226,6 @@ function returning(params: FederationParams, now: number): boolean {
 function heldAny(slot: EpochSlot, r: number): boolean {
   for (let d = 0; d < slot.c.length; d++) if (d !== r && heldFrom(slot, r, d) > 0) return true;
   return false;
-}
-
-/** Per peer d: the share r holds of d's (what d gave r, less what r gave d), when positive. */
-function heldFrom(slot: EpochSlot, r: number, d: number): number {
-  return Math.max(0, slot.x[d]![r]! - slot.x[r]![d]!);
 }
 
 /**

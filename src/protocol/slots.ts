@@ -132,6 +132,11 @@ export function netTransfer(slot: EpochSlot | WindowSlot, d: number): number {
   return net;
 }
 
+/** Per peer d: what r holds of d's allowance (share) in one slot: what d gave r less what r gave d, when positive. */
+export function heldFrom(slot: EpochSlot | WindowSlot, r: number, d: number): number {
+  return Math.max(0, slot.x[d]![r]! - slot.x[r]![d]!);
+}
+
 /** What a merge or a sweep returns. */
 export interface MergeResult<S> {
   state: S;

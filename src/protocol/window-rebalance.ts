@@ -2,11 +2,12 @@
 // sweep that repeats it without new gossip, and what a region sends.
 // Lua mirror: lua/includes/window_rebalance.lua (rebalance_window, merge_window, window_has_hungry_peer,
 // sweep_window).
-import { freeDonor, hungry, wanting } from './demand.ts';
+import { freeDonor, hungry, quiet, wanting } from './demand.ts';
 import { windowIdAt, type Fence, type FederationParams } from './params.ts';
 import {
   cloneWindowSlot,
   emptyWindowSlot,
+  heldFrom,
   joinWindowSlots,
   kept,
   sameWindowSlot,
@@ -74,9 +75,17 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
     if (d === r) continue;
     if (wanting(params, slot, d, windowAllowance(params, slot, d), now, free)) targets.push(d);
   }
-  if (targets.length === 0) return state;
+  const lastTenth = (id + 1) * params.periodMs - now <= Math.min(policy.idleMs, params.periodMs / 10);
+  if (targets.length === 0) {
+    // A free donor that is quiet in its peers' eyes too (so none of them gives it back) and has nobody to give to
+    // hands back what it holds of its peers' allowance, as a token bucket does (bucket-rebalance.ts): the burst
+    // that drew it has stopped, and the next burst may land in a donor.
+    if (free && quiet(params, slot, r, now))
+      return returnWindowAllowance(params, state, id, ownAllowance - slot.c[r]! - (lastTenth ? 0 : 1));
+    return state;
+  }
   let reserve: number;
-  if (free) reserve = (id + 1) * params.periodMs - now <= Math.min(policy.idleMs, params.periodMs / 10) ? 0 : 1;
+  if (free) reserve = lastTenth ? 0 : 1;
   else reserve = Math.max(Math.ceil(policy.reserveFraction * windowBase(params, r, id)), slot.c[r]!);
   const surplus = ownAllowance - slot.c[r]! - reserve;
   if (surplus < policy.minSurplus) return state;
@@ -92,10 +101,35 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
 }
 
 /**
- * Does r's view show a hungry peer in the current window that r could still give to? Then the key belongs in the
- * sweep set. A region whose unused allowance is below max(minSurplus, the hungry peers' count) can give nothing
- * whatever its reserve (rebalanceWindow gives at least one each only while the surplus covers every target), so
- * sweeping it is wasted work until a merge changes its state: a free donor that gave all it had is dropped.
+ * The return of a quiet free donor with nobody to give to: per peer d, what r holds of d's allowance in window
+ * `id` (x[d][r] − x[r][d], when positive) goes back to d as a transfer, as far as `spare` (r's unused allowance
+ * less what it keeps) covers it. Like any transfer it leaves c[r] ≤ l_r.
+ */
+function returnWindowAllowance(params: FederationParams, state: WindowState, id: number, spare: number): WindowState {
+  const r = params.self;
+  const slot = windowCells(state, id);
+  const amounts: number[] = [];
+  let left = Math.max(0, spare);
+  let total = 0;
+  for (let d = 0; d < params.regions; d++) {
+    const amount = d === r ? 0 : Math.min(heldFrom(slot, r, d), left);
+    amounts.push(amount);
+    left -= amount;
+    total += amount;
+  }
+  if (total < Math.max(1, params.rebalance.minSurplus)) return state;
+  const next = withSlot(state, id);
+  const target = next.slots[slotIndex(id)]!;
+  for (let d = 0; d < params.regions; d++) if (amounts[d]! > 0) target.x[r]![d] = target.x[r]![d]! + amounts[d]!;
+  return next;
+}
+
+/**
+ * Does r hold allowance of a peer's in the current window (for the return, returnWindowAllowance), or does its
+ * view show a hungry peer there that r could still give to? Then the key belongs in the sweep set. A region
+ * whose unused allowance is below max(minSurplus, the hungry peers' count) can give nothing whatever its reserve
+ * (rebalanceWindow gives at least one each only while the surplus covers every target), so sweeping it is wasted
+ * work until a merge changes its state: a free donor that gave all it had is dropped.
  */
 export function windowHasHungryPeer(params: FederationParams, state: WindowState, now: number): boolean {
   if (params.budget === null || params.regions < 2) return false;
@@ -103,7 +137,9 @@ export function windowHasHungryPeer(params: FederationParams, state: WindowState
   const slot = windowCells(state, windowIdAt(now, params.periodMs));
   let hungryPeers = 0;
   for (let d = 0; d < params.regions; d++) {
-    if (d !== r && hungry(params, slot, d, windowAllowance(params, slot, d), now)) hungryPeers++;
+    if (d === r) continue;
+    if (heldFrom(slot, r, d) > 0) return true;
+    if (hungry(params, slot, d, windowAllowance(params, slot, d), now)) hungryPeers++;
   }
   return hungryPeers > 0 && windowAllowance(params, slot, r) - slot.c[r]! >= Math.max(params.rebalance.minSurplus, hungryPeers);
 }

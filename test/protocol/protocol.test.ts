@@ -18,6 +18,7 @@ import {
   newWindowState,
   rebalanceBucket,
   sweepBucket,
+  sweepWindow,
   rebalanceWindow,
   portion,
   refill,
@@ -640,6 +641,34 @@ describe('token buckets after a burst', () => {
     // Nothing bounces: the donor holds nothing of the holder's, and the holder is done.
     expect(sweepBucket(donor, donorAfter, 0, 4_500).changed).toBe(false);
     expect(sweepBucket(holder, returned.state, 0, 4_500).changed).toBe(false);
+  });
+});
+
+describe('windows after a burst', () => {
+  it('a holder whose burst stopped hands the allowance it received back, keeping one request', () => {
+    const periodMs = 60_000;
+    const holder = params({ self: 0, periodMs });
+    const donor = params({ self: 1, periodMs });
+    // Region 0 admits 5 at 1,000–1,004 ms of window 0; region 1, a free donor, gives it all but one request.
+    let hot = newWindowState(N);
+    for (let i = 0; i < 5; i++) hot = decideWindow(holder, hot, 0, 1_000 + i, 1, false).state ?? hot;
+    const given = mergeWindow(donor, newWindowState(N), 0, 1_050, hot.slots).state;
+    const gift = windowCells(given, 0).x[1]![0]!;
+    expect(gift).toBe(windowBase(donor, 1, 0) - 1);
+    const holding = mergeWindow(holder, hot, 0, 1_100, given.slots).state;
+    // Quiet in its peers' eyes only after max(1 s, 10 of its average gaps = 2,008 ms): until then it keeps it.
+    expect(sweepWindow(holder, holding, 0, 2_900).changed).toBe(false);
+    const returned = sweepWindow(holder, holding, 0, 3_100);
+    expect(returned.changed).toBe(true);
+    const back = windowCells(returned.state, 0);
+    expect(back.x[0]![1]).toBe(gift);
+    // Back at its own base less what it used; the donor, once it merges, at its own base (less the one it keeps).
+    expect(windowAllowance(holder, back, 0) - back.c[0]!).toBe(windowBase(holder, 0, 0) - 5);
+    const donorAfter = mergeWindow(donor, given, 0, 3_200, returned.state.slots).state;
+    expect(windowAllowance(donor, windowCells(donorAfter, 0), 1)).toBe(windowBase(donor, 1, 0));
+    // Nothing bounces.
+    expect(sweepWindow(donor, donorAfter, 0, 4_500).changed).toBe(false);
+    expect(sweepWindow(holder, returned.state, 0, 4_500).changed).toBe(false);
   });
 });
 
