@@ -37,15 +37,8 @@ local function return_bucket_share(p, slots, fence, now, tokens)
   local epoch = math.floor(now / p.period)
   local slot = epoch_cells(p, slots, epoch)
   local share = share_at(p, slots, fence, now)
-  local amounts, left, total = {}, share, 0
-  for d = 0, n - 1 do
-    local amount = 0
-    if d ~= r then amount = math.min(held_from(slot, r, d), left) end
-    amounts[d] = amount
-    left = left - amount
-    total = total + amount
-  end
-  if total < math.max(1, p.policy.min_surplus) then return false, tokens end
+  local amounts = return_amounts(slot, n, r, share, p.policy.min_surplus)
+  if amounts == nil then return false, tokens end
   local keep = math.min(tokens, 1)
   local k = slot_index(epoch)
   if slots[k].id ~= epoch then slots[k] = empty_slot(n, epoch, true) end

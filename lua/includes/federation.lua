@@ -122,6 +122,21 @@ local function held_from(slot, r, d)
   return math.max(0, slot.x[d][r] - slot.x[r][d])
 end
 
+-- What a return hands back to each peer d (0 for r): what r holds of d's, in index order, as far as `spare`
+-- covers it; nil when the total is below max(1, min_surplus) (protocol.ts returnAmounts).
+local function return_amounts(slot, n, r, spare, min_surplus)
+  local amounts, left, total = {}, math.max(0, spare), 0
+  for d = 0, n - 1 do
+    local amount = 0
+    if d ~= r then amount = math.min(held_from(slot, r, d), left) end
+    amounts[d] = amount
+    left = left - amount
+    total = total + amount
+  end
+  if total < math.max(1, min_surplus) then return nil end
+  return amounts
+end
+
 
 --[[
   A field plan: which hash fields to read and where they go (parallel arrays: names, k, kind, o, d; cells c and

@@ -24,18 +24,10 @@ local function rebalance_window(p, slots, id, now)
     -- A quiet free donor with nobody to give to hands back what it holds of its peers' allowance
     -- (protocol.ts returnWindowAllowance): per peer, held_from, as far as its unused allowance less what it keeps covers.
     if not (free and quiet(p, slot, r, now)) then return false end
-    local left = own - slot.c[r]
-    if not last_tenth then left = left - 1 end
-    left = math.max(0, left)
-    local amounts, total = {}, 0
-    for d = 0, n - 1 do
-      local amount = 0
-      if d ~= r then amount = math.min(held_from(slot, r, d), left) end
-      amounts[d] = amount
-      left = left - amount
-      total = total + amount
-    end
-    if total < math.max(1, policy.min_surplus) then return false end
+    local spare = own - slot.c[r]
+    if not last_tenth then spare = spare - 1 end
+    local amounts = return_amounts(slot, n, r, spare, policy.min_surplus)
+    if amounts == nil then return false end
     for d = 0, n - 1 do
       if amounts[d] > 0 then slot.x[r][d] = slot.x[r][d] + amounts[d] end
     end

@@ -22,6 +22,7 @@ import {
   joinEpochSlots,
   kept,
   netTransfer,
+  returnAmounts,
   sameEpochSlot,
   slotIndex,
   type EpochSlot,
@@ -191,16 +192,8 @@ function returnBucketShare(
   const epoch = windowIdAt(now, params.periodMs);
   const slot = epochCells(slots, epoch);
   const share = shareAt(params, slots, fence, now);
-  const amounts: number[] = [];
-  let left = share;
-  let total = 0;
-  for (let d = 0; d < params.regions; d++) {
-    const amount = d === r ? 0 : Math.min(heldFrom(slot, r, d), left);
-    amounts.push(amount);
-    left -= amount;
-    total += amount;
-  }
-  if (total < Math.max(1, params.rebalance.minSurplus)) return { slots: [...slots], tokens };
+  const amounts = returnAmounts(slot, r, share, params.rebalance.minSurplus);
+  if (amounts === undefined) return { slots: [...slots], tokens };
   const keep = Math.min(tokens, 1);
   const next = withEpochSlot(slots, epoch);
   const target = next[slotIndex(epoch)]!;

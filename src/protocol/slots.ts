@@ -137,6 +137,23 @@ export function heldFrom(slot: EpochSlot | WindowSlot, r: number, d: number): nu
   return Math.max(0, slot.x[d]![r]! - slot.x[r]![d]!);
 }
 
+/**
+ * What a return hands back to each peer d (index d; 0 for r): what r holds of d's, in index order, as far as `spare`
+ * covers it; undefined when the total is below max(1, minSurplus) (nothing worth a message).
+ */
+export function returnAmounts(slot: EpochSlot | WindowSlot, r: number, spare: number, minSurplus: number): number[] | undefined {
+  const amounts: number[] = [];
+  let left = Math.max(0, spare);
+  let total = 0;
+  for (let d = 0; d < slot.c.length; d++) {
+    const amount = d === r ? 0 : Math.min(heldFrom(slot, r, d), left);
+    amounts.push(amount);
+    left -= amount;
+    total += amount;
+  }
+  return total < Math.max(1, minSurplus) ? undefined : amounts;
+}
+
 /** What a merge or a sweep returns. */
 export interface MergeResult<S> {
   state: S;

@@ -10,6 +10,7 @@ import {
   heldFrom,
   joinWindowSlots,
   kept,
+  returnAmounts,
   sameWindowSlot,
   slotIndex,
   type MergeResult,
@@ -107,17 +108,8 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
  */
 function returnWindowAllowance(params: FederationParams, state: WindowState, id: number, spare: number): WindowState {
   const r = params.self;
-  const slot = windowCells(state, id);
-  const amounts: number[] = [];
-  let left = Math.max(0, spare);
-  let total = 0;
-  for (let d = 0; d < params.regions; d++) {
-    const amount = d === r ? 0 : Math.min(heldFrom(slot, r, d), left);
-    amounts.push(amount);
-    left -= amount;
-    total += amount;
-  }
-  if (total < Math.max(1, params.rebalance.minSurplus)) return state;
+  const amounts = returnAmounts(windowCells(state, id), r, spare, params.rebalance.minSurplus);
+  if (amounts === undefined) return state;
   const next = withSlot(state, id);
   const target = next.slots[slotIndex(id)]!;
   for (let d = 0; d < params.regions; d++) if (amounts[d]! > 0) target.x[r]![d] = target.x[r]![d]! + amounts[d]!;
