@@ -9,14 +9,14 @@
   ARGV[1]  self index (0)  ARGV[2] region count (1)  ARGV[3] share units csv (unused)
   ARGV[4]  max clock skew ms                          ARGV[5] rule count m
   ARGV[6]  now override in ms ('' = Redis TIME)
-  then 9 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
-  leakage budget (unused), lease ttl ms, lease id, shadow (1|0)
+  then 10 values per rule: algorithm (tb|fw|sw|sl|cc), limit, period ms, burst, cost,
+  leakage budget (unused), lease ttl ms, lease id, shadow (1|0), local lease ask (0 = none)
   (read through includes/read_rule.lua)
 
   Returns { all_allowed, now, then per rule: allowed, remaining, reset_at_ms, retry_after_ms, false_denial,
-  quota_remaining }
+  quota_remaining, leased }
   (false_denial 1|0: docs/federation.md §4, always 0 here; quota_remaining: decide.lua's field, here always
-  remaining: one region is an exact limiter)
+  remaining: one region is an exact limiter; leased: units taken for a local lease, includes/local_lease.lua)
 ]]
 --- @include "includes/decide_single"
 

@@ -151,6 +151,16 @@ export const timeToGrantSeconds = new Histogram({
   registers: [registry],
 });
 
+export const localLeaseUnitsTotal = new Counter({
+  name: 'quotafed_local_lease_units_total',
+  help:
+    'Units of local leases (rules[].lease), by rule and event: taken (counted in Redis with a decision), returned (given back ' +
+    'unspent when the lease ended) or return_failed (not given back: they stay spent). Admissions from a lease are ' +
+    'quotafed_decisions_total with source="lease".',
+  labelNames: ['rule', 'event'] as const,
+  registers: [registry],
+});
+
 export const responseRefundsTotal = new Counter({
   name: 'quotafed_response_refunds_total',
   help:

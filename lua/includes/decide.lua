@@ -14,6 +14,7 @@
 --- @include "includes/sliding_log"
 --- @include "includes/concurrency"
 --- @include "includes/read_rule"
+--- @include "includes/local_lease"
 --- @include "includes/bell"
 
 local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
@@ -70,13 +71,19 @@ local function decide_prepared(call, KEYS, now)
   for i = 1, rule_count do
     local decision = decisions[i]
     -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
+    local leased = 0
     if all_allowed == 1 and decision.allowed and not peek then
       decision.commit()
+      -- A local lease is a second admission of the same rule (local_lease.lua): gossiped as the first would be.
+      local taken
+      leased, taken = take_lease(algorithms, call.rules[i], decision, ctx, now)
       -- A silent admission (admission_gossip.lua: far below the region's share, nobody else talks of the key)
       -- sends nothing; a loud one goes with the next round, or on the fast lane when the peers must see it now.
-      if decision.federated and decision.gossip ~= 'silent' then
+      local gossip = decision.gossip
+      if taken and gossip ~= 'fast' and taken.gossip ~= 'silent' then gossip = taken.gossip end
+      if decision.federated and gossip ~= 'silent' then
         mark_changed(decision.key, pending, now)
-        if decision.gossip == 'fast' and fast then redis.call('SADD', fast, decision.key) end
+        if gossip == 'fast' and fast then redis.call('SADD', fast, decision.key) end
         queued = true
       end
     end
@@ -100,6 +107,8 @@ local function decide_prepared(call, KEYS, now)
     -- The federation's remaining quota as this region sees it; a rule that does not federate (sliding log,
     -- concurrency) is exact, its remaining.
     reply[#reply + 1] = decision.quota or decision.remaining
+    -- Units taken for a local lease beyond the request's cost.
+    reply[#reply + 1] = leased
   end
   if queued and bell then ring_bell(bell) end
   return reply

@@ -8,6 +8,7 @@
 --- @include "includes/sliding_log"
 --- @include "includes/concurrency"
 --- @include "includes/read_rule"
+--- @include "includes/local_lease"
 
 local algorithms = { tb = token_bucket, fw = fixed_window, sw = sliding_window, sl = sliding_log, cc = concurrency }
 
@@ -25,14 +26,19 @@ local function decide(KEYS, ARGV)
   end
   local _, _, skew = read_context(ARGV, 0)
   local ctx = { n = 1, self = 0, skew = skew, fence = 0 }
-  local decisions, all_allowed = decide_rules(algorithms, KEYS, read_rules(ARGV, 0, rule_count), 2, ctx, now)
+  local rules = read_rules(ARGV, 0, rule_count)
+  local decisions, all_allowed = decide_rules(algorithms, KEYS, rules, 2, ctx, now)
 
   local reply = { all_allowed, now }
   for i = 1, rule_count do
     local decision = decisions[i]
     -- Shadow rules count what they would admit but never block; nothing is consumed when any rule denies.
     -- A peek answers the decision and writes nothing.
-    if all_allowed == 1 and decision.allowed and not peek then decision.commit() end
+    local leased = 0
+    if all_allowed == 1 and decision.allowed and not peek then
+      decision.commit()
+      leased = take_lease(algorithms, rules[i], decision, ctx, now)
+    end
     reply[#reply + 1] = decision.allowed and 1 or 0
     reply[#reply + 1] = decision.remaining
     reply[#reply + 1] = decision.reset_at
@@ -41,6 +47,7 @@ local function decide(KEYS, ARGV)
     reply[#reply + 1] = 0
     -- One region is exact: the federation's remaining quota is its remaining.
     reply[#reply + 1] = decision.remaining
+    reply[#reply + 1] = leased
   end
   return reply
 end

@@ -7,11 +7,11 @@
   ARGV[1]  self index     ARGV[2] region count n     ARGV[3] share units csv (protocol.ts shareUnits)
   ARGV[4]  max clock skew ms                          ARGV[5] rule count m
   ARGV[6]  now override in ms ('' = Redis TIME)
-  then 9 values per rule, rule i's at ARGV[6 + (i - 1) * 9 + 1 .. 9]: algorithm (tb|fw|sw|sl|cc), limit,
+  then 10 values per rule, rule i's at ARGV[6 + (i - 1) * 10 + 1 .. 10]: algorithm (tb|fw|sw|sl|cc), limit,
   period ms, burst, cost, leakage budget (-1 = unbounded; protocol.ts resolveBudget), lease ttl ms, lease id,
-  shadow (1|0)
-  then, after the last rule (ARGV[6 + m * 9 + 1]), the gossip horizon H in ms (protocol admission-gossip.ts
-  gossipHorizonMs; read by the federated paths only), and (ARGV[6 + m * 9 + 2]) peek: 1 = answer what the
+  shadow (1|0), local lease ask (units to take beyond cost once admitted: includes/local_lease.lua; 0 = none)
+  then, after the last rule (ARGV[6 + m * 10 + 1]), the gossip horizon H in ms (protocol admission-gossip.ts
+  gossipHorizonMs; read by the federated paths only), and (ARGV[6 + m * 10 + 2]) peek: 1 = answer what the
   decision would be and write nothing (no count, token, lease, gossip mark or fast lane), else 0
 
   Every function takes `at`: argv[at + j] is the call's ARGV[j] (0 for a script's own ARGV; a batch passes
@@ -31,21 +31,21 @@ end
 
 -- The gossip horizon H (ms) after the call's `rule_count` rules.
 local function read_horizon(argv, at, rule_count)
-  return tonumber(argv[at + 6 + rule_count * 9 + 1])
+  return tonumber(argv[at + 6 + rule_count * 10 + 1])
 end
 
 -- Whether the call only peeks (decides, writes nothing), after the horizon.
 local function read_peek(argv, at, rule_count)
-  return argv[at + 6 + rule_count * 9 + 2] == '1'
+  return argv[at + 6 + rule_count * 10 + 2] == '1'
 end
 
 --[[
   Rule i of the call, whose state key is `key`: the rule as the algorithms take it
-  ({ key, limit, period, burst, cost, budget, lease_ttl, lease_id }), its algorithm code, and whether it is a
-  shadow rule (counts what it would admit, never blocks).
+  ({ key, limit, period, burst, cost, budget, lease_ttl, lease_id, lease_ask }), its algorithm code, and whether
+  it is a shadow rule (counts what it would admit, never blocks).
 ]]
 local function read_rule(argv, at, i, key)
-  local base = at + 6 + (i - 1) * 9
+  local base = at + 6 + (i - 1) * 10
   local rule = {
     key = key,
     limit = tonumber(argv[base + 2]),
@@ -55,6 +55,7 @@ local function read_rule(argv, at, i, key)
     budget = tonumber(argv[base + 6]),
     lease_ttl = tonumber(argv[base + 7]),
     lease_id = argv[base + 8],
+    lease_ask = tonumber(argv[base + 10]),
   }
   return rule, argv[base + 1], argv[base + 9] == '1'
 end
@@ -63,10 +64,11 @@ end
   The first rule as the one-rule paths (single_region.lua) take it: for a fixed window or a token bucket, its
   code, limit, period, burst (token bucket only), cost, the call's max clock skew (fixed window only) and
   shadow; for another algorithm its code alone. Nil when `size`, the call's argument count if known, holds no
-  whole rule.
+  whole rule, or when the rule asks for a local lease (the general path takes it: local_lease.lua).
 ]]
 local function read_first_rule(argv, at, size)
-  if size ~= nil and size < 15 then return nil end
+  if size ~= nil and size < 16 then return nil end
+  if argv[at + 16] ~= '0' then return nil end
   local code = argv[at + 7]
   if code == 'fw' then
     return code, tonumber(argv[at + 8]), tonumber(argv[at + 9]), nil, tonumber(argv[at + 11]), tonumber(argv[at + 4]), argv[at + 15] == '1'

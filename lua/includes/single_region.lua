@@ -139,9 +139,9 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
     else
       redis.call('HSET', key, c, fmt_count(count + cost))
     end
-    return { 1, now, 1, remaining - cost, reset_at, 0, 0, remaining - cost }
+    return { 1, now, 1, remaining - cost, reset_at, 0, 0, remaining - cost, 0 }
   end
-  return { shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now), 0, remaining }
+  return { shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now), 0, remaining, 0 }
 end
 
 local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
@@ -150,5 +150,5 @@ local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, cost, P, now)
   if allowed then single_region_store(key, tokens, cost, C, rate, now) end
   local remaining = math.max(0, math.floor(after))
-  return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, remaining, reset_at, retry_after, 0, remaining }
+  return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, remaining, reset_at, retry_after, 0, remaining, 0 }
 end

@@ -31,6 +31,9 @@ export type Algorithm = z.infer<typeof Algorithm>;
 /** Algorithms whose state federates across regions; the others are enforced per region only. */
 export const FEDERATED_ALGORITHMS: ReadonlySet<Algorithm> = new Set(['tokenBucket', 'fixedWindow', 'slidingWindow']);
 
+/** Algorithms a rule may take local leases of (rules[].lease): the counting ones, the same as federate. */
+export const LEASED_ALGORITHMS: ReadonlySet<Algorithm> = FEDERATED_ALGORITHMS;
+
 export const FailMode = z.enum(['open', 'closed']);
 export type FailMode = z.infer<typeof FailMode>;
 
@@ -190,6 +193,21 @@ export const Rule = z
      * back (about one round trip). 0 (the default) answers at once. docs/federation.md §5a.
      */
     maxWaitMs: z.number().int().min(0).max(5_000).default(0),
+    /**
+     * Local leases for hot keys (docs/leases.md): a gateway process that sees a key twice within `ttlMs` takes up
+     * to `size` more units of the rule's allowance in the same decide call and admits from memory until they are
+     * spent or `ttlMs` has passed (a window rule: never past the window they were counted in), then gives back
+     * what it did not spend; a lease never given back (the process died) stays spent. Token bucket, fixed and
+     * sliding window; used when every rule a request matches has one.
+     */
+    lease: z
+      .strictObject({
+        /** The most units one process takes at a time. */
+        size: z.number().int().positive().max(1_000_000),
+        /** How long a process admits from a lease before it gives the rest back (ms). */
+        ttlMs: z.number().int().positive().max(60_000).default(100),
+      })
+      .optional(),
     /** Decide and count, but never reject (safe rollout). */
     shadow: z.boolean().default(false),
     /**
@@ -218,6 +236,18 @@ export const Rule = z
     replaces: z.array(z.string().min(1)).min(1).optional(),
   })
   .superRefine((rule, ctx) => {
+    if (rule.lease !== undefined) {
+      const reason = !LEASED_ALGORITHMS.has(rule.algorithm)
+        ? `a ${rule.algorithm} rule cannot lease (tokenBucket, fixedWindow and slidingWindow can)`
+        : rule.shadow
+          ? 'a shadow rule counts every request in Redis: no lease'
+          : rule.costFromResponse !== undefined || rule.countResponses !== 'all'
+            ? 'a rule settled after the answer (costFromResponse, countResponses) cannot lease'
+            : rule.lease.size > (rule.algorithm === 'tokenBucket' ? (rule.burst ?? rule.limit) : rule.limit)
+              ? `the lease size (${rule.lease.size}) exceeds the rule's ${rule.algorithm === 'tokenBucket' ? 'burst' : 'limit'}`
+              : undefined;
+      if (reason !== undefined) ctx.addIssue({ code: 'custom', path: ['lease'], message: reason });
+    }
     if (rule.costFromResponse === undefined) return;
     if (rule.algorithm === 'concurrency')
       ctx.addIssue({

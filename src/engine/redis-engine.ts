@@ -8,9 +8,10 @@ import { KEY_SHARDS, layoutOf } from '../keys.ts';
 import { StoreUnavailableError, errorMessage } from './errors.ts';
 import type { Unsettled } from './local-fallback.ts';
 import { createOverLimitCache, type OverLimitCache } from './over-limit-cache.ts';
+import { createLocalLeases, type LeaseAsks, type LeaseReturn } from './local-leases.ts';
 import type { RegionRedis } from '../store/client.ts';
 import { advertisedLimit, matchRules } from './rules.ts';
-import { falseDenialsTotal, responseCostsTotal, responseCostOverrunTotal, responseRefundsTotal } from '../metrics.ts';
+import { falseDenialsTotal, localLeaseUnitsTotal, responseCostsTotal, responseCostOverrunTotal, responseRefundsTotal } from '../metrics.ts';
 import { chargedCost, ruleSettlement, settlesAfterAnswer, type ReportedCost } from './cost-from-response.ts';
 import { createTimeToGrant } from './time-to-grant.ts';
 import { Cluster } from 'ioredis';
@@ -59,8 +60,9 @@ export interface RedisDecisionEngine extends DecisionEngine {
   /** Decide rules already matched against `request` with `matchRules(config, request)` of this engine's config. */
   decideMatched(matched: readonly MatchedRule[], request: RequestContext): Promise<Decision>;
   /**
-   * The over-limit cache's answer for rules matched as for decideMatched, or undefined when Redis must decide.
-   * Synchronous: what decideMatched would answer without a Redis call.
+   * The over-limit cache's denial or a local lease's admission (which it charges) for rules matched as for
+   * decideMatched, or undefined when Redis must decide. Synchronous: what decideMatched would answer without a
+   * Redis call.
    */
   cached(matched: readonly MatchedRule[], request: RequestContext): Decision | undefined;
   /** Write local-fallback admissions into their windows (settle_fallback.lua, one call per shard). */
@@ -171,6 +173,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     cost: number,
     leaseId: string,
     peek: boolean,
+    asks?: LeaseAsks,
   ): Promise<{ group: ShardGroup; reply: DecideReply }> => {
     const call = decideCall({
       fixedKeys: fixedKeysOf[group.shard] ?? [keys.shardMarkerKey(group.shard)],
@@ -180,6 +183,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
       regions,
       cost,
       leaseId,
+      leaseAsks: asks && group.rules.map((entry) => asks.get(entry.key) ?? 0),
       now: options.nowMs ? options.nowMs() : '',
       peek,
     });
@@ -209,14 +213,46 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     await refundShard(result.group.shard, result.reply.now, items, leaseId);
   };
 
+  // Local leases (rules[].lease), when a rule takes them: ended leases give their unspent units back (refund.lua,
+  // at the take's clock so a window's units go back to the window they were counted in). A return that fails
+  // leaves them spent: the safe side of the limit.
+  const localLeases = config.rules.some((rule) => rule.lease !== undefined) ? createLocalLeases() : undefined;
+  const giveBack = async (returns: readonly LeaseReturn[]): Promise<void> => {
+    await Promise.all(
+      returns.map(async ({ rule, key, shard, takenAtMs, units }) => {
+        const marker = keys.refundMarkerKey(shard, randomUUID());
+        const call = refundCall(
+          topology.selfIndex,
+          takenAtMs,
+          [{ key, algorithm: rule.algorithm, period: rule.period }],
+          units,
+          '',
+          marker,
+        );
+        try {
+          await runRefund(redis, call);
+          localLeaseUnitsTotal.inc({ rule: rule.name, event: 'returned' }, units);
+        } catch {
+          localLeaseUnitsTotal.inc({ rule: rule.name, event: 'return_failed' }, units);
+        }
+      }),
+    );
+  };
+  const shortestLeaseMs = Math.min(...config.rules.map((rule) => rule.lease?.ttlMs ?? Infinity));
+  const leaseSweep =
+    localLeases && setInterval(() => void giveBack(localLeases.expired()), Math.min(1_000, Math.max(10, shortestLeaseMs / 2)));
+  leaseSweep?.unref();
+
   // Rules settled once the answer is known (countResponses, costFromResponse): their admissions carry a refund
   // ticket (none otherwise: no cost per request).
   const settlesSome = config.rules.some(settlesAfterAnswer);
 
   const cached = (matched: readonly MatchedRule[], request: RequestContext): Decision | undefined => {
-    if (cache === undefined || matched.length === 0) return undefined;
-    const outcome = cache.lookup(matched, request.cost ?? 1, chargedCost);
-    return outcome ? { allowed: false, outcomes: [outcome], binding: outcome, leases: [] } : undefined;
+    if (matched.length === 0) return undefined;
+    const outcome = cache?.lookup(matched, request.cost ?? 1, chargedCost);
+    if (outcome) return { allowed: false, outcomes: [outcome], binding: outcome, leases: [] };
+    // A peek spends nothing.
+    return request.peek === true ? undefined : localLeases?.spend(matched, request.cost ?? 1);
   };
 
   const decideMatched = async (matched: readonly MatchedRule[], request: RequestContext): Promise<Decision> => {
@@ -230,15 +266,29 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     const peek = request.peek === true;
     const needsLease = !peek && matched.some((entry) => entry.rule.algorithm === 'concurrency' || entry.rule.algorithm === 'slidingLog');
     const leaseId = needsLease ? randomUUID() : '';
+    const asks = peek ? undefined : localLeases?.asks(matched);
+    const sentAtMs = asks ? localLeases!.now() : 0;
     let results: Awaited<ReturnType<typeof decideGroup>>[];
     try {
       const groups = groupByShard(matched);
       results =
         groups.length === 1
-          ? [await decideGroup(groups[0]!, cost, leaseId, peek)]
-          : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId, peek)));
+          ? [await decideGroup(groups[0]!, cost, leaseId, peek, asks)]
+          : await Promise.all(groups.map((group) => decideGroup(group, cost, leaseId, peek, asks)));
     } catch (error) {
       throw storeError(error);
+    } finally {
+      if (asks) localLeases!.settled(asks);
+    }
+    if (asks) {
+      for (const result of results) {
+        if (!result.reply.allAllowed) continue;
+        result.reply.rules.forEach((answer, index) => {
+          if (answer.leased > 0) localLeaseUnitsTotal.inc({ rule: result.group.rules[index]!.rule.name, event: 'taken' }, answer.leased);
+        });
+        const replaced = localLeases!.took(result.group.rules, result.reply, sentAtMs);
+        if (replaced.length > 0) void giveBack(replaced);
+      }
     }
     const allowed = results.every((result) => result.reply.allAllowed);
     if (!allowed && results.length > 1 && !peek) {
@@ -356,7 +406,10 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     decideMatched,
     cached,
     settle,
-    forget: (keys) => cache?.forget(keys),
+    forget: (keys) => {
+      cache?.forget(keys);
+      localLeases?.forget(keys);
+    },
     settleResponse,
     async decide(request: RequestContext): Promise<Decision> {
       return decideMatched(matchRules(config, request), request);
@@ -372,6 +425,10 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
 
     async close(): Promise<void> {
       cache?.clear();
+      if (localLeases) {
+        clearInterval(leaseSweep);
+        await giveBack(localLeases.drain());
+      }
     },
   };
 }

@@ -80,6 +80,7 @@ export interface LimitOverride {
 export type DecisionSource =
   | 'redis' // the atomic Lua call decided
   | 'cache' // the local over-limit cache answered a key known to be exhausted until its reset
+  | 'lease' // admitted from this process's local lease (rules[].lease; docs/leases.md)
   | 'fail-open' // Redis unavailable, rule fails open: admitted and counted
   | 'fail-closed' // Redis unavailable, rule fails closed: rejected
   | 'local-fallback'; // breaker open, this instance's share of the limit enforced in memory

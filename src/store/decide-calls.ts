@@ -13,7 +13,7 @@ export const DECIDE_ARGV = { self: 1, regions: 2, units: 3, skew: 4, ruleCount: 
 /** Rule i's values (i from 1) follow ARGV[DECIDE_RULES_AFTER + (i - 1) * DECIDE_RULE_WIDTH]. */
 export const DECIDE_RULES_AFTER = 6;
 /** How many values each rule takes. */
-export const DECIDE_RULE_WIDTH = 9;
+export const DECIDE_RULE_WIDTH = 10;
 /** A rule's values, by their offset after the rule's start. */
 export const DECIDE_RULE_ARGV = {
   code: 1,
@@ -25,6 +25,8 @@ export const DECIDE_RULE_ARGV = {
   leaseTtl: 7,
   leaseId: 8,
   shadow: 9,
+  /** Units to take for a local lease beyond the cost once admitted (lua/includes/local_lease.lua); 0 = none. */
+  leaseAsk: 10,
 } as const;
 
 /** After the last rule: its values, by their offset after the last rule's last value. */
@@ -75,6 +77,8 @@ export interface DecideInputs {
   regions: number;
   cost: number;
   leaseId: string;
+  /** Per rule, in rule order: units to take for a local lease beyond the cost (none when omitted). */
+  leaseAsks?: readonly number[] | undefined;
   /** A pinned clock (tests); '' lets the script read Redis TIME. */
   now: number | '';
   /** Answer what the decision would be and write nothing (RequestContext.peek). */
@@ -111,6 +115,7 @@ export function decideCall(input: DecideInputs): (string | number)[] {
     call[at + DECIDE_RULE_ARGV.leaseTtl] = leaseTtl;
     call[at + DECIDE_RULE_ARGV.leaseId] = input.leaseId;
     call[at + DECIDE_RULE_ARGV.shadow] = shadow;
+    call[at + DECIDE_RULE_ARGV.leaseAsk] = input.leaseAsks?.[i] ?? 0;
   }
   const tail = argv + DECIDE_RULES_AFTER + ruleCount * DECIDE_RULE_WIDTH;
   call[tail + DECIDE_TAIL_ARGV.horizon] = topology.horizonMs;
@@ -131,6 +136,8 @@ export interface DecideRuleReply {
    * (protocol windowQuotaRemaining / bucketQuotaRemaining); `remaining` itself for one region.
    */
   quotaRemaining: number;
+  /** Units taken for a local lease beyond the request's cost (lua/includes/local_lease.lua); 0 when none were asked. */
+  leased: number;
 }
 
 /** A decide reply, parsed. */
@@ -143,9 +150,9 @@ export interface DecideReply {
 }
 
 /** How many values each rule takes in a decide reply. */
-export const DECIDE_REPLY_WIDTH = 6;
+export const DECIDE_REPLY_WIDTH = 7;
 
-/** decide.lua's (and decide_single.lua's) reply: all-allowed, now, then six values per rule in call order. */
+/** decide.lua's (and decide_single.lua's) reply: all-allowed, now, then seven values per rule in call order. */
 export function parseDecideReply(raw: unknown, ruleCount: number): DecideReply {
   const reply = arrayReply('decide', raw, 2 + ruleCount * DECIDE_REPLY_WIDTH);
   const rules: DecideRuleReply[] = [];
@@ -157,6 +164,7 @@ export function parseDecideReply(raw: unknown, ruleCount: number): DecideReply {
       retryAfterMs: numberAt('decide', raw, reply[at + 3]),
       falseDenial: numberAt('decide', raw, reply[at + 4]) === 1,
       quotaRemaining: numberAt('decide', raw, reply[at + 5]),
+      leased: numberAt('decide', raw, reply[at + 6]),
     });
   }
   return { allAllowed: numberAt('decide', raw, reply[0]) === 1, now: numberAt('decide', raw, reply[1]), rules };

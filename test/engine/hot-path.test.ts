@@ -44,7 +44,7 @@ describe('decide through Redis Functions', () => {
     const sha = (await redis.script('LOAD', luaSource('decide'))) as string;
     const viaScript: ReturnType<typeof parseDecideReply>[] = [];
     for (let i = 0; i < 4; i++) {
-      // KEYS: marker, state key; ARGV: self 0, one region, units, skew, one rule, now; then the rule's nine values.
+      // KEYS: marker, state key; ARGV: self 0, one region, units, skew, one rule, now; then the rule's ten values.
       const call = decideCall({
         fixedKeys: [shardMarkerKey(shardOf('b'))],
         ruleKeys: [key],
@@ -73,6 +73,8 @@ describe('decide through Redis Functions', () => {
         0,
         30_000,
         '',
+        0,
+        // no local lease asked
         0,
         // the gossip horizon after the last rule, then peek (0: decide and spend)
         600,

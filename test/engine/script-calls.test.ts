@@ -67,12 +67,12 @@ describe('refundCall undoes decideCall', () => {
 
 describe('reply parsers', () => {
   it('read the shapes the scripts answer', async () => {
-    expect(parseDecideReply([1, 5, 1, 9, 60_000, 0, 0, 997], 1)).toEqual({
+    expect(parseDecideReply([1, 5, 1, 9, 60_000, 0, 0, 997, 4], 1)).toEqual({
       allAllowed: true,
       now: 5,
-      rules: [{ allowed: true, remaining: 9, resetAtMs: 60_000, retryAfterMs: 0, falseDenial: false, quotaRemaining: 997 }],
+      rules: [{ allowed: true, remaining: 9, resetAtMs: 60_000, retryAfterMs: 0, falseDenial: false, quotaRemaining: 997, leased: 4 }],
     });
-    expect(parseDecideReply([0, 5, 0, 0, 60_000, 40, 1, 12], 1).rules[0]!.falseDenial).toBe(true);
+    expect(parseDecideReply([0, 5, 0, 0, 60_000, 40, 1, 12, 0], 1).rules[0]!.falseDenial).toBe(true);
     expect(parseApplyGossipReply([0, -3, 1])).toEqual({ changed: false, lagMs: -3, granted: true });
     expect(parseTakePendingReply([['k', '7', ['f', 'v']]])).toEqual([{ key: 'k', version: '7', fields: ['f', 'v'] }]);
     expect(parseScreenGossipReply(['12', 70_000])).toEqual([{ id: '12', bytes: 70_000 }]);
@@ -83,8 +83,8 @@ describe('reply parsers', () => {
   it('throw an error naming the script on a reply of another shape', () => {
     expect(() => parseDecideReply([1, 5, 1], 1)).toThrow(/lua\/decide\.lua answered an unexpected reply/);
     expect(() => parseDecideReply([1, 5, 1, 9, 0, 0], 1)).toThrow(/lua\/decide\.lua answered an unexpected reply/);
-    expect(() => parseDecideReply([1, 5, 1, 9, 0, 0, 0], 1)).toThrow(/lua\/decide\.lua answered an unexpected reply/);
-    expect(() => parseDecideReply([1, 5, 'x', 9, 0, 0, 0, 9], 1)).toThrow(/decide\.lua.*a number/);
+    expect(() => parseDecideReply([1, 5, 1, 9, 0, 0, 0, 9], 1)).toThrow(/lua\/decide\.lua answered an unexpected reply/);
+    expect(() => parseDecideReply([1, 5, 'x', 9, 0, 0, 0, 9, 0], 1)).toThrow(/decide\.lua.*a number/);
     expect(() => parseApplyGossipReply('OK')).toThrow(/apply_gossip\.lua/);
     expect(() => parseTakePendingReply([['k', '7']])).toThrow(/take_pending\.lua/);
     expect(() => parseScreenGossipReply(['12'])).toThrow(/screen_gossip\.lua/);

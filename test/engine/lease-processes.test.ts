@@ -1,0 +1,91 @@
+// Local leases across gateway processes on one Redis (test/support/lease-gateway.ts), one of them killed while it
+// spends a lease: together they never admit more than the limit; the killed process's unspent lease stays spent
+// (at most one lease), and the processes that stop return theirs, so Redis then counts exactly what was admitted.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import { layoutOf } from '../../src/keys.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const server = await useRedis();
+const redis = client(server.url);
+
+const HOUR = 3_600_000;
+const LIMIT = 400;
+const SIZE = 25;
+const rule = { name: 'hot', by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: HOUR, lease: { size: SIZE, ttlMs: 30_000 } };
+
+interface Gateway {
+  child: ChildProcess;
+  output: string;
+  exited: Promise<number | null>;
+}
+
+function gateway(apiKey: string): Gateway {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/lease-gateway.ts', server.url, JSON.stringify(rule), apiKey], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const started: Gateway = { child, output: '', exited: new Promise((resolve) => child.once('exit', (code) => resolve(code))) };
+  child.stdout!.on('data', (chunk: Buffer) => {
+    started.output += chunk.toString();
+  });
+  return started;
+}
+
+const admitted = (g: Gateway) => g.output.replace(/\n/g, '').length;
+
+async function count(apiKey: string): Promise<number> {
+  const config = parseConfig({ region: 'us-east', rules: [rule] });
+  const key = layoutOf(config).ruleKey('hot', { principal: apiKey, dimensions: [apiKey] });
+  const id = Math.floor(Date.now() / HOUR);
+  const held = await redis.hmget(key, `w${id % 3}`, `c${id % 3}.0`);
+  return Number(held[0]) === id ? Number(held[1] ?? 0) : 0;
+}
+
+async function until(check: () => boolean, what: string, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('local leases across gateway processes', () => {
+  it('hold the limit with a process killed mid-lease, and count exactly what the others admitted', async () => {
+    const apiKey = `hot-${Date.now()}`;
+    const gateways = [gateway(apiKey), gateway(apiKey), gateway(apiKey)];
+    const victim = gateways[0]!;
+    // Killed once it is spending from a lease (it has admitted from memory), well before the limit is reached.
+    await until(() => (victim.output.match(/l/g)?.length ?? 0) >= 3, 'the first gateway to spend from a lease');
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    const others = gateways.slice(1);
+    await Promise.all(others.map((g) => g.exited));
+    for (const g of others) expect(g.output.endsWith('\n')).toBe(true);
+
+    const total = gateways.reduce((sum, g) => sum + admitted(g), 0);
+    const counted = await count(apiKey);
+    // The bound: never more than the limit.
+    expect(total).toBeLessThanOrEqual(LIMIT);
+    // Redis counts every admission plus what the killed process held unspent, at most one lease.
+    const stranded = counted - total;
+    expect(stranded).toBeGreaterThanOrEqual(0);
+    expect(stranded).toBeLessThanOrEqual(SIZE);
+    // The survivors ran until refused: the window is spent up to the stranded lease.
+    expect(counted).toBe(LIMIT);
+    // Leases did the work: most admissions came from memory.
+    const fromLeases = gateways.reduce((sum, g) => sum + (g.output.match(/l/g)?.length ?? 0), 0);
+    expect(fromLeases).toBeGreaterThan(total / 2);
+  });
+
+  it('give every unspent unit back when all processes stop', async () => {
+    const apiKey = `calm-${Date.now()}`;
+    const gateways = [gateway(apiKey), gateway(apiKey)];
+    await until(() => gateways.every((g) => admitted(g) >= 30), 'both gateways to admit');
+    for (const g of gateways) g.child.stdin!.write('stop\n');
+    await Promise.all(gateways.map((g) => g.exited));
+    const total = gateways.reduce((sum, g) => sum + admitted(g), 0);
+    expect(total).toBeLessThan(LIMIT);
+    expect(await count(apiKey)).toBe(total);
+  });
+});
