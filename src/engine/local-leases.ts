@@ -67,8 +67,13 @@ export interface LocalLeases {
    * process's clock, before the call was sent). Returns the leases it replaces, to give back.
    */
   took(rules: readonly MatchedRule[], reply: DecideReply, sentAtMs: number): LeaseReturn[];
-  /** Ends the asks of a call (answered or failed). */
+  /** Ends the asks of a call (answered or failed): the requests waiting on them go on. */
   settled(asks: LeaseAsks): void;
+  /**
+   * A take on its way for one of these keys (a promise that settles with it), or undefined: a request that finds
+   * one waits for it and spends from the lease it brings rather than going to Redis alongside it.
+   */
+  pending(matched: readonly MatchedRule[]): Promise<void> | undefined;
   /** Removes the leases that have ended and returns their unspent units. */
   expired(): LeaseReturn[];
   /** Ends every lease (the engine closes) and returns their unspent units. */
@@ -87,7 +92,8 @@ const SEEN_KEYS = 100_000;
 export function createLocalLeases(now: () => number = Date.now): LocalLeases {
   const held = new Map<string, Held>();
   const seen = new LRUCache<string, number>({ max: SEEN_KEYS });
-  const asking = new Set<string>();
+  // The asks on their way, by state key: settling one lets the requests that wait on it go on.
+  const asking = new Map<string, { settled: Promise<void>; settle: () => void }>();
 
   const ended = (lease: Held): LeaseReturn => ({
     rule: lease.rule,
@@ -143,7 +149,15 @@ export function createLocalLeases(now: () => number = Date.now): LocalLeases {
         asks ??= new Map();
         asks.set(key, rule.lease!.size);
       }
-      if (asks) for (const key of asks.keys()) asking.add(key);
+      if (asks) {
+        for (const key of asks.keys()) {
+          let settle!: () => void;
+          const settled = new Promise<void>((resolve) => {
+            settle = resolve;
+          });
+          asking.set(key, { settled, settle });
+        }
+      }
       return asks;
     },
 
@@ -178,7 +192,19 @@ export function createLocalLeases(now: () => number = Date.now): LocalLeases {
     },
 
     settled(asks) {
-      for (const key of asks.keys()) asking.delete(key);
+      for (const key of asks.keys()) {
+        asking.get(key)?.settle();
+        asking.delete(key);
+      }
+    },
+
+    pending(matched) {
+      if (asking.size === 0) return undefined;
+      for (const { key } of matched) {
+        const ask = asking.get(key);
+        if (ask) return ask.settled;
+      }
+      return undefined;
     },
 
     expired() {

@@ -261,6 +261,13 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
 
     const hit = cached(matched, request);
     if (hit) return hit;
+    // A lease take on its way for this key: wait for it and spend from it rather than ask Redis alongside it.
+    const taking = request.peek === true ? undefined : localLeases?.pending(matched);
+    if (taking) {
+      await taking;
+      const spent = localLeases!.spend(matched, cost);
+      if (spent) return spent;
+    }
 
     // A peek writes nothing: no lease to take, nothing to refund.
     const peek = request.peek === true;
