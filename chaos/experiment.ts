@@ -140,7 +140,10 @@ function decidedByRedis(decisions: readonly Decision[], spec: ScenarioSpec): boo
   );
   return REGIONS.filter((region) => !faulted.has(region)).every((region) => {
     const answered = decisions.filter((d) => d.region === region && d.outcome !== 'error');
-    const degraded = answered.filter((d) => d.source !== undefined && d.source !== 'redis' && d.source !== 'cache').length;
+    // The over-limit cache and a local lease answer from what Redis decided; the rest are fail modes.
+    const degraded = answered.filter(
+      (d) => d.source !== undefined && d.source !== 'redis' && d.source !== 'cache' && d.source !== 'lease',
+    ).length;
     return answered.length === 0 || degraded <= answered.length * 0.25;
   });
 }
@@ -403,6 +406,12 @@ export async function runScenario(lab: Lab, spec: ScenarioSpec, options: RunOpti
             `which the federation refused ${under.refused} (${under.percent.toFixed(1)}%)`,
         );
     }
+    // Who answered the admissions (Redis, a local lease, a fail mode): local leases at work show here.
+    const bySource = new Map<string, number>();
+    for (const d of load.quotafed)
+      if (d.outcome === 'admitted') bySource.set(d.source ?? 'unknown', (bySource.get(d.source ?? 'unknown') ?? 0) + 1);
+    if (bySource.size > 1 || !bySource.has('redis'))
+      notes.push(`admissions by source: ${[...bySource].map(([source, count]) => `${source} ${count}`).join(', ')}`);
     const valid = spec.degradedExpected === true || decidedByRedis(load.quotafed, spec);
     if (!valid)
       notes.push(

@@ -97,6 +97,20 @@ export function scenarios(options: CatalogueOptions = {}): ScenarioSpec[] {
     },
     {
       ...base,
+      name: 'hot-key-leased',
+      description: 'hot-key with local leases (rules[].lease 10 units / 100 ms): each service admits the hot key from memory',
+      traffic: { ...TRAFFIC, ratePerSec: 200, hotKey: { hotShare: 0.7, coldKeys: 50 } },
+      policy: { ...DEFAULT_POLICY, lease: { size: 10, ttlMs: 100 } },
+    },
+    {
+      ...base,
+      name: 'one-region-leased',
+      description: 'one-region with local leases (rules[].lease 10 units / 100 ms)',
+      traffic: { ...TRAFFIC, shape: { kind: 'region', region: 'us-east' } },
+      policy: { ...DEFAULT_POLICY, lease: { size: 10, ttlMs: 100 } },
+    },
+    {
+      ...base,
       name: 'latency-50',
       description: '50 ± 10 ms one-way latency on every link for the whole run',
       linkLatency: { latencyMs: 50, jitterMs: 10 },

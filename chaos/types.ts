@@ -19,6 +19,8 @@ export interface Policy {
   bucketLimit: number;
   bucketPeriodMs: number;
   bucketBurst: number;
+  /** rules[].lease on both rules (docs/leases.md): each service admits a hot key from a local lease. */
+  lease?: { size: number; ttlMs: number };
 }
 
 export const DEFAULT_POLICY: Policy = {

@@ -62,6 +62,7 @@ export function regionConfig(input: RegionConfigInput): ConfigInput {
         period: input.policy.windowPeriodMs,
         failMode,
         maxWaitMs: input.maxWaitMs ?? 0,
+        ...(input.policy.lease ? { lease: input.policy.lease } : {}),
       },
       {
         name: RULE_NAMES.bucket,
@@ -73,6 +74,7 @@ export function regionConfig(input: RegionConfigInput): ConfigInput {
         burst: input.policy.bucketBurst,
         failMode,
         maxWaitMs: input.maxWaitMs ?? 0,
+        ...(input.policy.lease ? { lease: input.policy.lease } : {}),
       },
     ],
   };

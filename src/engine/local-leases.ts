@@ -57,9 +57,10 @@ export interface LocalLeases {
    */
   spend(matched: readonly MatchedRule[], cost: number): Decision | undefined;
   /**
-   * What a call to Redis for `matched` asks for: each rule's lease size when every matched rule leases, the key
-   * was seen within the lease's time (hot), and no ask for it is already on its way; undefined otherwise. The asks
-   * stay in flight until `settled`.
+   * What a call to Redis for `matched` asks for when every matched rule leases, the key was seen within the lease's
+   * time (hot) and no ask for it is already on its way: per rule, what this process is likely to spend within the
+   * lease's time at the key's recent rate, at most the lease's size; undefined otherwise. The asks stay in flight
+   * until `settled`.
    */
   asks(matched: readonly MatchedRule[]): LeaseAsks | undefined;
   /**
@@ -88,10 +89,14 @@ export interface LocalLeases {
 /** At most this many keys are remembered as recently seen (least recently seen first out). */
 const SEEN_KEYS = 100_000;
 
+/** The weight of the newest gap between a key's requests in its moving average. */
+const GAP_WEIGHT = 0.3;
+
 /** The leases of one engine; `now` is this process's clock (ms). */
 export function createLocalLeases(now: () => number = Date.now): LocalLeases {
   const held = new Map<string, Held>();
-  const seen = new LRUCache<string, number>({ max: SEEN_KEYS });
+  // When each key was last decided here, and the mean gap between its requests (ms, a moving average).
+  const seen = new LRUCache<string, { at: number; gapMs: number }>({ max: SEEN_KEYS });
   // The asks on their way, by state key: settling one lets the requests that wait on it go on.
   const asking = new Map<string, { settled: Promise<void>; settle: () => void }>();
 
@@ -143,11 +148,20 @@ export function createLocalLeases(now: () => number = Date.now): LocalLeases {
       const at = now();
       let asks: Map<string, number> | undefined;
       for (const { key, rule } of matched) {
+        const { size, ttlMs } = rule.lease!;
         const last = seen.get(key);
-        seen.set(key, at);
-        if (last === undefined || at - last > rule.lease!.ttlMs || asking.has(key)) continue;
+        if (last === undefined) {
+          seen.set(key, { at, gapMs: Number.NaN });
+          continue;
+        }
+        // The first gap seen stands alone; then a moving average.
+        const gapMs = Number.isNaN(last.gapMs) ? at - last.at : GAP_WEIGHT * (at - last.at) + (1 - GAP_WEIGHT) * last.gapMs;
+        seen.set(key, { at, gapMs });
+        if (at - last.at > ttlMs || asking.has(key)) continue;
         asks ??= new Map();
-        asks.set(key, rule.lease!.size);
+        // What this process is likely to spend within the lease's time, at most `size`: units it would return
+        // unspent are units other processes (and, in a federation, other regions) could not use meanwhile.
+        asks.set(key, Math.max(1, Math.min(size, Math.ceil(ttlMs / Math.max(gapMs, 0.01)))));
       }
       if (asks) {
         for (const key of asks.keys()) {

@@ -97,6 +97,26 @@ describe('a rule with a local lease', () => {
     expect(admitted).toBeGreaterThanOrEqual(60 - 3 * 8);
   });
 
+  it("sizes a lease to what the key's rate will spend within its time, at most its size", async () => {
+    const rule = {
+      name: 'paced',
+      by: ['apiKey'],
+      algorithm: 'fixedWindow',
+      limit: 1000,
+      period: HOUR,
+      lease: { size: 50, ttlMs: 100 },
+    } as const;
+    const { engine, config } = engineFor(rule);
+    const key = freshKey();
+    await engine.decide(request(key));
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    // A request every 25 ms or so: about 4 within 100 ms, not 50.
+    await engine.decide(request(key));
+    const taken = (await windowCount(config, 'paced', key, HOUR)) - 2;
+    expect(taken).toBeGreaterThanOrEqual(2);
+    expect(taken).toBeLessThanOrEqual(5);
+  });
+
   it('returns a token bucket lease when its time is over', async () => {
     const rule = {
       name: 'tb',
