@@ -2,9 +2,15 @@
 // spends a lease: together they never admit more than the limit; the killed process's unspent lease stays spent
 // (at most one lease), and the processes that stop return theirs, so Redis then counts exactly what was admitted.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify as toYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { layoutOf } from '../../src/keys.ts';
+import { freePort } from '../../src/ops/redis-process.ts';
+import { startServiceProcess } from '../../src/ops/service-process.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -87,5 +93,42 @@ describe('local leases across gateway processes', () => {
     const total = gateways.reduce((sum, g) => sum + admitted(g), 0);
     expect(total).toBeLessThan(LIMIT);
     expect(await count(apiKey)).toBe(total);
+  });
+});
+
+describe('local leases in the service', () => {
+  it('answer /v1/check from a lease, and a SIGTERMed service gives its lease back', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qf-lease-'));
+    const port = await freePort();
+    const config = {
+      region: 'us-east',
+      port,
+      logLevel: 'warn',
+      redis: { url: server.url },
+      rules: [{ ...rule, match: { identity: 'apiKey' } }],
+    };
+    const configPath = join(dir, 'us-east.yaml');
+    writeFileSync(configPath, toYaml(config));
+    const service = await startServiceProcess({ region: 'us-east', configPath, port, root: process.cwd(), write: () => undefined });
+    const apiKey = `served-${Date.now()}`;
+    const sources: string[] = [];
+    try {
+      for (let i = 0; i < 12; i++) {
+        const response = await fetch(`${service.url}/v1/check`, {
+          method: 'POST',
+          body: JSON.stringify({ apiKey, method: 'GET', path: '/x' }),
+        });
+        const answer = (await response.json()) as { allowed: boolean; outcomes: { source: string }[] };
+        expect(answer.allowed).toBe(true);
+        sources.push(answer.outcomes[0]!.source);
+      }
+    } finally {
+      await service.stop();
+    }
+    // The second request took a lease (the key was seen within its time); later ones spent it.
+    expect(sources.slice(0, 2)).toEqual(['redis', 'redis']);
+    expect(sources.filter((source) => source === 'lease').length).toBeGreaterThan(0);
+    // Stopped gracefully: what it had not spent went back, so Redis counts the 12 admissions.
+    expect(await count(apiKey)).toBe(12);
   });
 });
