@@ -28,6 +28,12 @@ export interface LimiterOptions {
   name?: string;
   /** When Redis cannot decide: `'closed'` (default) rejects, `'open'` admits and counts the admission. */
   failMode?: FailMode;
+  /**
+   * Local leases for hot identifiers (docs/leases.md): an identifier limited twice within `ttlMs` (default 100)
+   * takes up to `size` units in the Redis call and is then decided in memory until they are spent or the lease
+   * ends; `close()` gives back what is unspent. Token bucket, fixed and sliding window.
+   */
+  lease?: { size: number; ttlMs?: number };
 }
 
 /**
@@ -85,6 +91,16 @@ export interface Limiter {
   peek(identifier: string, options?: { cost?: number }): Promise<LimitResult>;
   /** Hand back concurrency leases (`result.leases`) when the work is done; other algorithms take none. */
   release(leases: readonly Lease[]): Promise<void>;
+  /**
+   * Gives back the unspent units of local leases (`options.lease`) and stops their timer; call it before closing
+   * your Redis client. Without leases it does nothing.
+   *
+   * @example
+   * ```ts
+   * process.once('SIGTERM', () => void limiter.close().then(() => redis.quit()));
+   * ```
+   */
+  close(): Promise<void>;
 }
 
 /**
@@ -104,7 +120,15 @@ export interface Limiter {
 export function createLimiter(options: LimiterOptions): Limiter {
   const config = parseConfig({
     region: 'local',
-    rules: [{ name: options.name ?? 'limit', by: ['apiKey'], failMode: options.failMode ?? 'closed', ...options.limit }],
+    rules: [
+      {
+        name: options.name ?? 'limit',
+        by: ['apiKey'],
+        failMode: options.failMode ?? 'closed',
+        ...options.limit,
+        ...(options.lease ? { lease: options.lease } : {}),
+      },
+    ],
   });
   const engine = createRedisEngine({ config, redis: options.redis });
   const decide = async (identifier: string, cost: number, peek: boolean): Promise<LimitResult> => {
@@ -124,5 +148,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
     limit: (identifier, limitOptions = {}) => decide(identifier, limitOptions.cost ?? 1, false),
     peek: (identifier, peekOptions = {}) => decide(identifier, peekOptions.cost ?? 1, true),
     release: (leases) => engine.release(leases),
+    close: () => engine.close(),
   };
 }

@@ -22,6 +22,19 @@ describe('createLimiter (the five-line API)', () => {
     expect((await limiter.limit('c', { cost: 4 })).allowed).toBe(false);
   });
 
+  it('decides a hot identifier from a local lease and gives the rest back on close', async () => {
+    const limiter = createLimiter({ redis, name: 'leased', limit: fixedWindow(100, '1h'), lease: { size: 20, ttlMs: 10_000 } });
+    const sources = [];
+    for (let i = 0; i < 5; i++) sources.push((await limiter.limit('hot-caller')).decision.binding!.source);
+    expect(sources).toEqual(['redis', 'redis', 'lease', 'lease', 'lease']);
+    // Two calls and a lease of 20 were counted in Redis (a peek answers what would be left after one more call); the
+    // lease's 17 unspent units go back on close.
+    const peeked = await limiter.peek('hot-caller');
+    expect(peeked.remaining).toBe(100 - 2 - 20 - 1);
+    await limiter.close();
+    expect((await limiter.peek('hot-caller')).remaining).toBe(100 - 5 - 1);
+  });
+
   it('hands out concurrency leases to release', async () => {
     const limiter = createLimiter({ redis, name: 'cc', limit: concurrency(1, { leaseTtl: '10s' }) });
     const first = await limiter.limit('job');
