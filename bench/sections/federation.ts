@@ -10,13 +10,14 @@
 //
 // Sizes: `--keys 1000,100000,1000000` (uniform cases), `--zipf 1000000` (Zipf key space, 0 for none),
 // `--seconds 10` (per measured phase), `--rounds 4` (the saturation phase split into rounds that alternate
-// between the two sides, so drift of a shared machine weighs on both); or QUOTAFED_BENCH_FEDERATION_KEYS /
-// _ZIPF / _SECONDS / _ROUNDS. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
+// between the two sides, so drift of a shared machine weighs on both), `--lease N` (rules[].lease of N units /
+// 100 ms on every rule that can lease, both sides; docs/leases.md); or QUOTAFED_BENCH_FEDERATION_KEYS /
+// _ZIPF / _SECONDS / _ROUNDS / _LEASE. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { parse as parseYaml } from 'yaml';
-import type { ConfigInput } from '../../src/config/schema.ts';
+import { LEASED_ALGORITHMS, type ConfigInput } from '../../src/config/schema.ts';
 import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { newClient, type BenchContext, type Section } from '../lib/context.ts';
 import type { KeyDistribution } from '../lib/key-draw.ts';
@@ -38,6 +39,8 @@ const FIXED_RATE_CONNECTIONS = 8;
 const MEMORY_SAMPLE_KEYS = 200;
 
 export interface FederationBenchSizes {
+  /** rules[].lease { size, ttlMs: 100 } on every rule that can lease (`--lease N`; 0: none, the default). */
+  lease: number;
   uniformKeys: number[];
   /** Zipf key space; 0: no Zipf case. */
   zipfKeys: number;
@@ -65,12 +68,14 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
   const zipf = flag(argv, 'zipf') ?? env.QUOTAFED_BENCH_FEDERATION_ZIPF;
   const seconds = flag(argv, 'seconds') ?? env.QUOTAFED_BENCH_FEDERATION_SECONDS;
   const rounds = flag(argv, 'rounds') ?? env.QUOTAFED_BENCH_FEDERATION_ROUNDS;
+  const lease = flag(argv, 'lease') ?? env.QUOTAFED_BENCH_FEDERATION_LEASE;
   const positive = (text: string, what: string) => {
     const value = Number(text.replace(/_/g, ''));
     if (!Number.isFinite(value) || value < 0) throw new Error(`federation bench: ${what} must be a number >= 0, got "${text}"`);
     return value;
   };
   return {
+    lease: lease !== undefined ? Math.round(positive(lease, '--lease')) : 0,
     uniformKeys: keys
       ? keys
           .split(',')
@@ -105,9 +110,24 @@ function casesOf(sizes: FederationBenchSizes): BenchCase[] {
 }
 
 /** A region's config from regions/<name>.yaml: its rules and federation settings, peers at the given Redis URLs. */
-function regionConfig(name: RegionName, redisUrls: Partial<Record<RegionName, string>>, federated: boolean): Omit<ConfigInput, 'redis'> {
+function regionConfig(
+  name: RegionName,
+  redisUrls: Partial<Record<RegionName, string>>,
+  federated: boolean,
+  lease: number,
+): Omit<ConfigInput, 'redis'> {
   const file = parseYaml(readFileSync(new URL(`../../regions/${name}.yaml`, import.meta.url), 'utf8')) as ConfigInput;
-  const config: Omit<ConfigInput, 'redis'> = { region: name, rules: file.rules };
+  // `--lease N`: local leases (docs/leases.md) on every rule that can take one (both sides alike).
+  const leased = (rule: NonNullable<ConfigInput['rules']>[number]) =>
+    lease > 0 &&
+    LEASED_ALGORITHMS.has(rule.algorithm ?? 'tokenBucket') &&
+    rule.shadow !== true &&
+    rule.costFromResponse === undefined &&
+    (rule.countResponses ?? 'all') === 'all' &&
+    lease <= rule.limit
+      ? { ...rule, lease: { size: lease, ttlMs: 100 } }
+      : rule;
+  const config: Omit<ConfigInput, 'redis'> = { region: name, rules: file.rules?.map(leased) };
   if (file.identity) config.identity = file.identity;
   if (federated) {
     const federation = file.federation ?? {};
@@ -129,12 +149,12 @@ interface RegionUnderTest {
   service: ServerProcess;
 }
 
-async function startRegions(names: readonly RegionName[], federated: boolean): Promise<RegionUnderTest[]> {
+async function startRegions(names: readonly RegionName[], federated: boolean, lease: number): Promise<RegionUnderTest[]> {
   const servers = await Promise.all(names.map(() => startRedis()));
   const urls = Object.fromEntries(names.map((name, i) => [name, servers[i]!.url])) as Record<RegionName, string>;
   const admins = servers.map((server) => newClient(server.url));
   const services = await Promise.allSettled(
-    names.map((name, i) => startServer('service', { redisUrl: servers[i]!.url, config: regionConfig(name, urls, federated) })),
+    names.map((name, i) => startServer('service', { redisUrl: servers[i]!.url, config: regionConfig(name, urls, federated, lease) })),
   );
   const failed = services.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   const regions = names.map((name, i) => ({
@@ -328,7 +348,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
   const side = federated ? 'federated' : 'standalone';
   const names = federated ? REGIONS : ([SENDER] as const);
   progress(`federation ${bench.label}, ${side}: starting ${names.length} region(s)`);
-  const regions = await startRegions(names, federated);
+  const regions = await startRegions(names, federated, sizes.lease);
   const sender = regions[0]!;
   const load = (extra: Partial<KeyedLoadOptions>) =>
     runKeyedLoad({

@@ -42,13 +42,15 @@ describe('bench harness', () => {
   }, 30_000);
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
-    expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3'], {})).toEqual({
+    expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20'], {})).toEqual({
+      lease: 20,
       uniformKeys: [1_000],
       zipfKeys: 0,
       seconds: 3,
       rounds: 3,
     });
     expect(federationSizes(false, [], {})).toEqual({
+      lease: 0,
       uniformKeys: [1_000, 100_000, 1_000_000],
       zipfKeys: 1_000_000,
       seconds: 10,

@@ -17,7 +17,7 @@ const server = await useRedis();
 const redis = client(server.url);
 
 const HOUR = 3_600_000;
-const LIMIT = 400;
+const LIMIT = 2_000;
 const SIZE = 25;
 const rule = { name: 'hot', by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: HOUR, lease: { size: SIZE, ttlMs: 30_000 } };
 
@@ -38,7 +38,8 @@ function gateway(apiKey: string): Gateway {
   return started;
 }
 
-const admitted = (g: Gateway) => g.output.replace(/\n/g, '').length;
+const admitted = (g: Gateway) => g.output.match(/[rl]/g)?.length ?? 0;
+const ready = (g: Gateway) => g.output.startsWith('!');
 
 async function count(apiKey: string): Promise<number> {
   const config = parseConfig({ region: 'us-east', rules: [rule] });
@@ -60,12 +61,20 @@ describe('local leases across gateway processes', () => {
   it('hold the limit with a process killed mid-lease, and count exactly what the others admitted', async () => {
     const apiKey = `hot-${Date.now()}`;
     const gateways = [gateway(apiKey), gateway(apiKey), gateway(apiKey)];
-    const victim = gateways[0]!;
-    // Killed once it is spending from a lease (it has admitted from memory), well before the limit is reached.
-    await until(() => (victim.output.match(/l/g)?.length ?? 0) >= 3, 'the first gateway to spend from a lease');
+    const [victim, ...others] = gateways as [Gateway, Gateway, Gateway];
+    await until(() => gateways.every(ready), 'the gateways to start');
+    // The victim goes first, so it is spending from a lease (it has admitted from memory) well before the limit;
+    // the others go, and it is killed as they begin.
+    victim.child.stdin!.write('go\n');
+    await until(
+      () => (victim.output.match(/l/g)?.length ?? 0) >= 3 || victim.output.endsWith('\n'),
+      'the first gateway to spend from a lease',
+    );
+    expect(victim.output.endsWith('\n'), 'the victim ran until refused: it never spent from a lease').toBe(false);
+    for (const g of others) g.child.stdin!.write('go\n');
+    await until(() => others.every((g) => admitted(g) > 0), 'the other gateways to admit');
     victim.child.kill('SIGKILL');
     await victim.exited;
-    const others = gateways.slice(1);
     await Promise.all(others.map((g) => g.exited));
     for (const g of others) expect(g.output.endsWith('\n')).toBe(true);
 
@@ -87,6 +96,8 @@ describe('local leases across gateway processes', () => {
   it('give every unspent unit back when all processes stop', async () => {
     const apiKey = `calm-${Date.now()}`;
     const gateways = [gateway(apiKey), gateway(apiKey)];
+    await until(() => gateways.every(ready), 'the gateways to start');
+    for (const g of gateways) g.child.stdin!.write('go\n');
     await until(() => gateways.every((g) => admitted(g) >= 30), 'both gateways to admit');
     for (const g of gateways) g.child.stdin!.write('stop\n');
     await Promise.all(gateways.map((g) => g.exited));

@@ -1,7 +1,8 @@
 // A gateway process for the local-lease tests (test/engine/lease-processes.test.ts): one engine on the Redis at
 // argv[2] with the rule given as JSON in argv[3], deciding one API key (argv[4]) 4 requests at a time. It writes
-// one character per admission as it happens ('r' decided by Redis, 'l' from its lease) and stops, giving its
-// leases back, once it has been refused 20 times in a row or reads a line on stdin; then it writes '\n' and exits.
+// '!' once ready, waits for a first line on stdin ("go"), then writes one character per admission as it happens
+// ('r' decided by Redis, 'l' from its lease) and stops, giving its leases back, once it has been refused 20 times
+// in a row or reads a second line ("stop"); then it writes '\n' and exits.
 import { Redis } from 'ioredis';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
@@ -10,12 +11,20 @@ const [url, ruleJson, apiKey] = process.argv.slice(2) as [string, string, string
 const redis = new Redis(url, { maxRetriesPerRequest: 1 });
 const config = parseConfig({ region: 'us-east', rules: [JSON.parse(ruleJson)] });
 const engine = createRedisEngine({ config, redis, overLimitCache: false });
-let stop = false;
-process.stdin.on('data', () => {
-  stop = true;
+let lines = 0;
+let go!: () => void;
+const started = new Promise<void>((resolve) => {
+  go = resolve;
 });
+process.stdin.on('data', (chunk: Buffer) => {
+  lines += chunk.toString().split('\n').length - 1;
+  if (lines >= 1) go();
+});
+await redis.ping();
+process.stdout.write('!');
+await started;
 let refusedInARow = 0;
-while (!stop && refusedInARow < 20) {
+while (lines < 2 && refusedInARow < 20) {
   const decisions = await Promise.all(Array.from({ length: 4 }, () => engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/' })));
   let out = '';
   for (const decision of decisions) {
