@@ -104,17 +104,17 @@ describe('a rule with a local lease', () => {
       algorithm: 'fixedWindow',
       limit: 1000,
       period: HOUR,
-      lease: { size: 50, ttlMs: 100 },
+      lease: { size: 50, ttlMs: 1_000 },
     } as const;
     const { engine, config } = engineFor(rule);
     const key = freshKey();
     await engine.decide(request(key));
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    // A request every 25 ms or so: about 4 within 100 ms, not 50.
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    // A request every 250 ms or so (more on a loaded machine, never less): at most 4 within 1 s, not 50.
     await engine.decide(request(key));
     const taken = (await windowCount(config, 'paced', key, HOUR)) - 2;
-    expect(taken).toBeGreaterThanOrEqual(2);
-    expect(taken).toBeLessThanOrEqual(5);
+    expect(taken).toBeGreaterThanOrEqual(1);
+    expect(taken).toBeLessThanOrEqual(4);
   });
 
   it('returns a token bucket lease when its time is over', async () => {
