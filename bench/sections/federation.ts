@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { parse as parseYaml } from 'yaml';
-import { LEASED_ALGORITHMS, type ConfigInput } from '../../src/config/schema.ts';
+import { Rule, type ConfigInput } from '../../src/config/schema.ts';
 import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { newClient, type BenchContext, type Section } from '../lib/context.ts';
 import type { KeyDistribution } from '../lib/key-draw.ts';
@@ -117,16 +117,12 @@ function regionConfig(
   lease: number,
 ): Omit<ConfigInput, 'redis'> {
   const file = parseYaml(readFileSync(new URL(`../../regions/${name}.yaml`, import.meta.url), 'utf8')) as ConfigInput;
-  // `--lease N`: local leases (docs/leases.md) on every rule that can take one (both sides alike).
-  const leased = (rule: NonNullable<ConfigInput['rules']>[number]) =>
-    lease > 0 &&
-    LEASED_ALGORITHMS.has(rule.algorithm ?? 'tokenBucket') &&
-    rule.shadow !== true &&
-    rule.costFromResponse === undefined &&
-    (rule.countResponses ?? 'all') === 'all' &&
-    lease <= rule.limit
-      ? { ...rule, lease: { size: lease, ttlMs: 100 } }
-      : rule;
+  // `--lease N`: local leases (docs/leases.md) on every rule that can take one, as the schema says (both sides alike).
+  const leased = (rule: NonNullable<ConfigInput['rules']>[number]) => {
+    if (lease <= 0) return rule;
+    const withLease = { ...rule, lease: { size: lease, ttlMs: 100 } };
+    return Rule.safeParse(withLease).success ? withLease : rule;
+  };
   const config: Omit<ConfigInput, 'redis'> = { region: name, rules: file.rules?.map(leased) };
   if (file.identity) config.identity = file.identity;
   if (federated) {

@@ -5,12 +5,10 @@
 // spent: the limit holds either way.
 import { LRUCache } from 'lru-cache';
 import type { Rule } from '../config/schema.ts';
+import { windowIdAt } from '../protocol/index.ts';
 import type { DecideReply } from '../store/decide-calls.ts';
 import { advertisedLimit } from './rules.ts';
-import type { Decision, MatchedRule, RuleOutcome } from './types.ts';
-
-/** A rule's lease terms (rules[].lease). */
-export type LeaseTerms = NonNullable<Rule['lease']>;
+import type { MatchedRule, RuleOutcome } from './types.ts';
 
 /** Units of an ended lease to give back: refund.lua's call for one key. */
 export interface LeaseReturn {
@@ -47,15 +45,15 @@ export type LeaseAsks = ReadonlyMap<string, number>;
  * @example
  * ```ts
  * const leases = createLocalLeases();
- * const fromMemory = leases.spend(matched, 1); // a Decision, or undefined: ask Redis
+ * const fromMemory = leases.spend(matched, 1); // the admitted outcomes, or undefined: ask Redis
  * ```
  */
 export interface LocalLeases {
   /**
-   * An admission from memory: every matched rule holds a live lease with `cost` units left (each is charged), or
-   * undefined and nothing is charged.
+   * An admission from memory, one outcome per matched rule: every matched rule holds a live lease with `cost` units
+   * left (each is charged), or undefined and nothing is charged.
    */
-  spend(matched: readonly MatchedRule[], cost: number): Decision | undefined;
+  spend(matched: readonly MatchedRule[], cost: number): RuleOutcome[] | undefined;
   /**
    * What a call to Redis for `matched` asks for when every matched rule leases, the key was seen within the lease's
    * time (hot) and no ask for it is already on its way: per rule, what this process is likely to spend within the
@@ -83,7 +81,6 @@ export interface LocalLeases {
   forget(keys: readonly string[]): void;
   /** This process's clock, as the leases read it. */
   now(): number;
-  readonly size: number;
 }
 
 /** At most this many keys are remembered as recently seen (least recently seen first out). */
@@ -137,9 +134,7 @@ export function createLocalLeases(now: () => number = Date.now): LocalLeases {
           source: 'lease',
         });
       }
-      let binding = outcomes[0]!;
-      for (const outcome of outcomes) if (outcome.quotaRemaining! < binding.quotaRemaining!) binding = outcome;
-      return { allowed: true, outcomes, binding, leases: [] };
+      return outcomes;
     },
 
     asks(matched) {
@@ -186,7 +181,7 @@ export function createLocalLeases(now: () => number = Date.now): LocalLeases {
         // A window's units were counted in the window of the take: spent only inside it. The reply's clock is
         // Redis's; the time left of the window, counted from before the call was sent, ends no later in real time.
         if (rule.algorithm !== 'tokenBucket') {
-          const windowEnd = (Math.floor(reply.now / rule.period) + 1) * rule.period;
+          const windowEnd = (windowIdAt(reply.now, rule.period) + 1) * rule.period;
           untilMs = Math.min(untilMs, sentAtMs + (windowEnd - reply.now));
         }
         held.set(key, {
@@ -245,9 +240,5 @@ export function createLocalLeases(now: () => number = Date.now): LocalLeases {
     },
 
     now,
-
-    get size() {
-      return held.size;
-    },
   };
 }

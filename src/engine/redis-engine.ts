@@ -252,7 +252,8 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     const outcome = cache?.lookup(matched, request.cost ?? 1, chargedCost);
     if (outcome) return { allowed: false, outcomes: [outcome], binding: outcome, leases: [] };
     // A peek spends nothing.
-    return request.peek === true ? undefined : localLeases?.spend(matched, request.cost ?? 1);
+    const leased = request.peek === true ? undefined : localLeases?.spend(matched, request.cost ?? 1);
+    return leased && { allowed: true, outcomes: leased, binding: bindingOutcome(leased), leases: [] };
   };
 
   const decideMatched = async (matched: readonly MatchedRule[], request: RequestContext): Promise<Decision> => {
@@ -265,7 +266,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     const taking = request.peek === true ? undefined : localLeases?.pending(matched);
     if (taking) {
       await taking;
-      const spent = localLeases!.spend(matched, cost);
+      const spent = cached(matched, request);
       if (spent) return spent;
     }
 

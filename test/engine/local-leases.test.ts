@@ -22,6 +22,11 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((engine) => engine.close()));
 });
 
+/** A rule on the API key with a local lease. */
+function leasedRule(name: string, algorithm: string, limit: number, period: number, lease: { size: number; ttlMs: number }) {
+  return { name, by: ['apiKey'], algorithm, limit, period, lease };
+}
+
 function engineFor(rule: object, nowMs?: () => number) {
   const config = parseConfig({ region: 'us-east', rules: [rule] });
   const engine = createRedisEngine({ config, redis, overLimitCache: false, ...(nowMs ? { nowMs } : {}) });
@@ -39,14 +44,7 @@ async function windowCount(config: ReturnType<typeof parseConfig>, rule: string,
 
 describe('a rule with a local lease', () => {
   it('takes the lease on the second request of a key, spends it from memory and gives the rest back on close', async () => {
-    const rule = {
-      name: 'fw',
-      by: ['apiKey'],
-      algorithm: 'fixedWindow',
-      limit: 100,
-      period: HOUR,
-      lease: { size: 10, ttlMs: 10_000 },
-    } as const;
+    const rule = leasedRule('fw', 'fixedWindow', 100, HOUR, { size: 10, ttlMs: 10_000 });
     const { engine, config } = engineFor(rule);
     const key = freshKey();
     const first = await engine.decide(request(key));
@@ -69,14 +67,7 @@ describe('a rule with a local lease', () => {
   });
 
   it('never admits more than the limit across engines sharing a Redis, and counts exactly what they admitted', async () => {
-    const rule = {
-      name: 'fw2',
-      by: ['apiKey'],
-      algorithm: 'fixedWindow',
-      limit: 60,
-      period: HOUR,
-      lease: { size: 8, ttlMs: 10_000 },
-    } as const;
+    const rule = leasedRule('fw2', 'fixedWindow', 60, HOUR, { size: 8, ttlMs: 10_000 });
     const engines = [engineFor(rule), engineFor(rule), engineFor(rule)];
     const key = freshKey();
     let admitted = 0;
@@ -98,14 +89,7 @@ describe('a rule with a local lease', () => {
   });
 
   it("sizes a lease to what the key's rate will spend within its time, at most its size", async () => {
-    const rule = {
-      name: 'paced',
-      by: ['apiKey'],
-      algorithm: 'fixedWindow',
-      limit: 1000,
-      period: HOUR,
-      lease: { size: 50, ttlMs: 1_000 },
-    } as const;
+    const rule = leasedRule('paced', 'fixedWindow', 1000, HOUR, { size: 50, ttlMs: 1_000 });
     const { engine, config } = engineFor(rule);
     const key = freshKey();
     await engine.decide(request(key));
@@ -118,14 +102,7 @@ describe('a rule with a local lease', () => {
   });
 
   it('returns a token bucket lease when its time is over', async () => {
-    const rule = {
-      name: 'tb',
-      by: ['apiKey'],
-      algorithm: 'tokenBucket',
-      limit: 1000,
-      period: HOUR,
-      lease: { size: 50, ttlMs: 1_000 },
-    } as const;
+    const rule = leasedRule('tb', 'tokenBucket', 1000, HOUR, { size: 50, ttlMs: 1_000 });
     const { engine, config } = engineFor(rule);
     const key = freshKey();
     await engine.decide(request(key));
@@ -148,14 +125,7 @@ describe('a rule with a local lease', () => {
     const period = 60_000;
     // Redis's clock pinned 1 s before a window ends.
     let clock = Math.ceil(Date.now() / period) * period + 10 * period - 1_000;
-    const rule = {
-      name: 'edge',
-      by: ['apiKey'],
-      algorithm: 'fixedWindow',
-      limit: 100,
-      period,
-      lease: { size: 20, ttlMs: 30_000 },
-    } as const;
+    const rule = leasedRule('edge', 'fixedWindow', 100, period, { size: 20, ttlMs: 30_000 });
     const { engine, config } = engineFor(rule, () => clock);
     const key = freshKey();
     await engine.decide(request(key));
