@@ -19,6 +19,8 @@ const redis = client(server.url);
 const HOUR = 3_600_000;
 const LIMIT = 2_000;
 const SIZE = 25;
+/** Decisions a gateway has in flight at once (test/support/lease-gateway.ts). */
+const IN_FLIGHT = 4;
 const rule = { name: 'hot', by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: HOUR, lease: { size: SIZE, ttlMs: 30_000 } };
 
 interface Gateway {
@@ -82,10 +84,11 @@ describe('local leases across gateway processes', () => {
     const counted = await count(apiKey);
     // The bound: never more than the limit.
     expect(total).toBeLessThanOrEqual(LIMIT);
-    // Redis counts every admission plus what the killed process held unspent, at most one lease.
+    // Redis counts every admission plus what the killed process held unspent (at most one lease) and the
+    // admissions whose answers it had not written when it died (at most the 4 decisions it had in flight).
     const stranded = counted - total;
     expect(stranded).toBeGreaterThanOrEqual(0);
-    expect(stranded).toBeLessThanOrEqual(SIZE);
+    expect(stranded).toBeLessThanOrEqual(SIZE + IN_FLIGHT);
     // The survivors ran until refused: the window is spent up to the stranded lease.
     expect(counted).toBe(LIMIT);
     // Leases did the work: most admissions came from memory.

@@ -11,6 +11,8 @@ const [url, ruleJson, apiKey] = process.argv.slice(2) as [string, string, string
 const redis = new Redis(url, { maxRetriesPerRequest: 1 });
 const config = parseConfig({ region: 'us-east', rules: [JSON.parse(ruleJson)] });
 const engine = createRedisEngine({ config, redis, overLimitCache: false });
+/** Decisions in flight at once. */
+const IN_FLIGHT = 4;
 let lines = 0;
 let go!: () => void;
 const started = new Promise<void>((resolve) => {
@@ -25,15 +27,16 @@ process.stdout.write('!');
 await started;
 let refusedInARow = 0;
 while (lines < 2 && refusedInARow < 20) {
-  const decisions = await Promise.all(Array.from({ length: 4 }, () => engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/' })));
-  let out = '';
-  for (const decision of decisions) {
-    if (decision.allowed) {
-      refusedInARow = 0;
-      out += decision.binding?.source === 'lease' ? 'l' : 'r';
-    } else refusedInARow += 1;
-  }
-  if (out) process.stdout.write(out);
+  // Each admission is written as soon as it is known, so a kill loses only those whose answer had not come back.
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      const decision = await engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/' });
+      if (decision.allowed) {
+        refusedInARow = 0;
+        process.stdout.write(decision.binding?.source === 'lease' ? 'l' : 'r');
+      } else refusedInARow += 1;
+    }),
+  );
   // A gateway's requests arrive over time: let the others take their turn.
   await new Promise((resolve) => setTimeout(resolve, 2));
 }
