@@ -5,13 +5,16 @@
   which only errs on the safe side. The acknowledgement and recency cells (a, t) stay: they never decrease.
   Refunded tokens are clamped by the next refill to the cap in force (protocol.ts refill).
 
+  A single region's token bucket (gcra.lua: one number, the time it is full again) gets its cost's refill time back.
+
   KEYS     the state keys of the rules to refund, then the refund's marker qf:{s<n>}:rf:<refund id> (same slot)
   ARGV[1]  self index   ARGV[2] decide's now (ms)   ARGV[3] how long the marker lives (ms)
-  then 4 values per key: algorithm (tb|fw|sw|sl|cc), period ms, cost, lease id
+  then 5 values per key: algorithm (tb|fw|sw|sl|cc), period ms, cost, lease id, limit
   Returns the number of keys refunded; 0 when this refund ran before (the marker exists: the client sent the same
   command again, as ioredis does after a reconnect), so a request's cost is never returned twice.
 ]]
 --- @include "includes/federation"
+--- @include "includes/gcra"
 local self_index = ARGV[1]
 local now = tonumber(ARGV[2])
 local rules = #KEYS - 1
@@ -19,7 +22,7 @@ if not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', tonumber(ARGV[3])) then r
 local refunded = 0
 for i = 1, rules do
   local key = KEYS[i]
-  local base = 3 + (i - 1) * 4
+  local base = 3 + (i - 1) * 5
   local algorithm, period, cost, lease = ARGV[base + 1], tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), ARGV[base + 4]
   local id = math.floor(now / period)
   local k = slot_index(id)
@@ -28,13 +31,22 @@ for i = 1, rules do
     for j = 1, cost do members[j] = lease .. '#' .. j end
     refunded = refunded + math.min(1, redis.call('ZREM', key, unpack(members)))
   else
-    local exists = true
+    local exists, cells = true, true
     if algorithm == 'tb' then
-      local tokens = tonumber(redis.call('HGET', key, 'tokens'))
-      exists = tokens ~= nil
-      if exists then redis.call('HSET', key, 'tokens', fmt(tokens + cost)) end
+      local held = redis.pcall('HGET', key, 'tokens')
+      if type(held) == 'table' then
+        -- One region's bucket (gcra.lua): F less the cost's refill time, keeping the TTL.
+        local F = tonumber(redis.call('GET', key))
+        exists, cells = F ~= nil, false
+        if exists then redis.call('SET', key, fmt(F - cost * gcra_interval(tonumber(ARGV[base + 5]), period)), 'KEEPTTL') end
+      else
+        exists = tonumber(held) ~= nil
+        if exists then redis.call('HSET', key, 'tokens', fmt(tonumber(held) + cost)) end
+      end
     end
-    if exists then
+    if exists and not cells then
+      refunded = refunded + 1
+    elseif exists then
       if tonumber(redis.call('HGET', key, 'w' .. label(k))) == id then
         local field = 'c' .. label(k) .. '.' .. self_index
         local count = tonumber(redis.call('HGET', key, field)) or 0

@@ -50,7 +50,7 @@ for i = 1, tonumber(ARGV[11]) do
   local changed = false
   local watched = false
   if ARGV[base + 1] == 'tb' then
-    local state, bucket = load_bucket(p, key)
+    local state, bucket = load_bucket(p, key, false, now)
     if bucket ~= nil and bucket_has_hungry_peer(p, bucket.slots, now) then
       watched = true
       local swept

@@ -64,12 +64,18 @@ local function apply_gossip(KEYS, ARGV)
   local changed, hungry_peer, granted = false, false, false
   -- An operator reset the key (reset_key.lua): what the sender changed before it (within the skew) is what the
   -- reset forgot, and stays forgotten.
-  local reset_at = tonumber(redis.call('HGET', key, 'r'))
+  local mark = redis.pcall('HGET', key, 'r')
+  if type(mark) == 'table' then
+    -- A single region's bucket (gcra.lua: this region decided the rule alone before): its hash from now on.
+    if not (is_bucket and gcra_to_hash(key, p.capacity, p.limit, p.period, now)) then error(mark) end
+    mark = false
+  end
+  local reset_at = tonumber(mark)
   if reset_at ~= nil and sender_time <= reset_at + ctx.skew then
     return { 0, now - sender_time, 0 }
   end
   if is_bucket then
-    local state, bucket = load_bucket(p, key)
+    local state, bucket = load_bucket(p, key, false, now)
     local merged
     local before = 0
     if bucket ~= nil then before = own_given(bucket.slots) end

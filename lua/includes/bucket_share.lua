@@ -4,7 +4,11 @@
   in the same order of float operations. A bucket is { tokens, last, sig, slots } (epoch slots without `a`);
   nil means "no state".
 ]]
+--- @include "includes/gcra"
+
 local MAX_REFILL_SEGMENTS = 32
+-- A bucket's fields beside its slots.
+local BUCKET_FIELDS = { 'tokens', 'last_refill', 'sig' }
 
 -- Share moves need the sender to regain a share `skew` after the epoch, within the kept epochs.
 local function transfers_allowed(p)
@@ -179,7 +183,12 @@ local function load_bucket(p, key, for_decision, now)
   elseif p.n == 1 then
     shape = 'tb1'
   end
-  local state = load_state(key, p.n, not for_decision, { 'tokens', 'last_refill', 'sig' }, ids, cells, shape)
+  local read, state = pcall(load_state, key, p.n, not for_decision, BUCKET_FIELDS, ids, cells, shape)
+  if not read then
+    -- A single region's bucket (gcra.lua: this region decided the rule alone before): its hash from now on.
+    if not gcra_to_hash(key, p.capacity, p.limit, p.period, now) then error(state) end
+    state = load_state(key, p.n, not for_decision, BUCKET_FIELDS, ids, cells, shape)
+  end
   local tokens = tonumber(state.extra.tokens)
   local bucket = nil
   if tokens ~= nil then

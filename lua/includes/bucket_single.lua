@@ -1,28 +1,9 @@
 --[[
-  The token bucket's single-region state and its verdict, shared by the federated library (token_bucket.lua)
-  and the single-region one (single_region.lua), so both decide a region on its own with the same reads, writes and doubles.
-  Needs SHARE_UNITS and fmt from the including library.
+  The token bucket's single-region state (gcra.lua: one number) and its verdict, shared by the federated library
+  (token_bucket.lua) and the single-region one (single_region.lua), so both decide a region on its own with the
+  same reads, writes and numbers. Needs fmt from the including library.
 ]]
--- A single region holds σ = S for ever (no slots, no fence): decideBucket reduces to the seed's bucket, computed
--- without the share machinery but with the same float operations (cap = (C·S)/S + 0 = C exactly, and one refill
--- segment at (L·S)/(P·S)).
-local function single_region_rate(limit, period)
-  return (limit * SHARE_UNITS) / (period * SHARE_UNITS)
-end
-
--- The tokens the bucket at `key` (capacity C) holds at `now`.
-local function single_region_tokens(key, C, rate, now)
-  local held = redis.call('HMGET', key, 'tokens', 'last_refill')
-  local tokens, last = tonumber(held[1]), tonumber(held[2])
-  if tokens == nil then
-    tokens = C
-  elseif now <= last then
-    tokens = math.min(tokens, C)
-  else
-    tokens = math.min(C, tokens + (now - last) * rate)
-  end
-  return tokens
-end
+--- @include "includes/gcra"
 
 -- fmt for a count, nearly always a whole number: %d writes the same text as %.17g for a whole number of at
 -- most 15 digits other than 0 (%.17g tells -0 from 0), at half the cost.
@@ -42,45 +23,39 @@ local function last_fmt()
   end
 end
 
--- The last store's clock and tokens.
-local fmt_stored_now, fmt_stored_after = last_fmt(), last_fmt()
-
--- An admission of `cost` from `tokens`.
-local function single_region_store(key, tokens, cost, C, rate, now)
-  local after = tokens - cost
-  redis.call('HSET', key, 'tokens', fmt_stored_after(after), 'last_refill', fmt_stored_now(now))
-  local full_in = 0
-  if rate > 0 then full_in = math.ceil((C - after) / rate) end
-  redis.call('PEXPIRE', key, full_in + 1000)
-end
-
--- Returns tokens, capacity, rate and the store for an admission.
-local function single_region_bucket(rule, now)
-  local C, cost = rule.burst, rule.cost
-  local rate = single_region_rate(rule.limit, rule.period)
-  local tokens = single_region_tokens(rule.key, C, rate, now)
-  local function store()
-    single_region_store(rule.key, tokens, cost, C, rate, now)
-  end
-  return tokens, C, rate, store
-end
-
--- Allowed or not, tokens after the request, when the bucket is full again and when a retry may succeed.
-local function bucket_verdict(tokens, capacity, rate, cost, period, now)
-  local allowed = tokens >= cost
-  local after = tokens
-  if allowed then after = tokens - cost end
-  local reset_at = now
-  if rate > 0 then reset_at = now + math.ceil((capacity - after) / rate) end
+--[[
+  A single region's decision of `cost` (gcra.lua; protocol.ts decideSingleBucket): allowed, the F to store when
+  allowed, the whole tokens left, when the bucket is full again and when a retry may succeed (ms). A cost above
+  the capacity never fits: retry next period, as token_bucket.lua's bucket_verdict says.
+]]
+local function gcra_decide(F, C, Q, cost, period, now)
+  local now_us = now * 1000
+  local debt = 0
+  if F ~= nil and F > now_us then debt = F - now_us end
+  local room = C * Q
+  local allowed = debt + cost * Q <= room
+  if allowed then debt = debt + cost * Q end
+  local remaining = math.max(0, math.floor((room - debt) / Q))
+  local reset_at = now + math.ceil(debt / 1000)
   local retry_after = 0
   if not allowed then
-    if rate > 0 and cost <= capacity then
-      retry_after = math.max(1, math.ceil((cost - tokens) / rate))
+    if cost <= C then
+      retry_after = math.max(1, math.ceil((debt + cost * Q - room) / 1000))
     else
-      -- No share right now (or the cost exceeds capacity): try again next epoch.
       retry_after = math.max(1, (math.floor(now / period) + 1) * period - now)
       reset_at = now + retry_after
     end
   end
-  return allowed, after, reset_at, retry_after
+  return allowed, now_us + debt, remaining, reset_at, retry_after
+end
+
+-- A single region's bucket for decide.lua's loop: the verdict and the store of an admission.
+local function single_region_bucket(rule, now)
+  local C, L, P, cost = rule.burst, rule.limit, rule.period, rule.cost
+  local Q = gcra_interval(L, P)
+  local allowed, F, remaining, reset_at, retry_after = gcra_decide(gcra_read(rule.key, C, L, P, Q, now), C, Q, cost, P, now)
+  local function store()
+    gcra_store(rule.key, F, now)
+  end
+  return allowed, remaining, reset_at, retry_after, store
 end

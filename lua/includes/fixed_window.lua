@@ -13,7 +13,7 @@ local function single_region_window(p, rule, now, sliding)
   local P, L, cost = p.period, p.limit, rule.cost
   local id = math.floor(now / P)
   local k, kp = slot_index(id), slot_index(id - 1)
-  local held = redis.call('HMGET', rule.key, 'w' .. label(k), 'c' .. label(k) .. '.0', 'w' .. label(kp), 'c' .. label(kp) .. '.0')
+  local held = window_fields(rule.key, redis.pcall('HMGET', rule.key, 'w' .. label(k), 'c' .. label(k) .. '.0', 'w' .. label(kp), 'c' .. label(kp) .. '.0'))
   local count, previous = 0, 0
   if tonumber(held[1]) == id then count = tonumber(held[2]) or 0 end
   if tonumber(held[3]) == id - 1 then previous = tonumber(held[4]) or 0 end

@@ -62,7 +62,12 @@ local function silent_bucket(p, rule, fence, now)
   local epoch = math.floor(now / P)
   local k, kp = slot_index(epoch), slot_index(epoch - 1)
   local names = silent_fields(r, k, kp)
-  local held = redis.call('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
+  local held = redis.pcall('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
+  if held.err then
+    -- A single region's bucket (gcra.lua, this region before it federated the rule): its hash from now on.
+    if not gcra_to_hash(rule.key, C, L, P, now) then error(held) end
+    held = redis.call('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
+  end
   if held[1] == false then
     for i = 2, 10 do
       if held[i] ~= false then return nil end

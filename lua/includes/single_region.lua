@@ -2,7 +2,8 @@
   The single-region algorithms for decide_single.lua, without the federation includes: the same keys, fields,
   numbers and float operations as the single-region paths of token_bucket.lua and fixed_window.lua (a region
   on its own holds the whole limit, stores no cells of peers and has no fence), so a config can move between
-  the single-region and the federated library without a state migration.
+  the single-region and the federated library without a state migration (a token bucket's one number and the
+  federated hash convert where they meet: gcra.lua).
   rule = { key, limit, period, burst, cost, budget, lease_ttl, lease_id }; ctx.n = 1.
 ]]
 local SHARE_UNITS = 1000000
@@ -14,13 +15,12 @@ end
 
 --- @include "includes/bucket_single"
 
--- Token bucket: a hash with `tokens` and `last_refill` (ms); a denial writes nothing.
+-- Token bucket: one number, the time it is full again (gcra.lua); a denial writes nothing.
 local function token_bucket(rule, ctx, now)
-  local tokens, C, rate, store = single_region_bucket(rule, now)
-  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, rule.cost, rule.period, now)
+  local allowed, remaining, reset_at, retry_after, store = single_region_bucket(rule, now)
   return {
     allowed = allowed,
-    remaining = math.max(0, math.floor(after)),
+    remaining = remaining,
     reset_at = reset_at,
     retry_after = retry_after,
     commit = store,
@@ -39,9 +39,9 @@ local function window_rule(rule, ctx, now, sliding)
   -- A fixed window reads only its own slot; the sliding window also the previous one.
   if sliding then
     local kp = tostring((id - 1) % 3)
-    held = redis.call('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0')
+    held = window_fields(rule.key, redis.pcall('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0'))
   else
-    held = redis.call('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0')
+    held = window_fields(rule.key, redis.pcall('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0'))
   end
   local count, previous = 0, 0
   if tonumber(held[1]) == id then count = tonumber(held[2]) or 0 end
@@ -118,7 +118,7 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
     local k = tostring(slot)
     w, c = 'w' .. k, 'c' .. k .. '.0'
   end
-  local held = redis.call('HMGET', key, w, c)
+  local held = window_fields(key, redis.pcall('HMGET', key, w, c))
   local count = 0
   local current = tonumber(held[1]) == id
   if current then count = tonumber(held[2]) or 0 end
@@ -145,10 +145,8 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
 end
 
 local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
-  local rate = single_region_rate(L, P)
-  local tokens = single_region_tokens(key, C, rate, now)
-  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, C, rate, cost, P, now)
-  if allowed then single_region_store(key, tokens, cost, C, rate, now) end
-  local remaining = math.max(0, math.floor(after))
+  local Q = gcra_interval(L, P)
+  local allowed, F, remaining, reset_at, retry_after = gcra_decide(gcra_read(key, C, L, P, Q, now), C, Q, cost, P, now)
+  if allowed then gcra_store(key, F, now) end
   return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, remaining, reset_at, retry_after, 0, remaining, 0 }
 end

@@ -1,12 +1,32 @@
 --[[
   Token bucket for decide.lua (protocol.ts decideBucket): a hash with `tokens` and `last_refill` (ms), a cost
   of n tokens, a denial writes nothing (a false one only refreshes t, demand). Federated, the region holds a share σ of capacity and rate that
-  follows its epoch slots (bucket_share.lua); a single region holds all of it and stores nothing else.
+  follows its epoch slots (bucket_share.lua); a single region holds all of it and stores one number (gcra.lua).
   rule = { key, limit (tokens per period), period, burst (capacity), budget, cost }
 ]]
 
--- single_region_bucket and bucket_verdict (shared with the single-region library).
+-- single_region_bucket (one region: gcra.lua, shared with the single-region library).
 --- @include "includes/bucket_single"
+
+-- Allowed or not, tokens after the request, when the bucket is full again and when a retry may succeed.
+local function bucket_verdict(tokens, capacity, rate, cost, period, now)
+  local allowed = tokens >= cost
+  local after = tokens
+  if allowed then after = tokens - cost end
+  local reset_at = now
+  if rate > 0 then reset_at = now + math.ceil((capacity - after) / rate) end
+  local retry_after = 0
+  if not allowed then
+    if rate > 0 and cost <= capacity then
+      retry_after = math.max(1, math.ceil((cost - tokens) / rate))
+    else
+      -- No share right now (or the cost exceeds capacity): try again next epoch.
+      retry_after = math.max(1, (math.floor(now / period) + 1) * period - now)
+      reset_at = now + retry_after
+    end
+  end
+  return allowed, after, reset_at, retry_after
+end
 
 --- @include "includes/silent_bucket"
 
@@ -44,12 +64,20 @@ end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  local tokens, capacity, rate, store, gossip, false_denial, touch, quota
   if ctx.n == 1 then
-    tokens, capacity, rate, store = single_region_bucket(rule, now)
-  else
-    tokens, capacity, rate, store, gossip, false_denial, touch, quota = federated_bucket(rule, ctx, now)
+    local allowed, remaining, reset_at, retry_after, store = single_region_bucket(rule, now)
+    return {
+      allowed = allowed,
+      remaining = remaining,
+      quota = remaining,
+      reset_at = reset_at,
+      retry_after = retry_after,
+      federated = false,
+      false_denial = false,
+      commit = store,
+    }
   end
+  local tokens, capacity, rate, store, gossip, false_denial, touch, quota = federated_bucket(rule, ctx, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, cost, period, now)
   local remaining = math.max(0, math.floor(after))
   -- A single region is exact: the federation's remaining quota is its remaining.

@@ -22,6 +22,8 @@ import { decideCaller } from '../store/decide-caller.ts';
 import { decideCall, decideRuleArgs, decideShardKeys, parseDecideReply, type DecideReply } from '../store/decide-calls.ts';
 import {
   refundCall,
+  refundRuleOf,
+  type RefundRule,
   releaseLeasesCall,
   runRefund,
   runReleaseLeases,
@@ -193,11 +195,11 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
   // Gives `cost` units back to each rule of one shard's admission: one refund.lua call per distinct cost (a
   // costFromResponse rule charged its reserve, the others the request's cost). Resolves with the keys refunded.
   const refundShard = async (shard: number, now: number, items: readonly { rule: Rule; key: string; cost: number }[], leaseId: string) => {
-    const byCost = new Map<number, { key: string; algorithm: Rule['algorithm']; period: number }[]>();
+    const byCost = new Map<number, RefundRule[]>();
     for (const { rule, key, cost } of items) {
       if (cost <= 0) continue;
       const list = byCost.get(cost) ?? [];
-      list.push({ key, algorithm: rule.algorithm, period: rule.period });
+      list.push(refundRuleOf(key, rule));
       byCost.set(cost, list);
     }
     let refunded = 0;
@@ -221,14 +223,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
     await Promise.all(
       returns.map(async ({ rule, key, shard, takenAtMs, units }) => {
         const marker = keys.refundMarkerKey(shard, randomUUID());
-        const call = refundCall(
-          topology.selfIndex,
-          takenAtMs,
-          [{ key, algorithm: rule.algorithm, period: rule.period }],
-          units,
-          '',
-          marker,
-        );
+        const call = refundCall(topology.selfIndex, takenAtMs, [refundRuleOf(key, rule)], units, '', marker);
         try {
           await runRefund(redis, call);
           localLeaseUnitsTotal.inc({ rule: rule.name, event: 'returned' }, units);
@@ -375,7 +370,7 @@ export function createTunedRedisEngine(options: RedisEngineOptions & RedisEngine
         // One call per rule, its marker named by the ticket and the rule (a request matches a rule once): a rule's
         // admission is refunded once, whatever amount a second settlement of the same ticket would name.
         const marker = keys.refundMarkerKey(call.shard, `${ticket.id}.${rule.name}`);
-        const refund = [{ key, algorithm: rule.algorithm, period: rule.period }];
+        const refund = [refundRuleOf(key, rule)];
         refunds.push(
           runRefund(redis, refundCall(topology.selfIndex, call.now, refund, settlement.refund, ticket.leaseId, marker)).then((count) => {
             if (count > 0) responseRefundsTotal.inc({ rule: rule.name });

@@ -7,7 +7,14 @@ import { matchRules } from '../engine/rules.ts';
 import { layoutOf, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
-import { ruleFederationParams, topologyOf, windowAllowance, windowForfeited, type WindowSlot } from '../protocol/index.ts';
+import {
+  ruleFederationParams,
+  singleBucketTokens,
+  topologyOf,
+  windowAllowance,
+  windowForfeited,
+  type WindowSlot,
+} from '../protocol/index.ts';
 
 /** Who is asking, as in a /v1/check body. */
 export interface Caller {
@@ -104,7 +111,7 @@ export async function federationKeyView(
   const keys = layoutOf(config);
   const peers = topology.peerIndexes;
   const [raw, fenceRaw, ...scores] = await Promise.all([
-    redis.hgetall(key),
+    readStateHash(redis, key, rule),
     redis.hget(keys.shardMarkerKey(shard), 'fence'),
     ...peers.map((peer) => redis.zscore(keys.peerPendingKey(shard, peer), key)),
   ]);
@@ -190,4 +197,21 @@ export interface PeersView {
 export function federationPeersView(config: Config, peers: PeerStatus[]): PeersView {
   const topology = topologyOf(config);
   return { region: config.region, regions: topology.regions, fingerprint: topology.fingerprint, peers };
+}
+
+/**
+ * A state key as its hash. A single region's token bucket is one number (lua/includes/gcra.lua, the time it is full
+ * again): shown as the hash it stands for now, its tokens at this moment.
+ */
+async function readStateHash(redis: Redis | Cluster, key: string, rule: Rule): Promise<Record<string, string>> {
+  try {
+    return await redis.hgetall(key);
+  } catch (error) {
+    if (!(error instanceof Error) || !error.message.startsWith('WRONGTYPE') || rule.algorithm !== 'tokenBucket') throw error;
+    const held = await redis.get(key);
+    const now = Date.now();
+    if (held === null) return {};
+    const bucket = { limit: rule.limit, periodMs: rule.period, burst: rule.burst ?? rule.limit };
+    return { tokens: String(singleBucketTokens(bucket, Number(held), now)), last_refill: String(now) };
+  }
 }

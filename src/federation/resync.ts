@@ -29,8 +29,13 @@ export async function markAllPending(
   const federated = new Set(config.rules.filter((rule) => FEDERATED_ALGORITHMS.has(rule.algorithm)).map((rule) => rule.name));
   let marked = 0;
   const visit = async (keys: string[]) => {
-    const states = keys.filter((key) => layout.statePattern.test(key) && federated.has(ruleNameOf(key)));
-    const versions = await Promise.all(states.map((key) => redis.hget(key, 'v')));
+    const candidates = keys.filter((key) => layout.statePattern.test(key) && federated.has(ruleNameOf(key)));
+    // A key that is not a hash is a single region's token bucket (lua/includes/gcra.lua: this region decided the
+    // rule alone before): it holds nothing for a peer, and its first federated decision makes it a hash.
+    const read = await Promise.all(candidates.map((key) => redis.hget(key, 'v').then((version) => ({ key, version }), wrongTypeAsAbsent)));
+    const held = read.filter((entry): entry is { key: string; version: string | null } => entry !== undefined);
+    const states = held.map((entry) => entry.key);
+    const versions = held.map((entry) => entry.version);
     await Promise.all(
       states.map((key, i) => {
         // GT: never lower a score the decision path just raised (the ack compares against it).
@@ -53,4 +58,10 @@ export async function markAllPending(
   if (nodes.length === 0) throw new Error('the Redis Cluster topology is not known yet; resync retried with the job');
   for (const node of nodes) await scanNode(node, layout, visit);
   return marked;
+}
+
+/** A read's WRONGTYPE error as "no such hash"; any other error stays one. */
+function wrongTypeAsAbsent(error: unknown): undefined {
+  if (error instanceof Error && error.message.startsWith('WRONGTYPE')) return undefined;
+  throw error;
 }

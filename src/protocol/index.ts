@@ -15,8 +15,18 @@
 //   bucket-share.ts      a bucket's share σ, refill and decision                         bucket_share.lua
 //   bucket-rebalance.ts  a bucket's merge, share transfer and sweep                      bucket_rebalance.lua
 //   settlement.ts        a refund, the local fallback's settlement                       refund.lua, settle_fallback.lua
+//   single-bucket.ts     a single region's token bucket in one number (GCRA)             gcra.lua, bucket_single.lua
 //   topology.ts          regions, weights, share units and the fingerprint               (script arguments)
 // This index is the protocol's public surface; the helpers the files share among themselves stay out of it.
+export {
+  decideSingleBucket,
+  emissionIntervalUs,
+  refundSingleBucket,
+  singleBucketFromTokens,
+  singleBucketTokens,
+  type SingleBucketDecision,
+  type SingleBucketRule,
+} from './single-bucket.ts';
 export {
   bucketGossip,
   bucketHasHungryPeer,

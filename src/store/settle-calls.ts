@@ -15,15 +15,29 @@ export interface RefundRule {
   key: string;
   algorithm: Algorithm;
   period: number;
+  /** The rule's limit: a single region's token bucket gives back the cost's refill time (lua/includes/gcra.lua). */
+  limit: number;
 }
 
-/** Undoes a decide of one identity: KEYS the state keys; ARGV self, decide's now, then code/period/cost/lease per key. */
 /** How long refund.lua's marker of a refund lives: well beyond any resend of the same command. */
 export const REFUND_MARK_MS = 120_000;
 
 /**
- * refund.lua's call: KEYS the rules' state keys (one shard), then the refund's marker (refundMarkerKey of the same
- * shard and a refund id unique to this refund), so that the same refund delivered twice refunds once.
+ * A rule's state key as refund.lua takes it.
+ *
+ * @example
+ * ```ts
+ * refundCall(self, now, [refundRuleOf(key, rule)], cost, leaseId, marker);
+ * ```
+ */
+export function refundRuleOf(key: string, rule: Omit<RefundRule, 'key'>): RefundRule {
+  return { key, algorithm: rule.algorithm, period: rule.period, limit: rule.limit };
+}
+
+/**
+ * refund.lua's call (undoes a decide of one identity): KEYS the rules' state keys (one shard), then the refund's marker (refundMarkerKey of the same
+ * shard and a refund id unique to this refund), so that the same refund delivered twice refunds once. ARGV: self, decide's now, the
+ * marker's life, then algorithm code, period, cost, lease id and limit per key.
  */
 export function refundCall(
   selfIndex: number,
@@ -35,7 +49,7 @@ export function refundCall(
 ): ScriptCall {
   const keys = [...rules.map((rule) => rule.key), marker];
   const args: (string | number)[] = [selfIndex, now, REFUND_MARK_MS];
-  for (const rule of rules) args.push(ALGORITHM_CODES[rule.algorithm], rule.period, cost, leaseId);
+  for (const rule of rules) args.push(ALGORITHM_CODES[rule.algorithm], rule.period, cost, leaseId, rule.limit);
   return { keys, args };
 }
 

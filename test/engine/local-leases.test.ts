@@ -1,5 +1,6 @@
 // Local leases (rules[].lease) against a real redis-server: a hot key's units are taken in the decide call, spent
 // from memory, and what is left goes back when the lease ends or the engine closes.
+import { bucketTokens } from '../support/state-key.ts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { ConfigError } from '../../src/config/load.ts';
@@ -108,7 +109,8 @@ describe('a rule with a local lease', () => {
     await engine.decide(request(key));
     await engine.decide(request(key));
     const state = layoutOf(config).ruleKey('tb', { principal: key, dimensions: [key] });
-    const afterTake = Number(await redis.hget(state, 'tokens'));
+    const bucket = { limit: 1000, periodMs: HOUR, burst: 1000 };
+    const afterTake = await bucketTokens(redis, state, bucket, Date.now());
     // 1000 - 2 requests - the lease (sized to the gap between the two requests, at most 50; a hair of refill aside).
     const taken = Math.round(998 - afterTake);
     expect(taken).toBeGreaterThanOrEqual(2);
@@ -116,7 +118,7 @@ describe('a rule with a local lease', () => {
     expect((await engine.decide(request(key))).binding?.source).toBe('lease');
     // The lease ends after 1 s; the sweep (every 500 ms) gives back the units it did not spend.
     await new Promise((resolve) => setTimeout(resolve, 1_700));
-    expect(Number(await redis.hget(state, 'tokens'))).toBeGreaterThanOrEqual(afterTake + taken - 1);
+    expect(await bucketTokens(redis, state, bucket, Date.now())).toBeGreaterThanOrEqual(afterTake + taken - 1);
     // An ended lease admits nothing from memory.
     expect((await engine.decide(request(key))).binding?.source).toBe('redis');
   });

@@ -12,6 +12,7 @@ import { refundCall, runRefund } from '../../src/store/settle-calls.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { refundMarkerKey, ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { stateFields } from '../support/state-key.ts';
 
 const server = await useRedis();
 const redis = withScripts(client(server.url));
@@ -43,24 +44,24 @@ describe('refundCall undoes decideCall', () => {
         });
       const first = parseDecideReply(await redis.decide(...(decide(1) as [number, ...(string | number)[]])), 1);
       expect(first.allAllowed).toBe(true);
-      const before = await redis.hgetall(key);
+      const before = await stateFields(redis, key);
       const second = parseDecideReply(await redis.decide(...(decide(3) as [number, ...(string | number)[]])), 1);
       expect(second.rules[0]!.allowed).toBe(true);
-      expect(await redis.hgetall(key)).not.toEqual(before);
+      expect(await stateFields(redis, key)).not.toEqual(before);
       const refund = refundCall(
         topology.selfIndex,
         second.now,
-        [{ key, algorithm, period: rule.period }],
+        [{ key, algorithm, period: rule.period, limit: rule.limit }],
         3,
         '',
         refundMarkerKey(shardOf(principal), `r-${name}`),
       );
       expect(await runRefund(redis, refund)).toBe(1);
-      // Same clock, so a token bucket's refill is zero: the tokens come back to the very same double.
-      expect(await redis.hgetall(key)).toEqual(before);
+      // Same clock, so a token bucket's refill is zero: its one number comes back to the very same value.
+      expect(await stateFields(redis, key)).toEqual(before);
       // The same refund delivered again (ioredis resends an unanswered command after a reconnect) returns nothing.
       expect(await runRefund(redis, refund)).toBe(0);
-      expect(await redis.hgetall(key)).toEqual(before);
+      expect(await stateFields(redis, key)).toEqual(before);
     });
   }
 });

@@ -13,6 +13,7 @@ import { topologyOf } from '../../src/protocol/index.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { decideCaller } from '../../src/store/decide-caller.ts';
 import { decideCall, decideRuleArgs, decideShardKeys, parseDecideReply } from '../../src/store/decide-calls.ts';
+import { stateFields } from '../support/state-key.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -61,9 +62,10 @@ for (const regions of [1, 3] as const) {
           ),
           1,
         );
-      // Every field but the key's write version (one call writes once, two calls twice).
+      // Every field but the key's write version (one call writes once, two calls twice); a single region's bucket as
+      // its one number.
       const state = async (key: string) => {
-        const { v: _version, ...fields } = await redis.hgetall(key);
+        const { v: _version, ...fields } = await stateFields(redis, key);
         return fields;
       };
 

@@ -1,0 +1,132 @@
+// A single region's token bucket is one number (state layout 2, lua/includes/gcra.lua); a federated region's is a
+// hash with its cells (layout 1's fields). Each side converts the other's where it meets it, on a real redis-server:
+// an upgraded standalone region reads the hash an older release wrote, and a region that starts to federate a rule
+// (decide, a peer's gossip, the watch sweep) reads the number, never more tokens than it stood for, never an error.
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import type { Config } from '../../src/config/schema.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { flattenSlot } from '../../src/federation/gossip/cells.ts';
+import { layoutOf, shardOfKey } from '../../src/keys.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
+import { withScripts } from '../../src/store/commands.ts';
+import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
+import { markShardsIntact } from '../../src/federation/recovery.ts';
+import { client, useRedis } from '../harness/redis.ts';
+import { bucketTokens } from '../support/state-key.ts';
+
+const server = await useRedis();
+const redis = withScripts(client(server.url));
+
+const MINUTE = 60_000;
+const T0 = 1_800_000_000_000;
+const rule = { name: 'tb', by: ['apiKey'], algorithm: 'tokenBucket' as const, limit: 600, period: MINUTE, burst: 600 };
+const bucket = { limit: 600, periodMs: MINUTE, burst: 600 };
+
+const standalone = parseConfig({ region: 'us-east', rules: [rule] });
+const federated = parseConfig({
+  region: 'us-east',
+  federation: { leakageBudget: 0, peers: [{ name: 'eu-west', redisUrl: 'redis://127.0.0.1:1' }] },
+  rules: [rule],
+});
+
+let caller = 0;
+const freshKey = () => `layout-${++caller}-${Math.random()}`;
+const request = (apiKey: string, cost = 1) => ({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/', cost });
+const stateKey = (config: Config, apiKey: string) => layoutOf(config).ruleKey('tb', { principal: apiKey, dimensions: [apiKey] });
+
+function engineAt(config: Config, now: () => number) {
+  return createRedisEngine({ config, redis, overLimitCache: false, nowMs: now });
+}
+
+/** A standalone region's state for `apiKey` after `admitted` admissions at T0: one number, 100 ms a token. */
+async function spentStandalone(apiKey: string, admitted: number) {
+  const engine = engineAt(standalone, () => T0);
+  for (let i = 0; i < admitted; i++) expect((await engine.decide(request(apiKey))).allowed).toBe(true);
+  await engine.close();
+  const key = stateKey(standalone, apiKey);
+  expect(await redis.get(key)).toBe(String(T0 * 1000 + admitted * 100_000));
+  return key;
+}
+
+describe('token bucket state layouts', () => {
+  it('an upgraded standalone region reads the hash an older release wrote, and writes one number at its first admission', async () => {
+    const apiKey = freshKey();
+    const key = stateKey(standalone, apiKey);
+    // Layout 1: 2.5 tokens at T0 - 50 ms (half a token of refill since).
+    await redis.hset(key, 'tokens', '2.5', 'last_refill', String(T0 - 50));
+    const engine = engineAt(standalone, () => T0);
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push((await engine.decide(request(apiKey))).allowed);
+    expect(answers).toEqual([true, true, true, false]);
+    expect(await redis.type(key)).toBe('string');
+    expect(await redis.object('ENCODING', key)).toBe('int');
+    // A denial of a key still in layout 1 writes nothing.
+    const other = stateKey(standalone, `${apiKey}-empty`);
+    await redis.hset(other, 'tokens', '0', 'last_refill', String(T0));
+    expect((await engine.decide(request(`${apiKey}-empty`))).allowed).toBe(false);
+    expect(await redis.hgetall(other)).toEqual({ tokens: '0', last_refill: String(T0) });
+    await engine.close();
+  });
+
+  it("a region that starts to federate the rule decides from the number's tokens, as a hash from then on", async () => {
+    await markShardsIntact(redis);
+    const apiKey = freshKey();
+    const key = await spentStandalone(apiKey, 400);
+    // 200 tokens left at T0; the federated region's share is half of 600, so it holds at most 300: 200.
+    const engine = engineAt(federated, () => T0);
+    let admitted = 0;
+    for (let i = 0; i < 250; i++) if ((await engine.decide(request(apiKey))).allowed) admitted++;
+    await engine.close();
+    expect(admitted).toBe(200);
+    expect(await redis.type(key)).toBe('hash');
+    expect(await bucketTokens(redis, key, bucket, T0)).toBeLessThan(1);
+  });
+
+  it("a peer's gossip and the watch sweep convert the number before they read the key", async () => {
+    await markShardsIntact(redis);
+    const topology = topologyOf(federated);
+    const configured = federated.rules[0]!;
+    const peer = topology.peerIndexes[0]!;
+    const n = topology.regions.length;
+    const epoch = Math.floor(T0 / MINUTE);
+
+    const gossiped = await spentStandalone(freshKey(), 100);
+    const slot = {
+      id: epoch,
+      c: Array.from({ length: n }, (_, o) => (o === peer ? 5 : 0)),
+      x: new Array<number>(n * n).fill(0),
+      a: new Array<number>(n * n).fill(0),
+      t: Array.from({ length: n }, (_, o) => (o === peer ? T0 : 0)),
+    };
+    const call = applyGossipCall(topology, configured, 0, peer, { k: gossiped, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
+    expect((await runApplyGossip(redis, call)).changed).toBe(true);
+    expect(await redis.type(gossiped)).toBe('hash');
+    expect(Number(await redis.hget(gossiped, `c${epoch % 3}.${peer}`))).toBe(5);
+    // 500 tokens the number stood for, at most this region's share of the capacity (300) after the merge.
+    expect(await bucketTokens(redis, gossiped, bucket, T0)).toBeLessThanOrEqual(500);
+
+    const swept = await spentStandalone(freshKey(), 100);
+    const layout = layoutOf(federated);
+    const sweep = sweepCall(layout, topology, shardOfKey(swept), [{ key: swept, rule: configured }], 0, { now: T0 });
+    await runSweepWatch(redis, sweep);
+    expect(await redis.type(swept)).toBe('hash');
+    expect(await bucketTokens(redis, swept, bucket, T0)).toBe(500);
+  });
+
+  it('a rule redefined as a window under the same name starts over instead of failing on the number', async () => {
+    const apiKey = freshKey();
+    const key = await spentStandalone(apiKey, 10);
+    const window = parseConfig({
+      region: 'us-east',
+      rules: [{ name: 'tb', by: ['apiKey'], algorithm: 'fixedWindow', limit: 3, period: MINUTE }],
+    });
+    expect(stateKey(window, apiKey)).toBe(key);
+    const engine = engineAt(window, () => T0);
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push((await engine.decide(request(apiKey))).allowed);
+    await engine.close();
+    expect(answers).toEqual([true, true, true, false]);
+    expect(await redis.type(key)).toBe('hash');
+  });
+});
