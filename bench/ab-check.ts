@@ -11,6 +11,7 @@ import { newClient } from './lib/context.ts';
 import { commandCalls } from './lib/redis-stats.ts';
 import { median } from './lib/stats.ts';
 import { runLoad, startServer, warmUp, type ServerProcess } from './lib/processes.ts';
+import type { ServerOptions } from './http/server.ts';
 
 const rounds = Number(process.argv[2] ?? 2);
 const modes = (process.argv[3] ?? 'fresh,hot').split(',');
@@ -23,12 +24,14 @@ const roundTrips = async () =>
   Object.entries(await commandCalls(admin)).reduce((sum, [name, calls]) => (/^(fcall|evalsha|eval)$/.test(name) ? sum + calls : sum), 0);
 const upstream = await startServer('upstream');
 const file = parseYaml(readFileSync(new URL('../regions/us-east.yaml', import.meta.url), 'utf8')) as { rules: unknown[] };
-const config = { region: 'us-east', rules: file.rules, upstream: { url: upstream.url } } as never;
+const config = { region: 'us-east', rules: file.rules, upstream: { url: upstream.url } } as NonNullable<ServerOptions['config']>;
 const servers: Record<string, ServerProcess> = {
   bare: await startServer('bare'),
   ...(modes.includes('gateway') ? { proxy: await startServer('bare-proxy', { upstreamUrl: upstream.url }) } : {}),
   rlf: await startServer('rlf-check', { redisUrl, limit: 1000 }),
-  quotafed: await startServer('service', { redisUrl, config }),
+  // Beside another checkout, this one's keys live under their own prefix: the two versions never read each other's
+  // state (a hot key would otherwise be decided by both, in whatever layout each writes).
+  quotafed: await startServer('service', { redisUrl, config: other ? { ...config, redis: { keyPrefix: 'qfab' } } : config }),
   ...(other ? { other: await startServer('service', { redisUrl, config }, join(other, 'bench/http/server.ts')) } : {}),
 };
 const results: Record<string, { rps: number[]; cpu: number[]; trips: number[] }> = {};

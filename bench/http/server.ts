@@ -22,8 +22,8 @@ export type ServerMode = 'upstream' | 'bare' | 'bare-proxy' | 'rlf' | 'rlf-check
 export interface ServerOptions {
   redisUrl?: string;
   upstreamUrl?: string;
-  /** service mode: the quotafed config (port and Redis URL are filled in). */
-  config?: Omit<ConfigInput, 'redis'>;
+  /** service mode: the quotafed config (port, Redis URL and command timeout are filled in; a keyPrefix is kept). */
+  config?: Omit<ConfigInput, 'redis'> & { redis?: { keyPrefix?: string } };
   /** service mode: inner engine without the over-limit cache. */
   noCache?: boolean;
   /** service mode: run with node:cluster on this many workers. */
@@ -185,7 +185,7 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
         ...options.config,
         port: options.config?.port ?? 0,
         logLevel: 'silent',
-        redis: { url: options.redisUrl!, commandTimeoutMs: 2_000 },
+        redis: { ...options.config?.redis, url: options.redisUrl!, commandTimeoutMs: 2_000 },
       });
       const service = await startRegionService(config, {
         logger: silentLogger(),
