@@ -6,7 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { flattenSlot } from '../../src/federation/gossip/cells.ts';
+import { markAllPending } from '../../src/federation/resync.ts';
 import { layoutOf, shardOfKey } from '../../src/keys.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { withScripts } from '../../src/store/commands.ts';
@@ -128,5 +130,29 @@ describe('token bucket state layouts', () => {
     await engine.close();
     expect(answers).toEqual([true, true, true, false]);
     expect(await redis.type(key)).toBe('hash');
+  });
+
+  it('the admin key view shows the number as the tokens it stands for', async () => {
+    const apiKey = freshKey();
+    // Full again 2 s from now: 20 tokens of 100 ms short of 600.
+    await redis.set(stateKey(standalone, apiKey), Date.now() * 1000 + 2_000_000, 'PX', 5_000);
+    const view = await federationKeyView(standalone, redis, 'tb', { apiKey });
+    expect(view.exists).toBe(true);
+    expect(view.bucket?.tokens).toBeGreaterThanOrEqual(580);
+    expect(view.bucket?.tokens).toBeLessThan(581);
+  });
+
+  it("a peer's resync marks the federated hashes pending and passes over the numbers", async () => {
+    await redis.flushdb();
+    await markShardsIntact(redis);
+    await spentStandalone(freshKey(), 5);
+    const hashed = freshKey();
+    const engine = engineAt(federated, () => T0);
+    expect((await engine.decide(request(hashed))).allowed).toBe(true);
+    await engine.close();
+    const peer = topologyOf(federated).peerIndexes[0]!;
+    expect(await markAllPending(redis, federated, peer)).toBe(1);
+    const key = stateKey(federated, hashed);
+    expect(await redis.zscore(layoutOf(federated).peerPendingKey(shardOfKey(key), peer), key)).not.toBeNull();
   });
 });
