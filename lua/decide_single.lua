@@ -1,6 +1,7 @@
 --[[
   decide.lua for a region that does not federate (one region, or no federation section): the same call and
-  reply, the same state, without federation cells, fences, rebalancing or pending sets. The engine chooses
+  reply, the same window state without federation cells, fences, rebalancing or pending sets, and a token bucket
+  as one number (includes/gcra.lua, the state decide.lua's one-region path also keeps). The engine chooses
   it when its topology has one region (src/engine/redis-engine.ts); decide.lua stays the only federated path.
 
   KEYS[1]          shard marker qf:{s<n>}:m (unused here; kept so both scripts take the same call)
