@@ -49,13 +49,22 @@ local function gcra_decide(F, C, Q, cost, period, now)
   return allowed, now_us + debt, remaining, reset_at, retry_after
 end
 
--- A single region's bucket for decide.lua's loop: the verdict and the store of an admission.
+-- A single region's bucket decision as the decide loops take it (decide.lua's one-region path, decide_single.lua):
+-- exact, so the federation's remaining quota is its remaining and a denial is never false.
 local function single_region_bucket(rule, now)
-  local C, L, P, cost = rule.burst, rule.limit, rule.period, rule.cost
+  local C, L, P = rule.burst, rule.limit, rule.period
   local Q = gcra_interval(L, P)
-  local allowed, F, remaining, reset_at, retry_after = gcra_decide(gcra_read(rule.key, C, L, P, Q, now), C, Q, cost, P, now)
-  local function store()
-    gcra_store(rule.key, F, now)
-  end
-  return allowed, remaining, reset_at, retry_after, store
+  local allowed, F, remaining, reset_at, retry_after = gcra_decide(gcra_read(rule.key, C, L, P, Q, now), C, Q, rule.cost, P, now)
+  return {
+    allowed = allowed,
+    remaining = remaining,
+    quota = remaining,
+    reset_at = reset_at,
+    retry_after = retry_after,
+    federated = false,
+    false_denial = false,
+    commit = function()
+      gcra_store(rule.key, F, now)
+    end,
+  }
 end

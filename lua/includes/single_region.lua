@@ -16,15 +16,8 @@ end
 --- @include "includes/bucket_single"
 
 -- Token bucket: one number, the time it is full again (gcra.lua); a denial writes nothing.
-local function token_bucket(rule, ctx, now)
-  local allowed, remaining, reset_at, retry_after, store = single_region_bucket(rule, now)
-  return {
-    allowed = allowed,
-    remaining = remaining,
-    reset_at = reset_at,
-    retry_after = retry_after,
-    commit = store,
-  }
+local function token_bucket(rule, _, now)
+  return single_region_bucket(rule, now)
 end
 
 --[[

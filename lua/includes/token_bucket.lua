@@ -64,23 +64,11 @@ end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
-  if ctx.n == 1 then
-    local allowed, remaining, reset_at, retry_after, store = single_region_bucket(rule, now)
-    return {
-      allowed = allowed,
-      remaining = remaining,
-      quota = remaining,
-      reset_at = reset_at,
-      retry_after = retry_after,
-      federated = false,
-      false_denial = false,
-      commit = store,
-    }
-  end
+  if ctx.n == 1 then return single_region_bucket(rule, now) end
   local tokens, capacity, rate, store, gossip, false_denial, touch, quota = federated_bucket(rule, ctx, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, cost, period, now)
   local remaining = math.max(0, math.floor(after))
-  -- A single region is exact: the federation's remaining quota is its remaining.
+  -- (Both federated paths answer the federation's remaining quota; none known, it is this region's remaining.)
   if quota == nil then quota = remaining end
   return {
     allowed = allowed,
@@ -88,7 +76,7 @@ local function token_bucket(rule, ctx, now)
     quota = quota,
     reset_at = reset_at,
     retry_after = retry_after,
-    federated = ctx.n > 1,
+    federated = true,
     gossip = gossip,
     false_denial = false_denial == true,
     commit = store,

@@ -3,7 +3,8 @@
 import type { RequestContext } from '../engine/types.ts';
 import type { Cluster, Redis } from 'ioredis';
 import type { Config, Rule } from '../config/schema.ts';
-import { matchRules } from '../engine/rules.ts';
+import { advertisedLimit, matchRules } from '../engine/rules.ts';
+import { isWrongTypeError } from '../store/client.ts';
 import { layoutOf, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
@@ -207,11 +208,11 @@ async function readStateHash(redis: Redis | Cluster, key: string, rule: Rule): P
   try {
     return await redis.hgetall(key);
   } catch (error) {
-    if (!(error instanceof Error) || !error.message.startsWith('WRONGTYPE') || rule.algorithm !== 'tokenBucket') throw error;
+    if (!isWrongTypeError(error) || rule.algorithm !== 'tokenBucket') throw error;
     const held = await redis.get(key);
     const now = Date.now();
     if (held === null) return {};
-    const bucket = { limit: rule.limit, periodMs: rule.period, burst: rule.burst ?? rule.limit };
+    const bucket = { limit: rule.limit, periodMs: rule.period, burst: advertisedLimit(rule) };
     return { tokens: String(singleBucketTokens(bucket, Number(held), now)), last_refill: String(now) };
   }
 }

@@ -4,6 +4,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import { FEDERATED_ALGORITHMS, type Config } from '../config/schema.ts';
 import { layoutOf, ruleNameOf, shardOfKey, type KeyLayout } from '../keys.ts';
+import { isWrongTypeError } from '../store/client.ts';
 
 /** Keys examined per SCAN step; the scan is bounded in steps as well (a safety net, not a limit in practice). */
 const SCAN_COUNT = 500;
@@ -32,20 +33,23 @@ export async function markAllPending(
     const candidates = keys.filter((key) => layout.statePattern.test(key) && federated.has(ruleNameOf(key)));
     // A key that is not a hash is a single region's token bucket (lua/includes/gcra.lua: this region decided the
     // rule alone before): it holds nothing for a peer, and its first federated decision makes it a hash.
-    const read = await Promise.all(candidates.map((key) => redis.hget(key, 'v').then((version) => ({ key, version }), wrongTypeAsAbsent)));
-    const held = read.filter((entry): entry is { key: string; version: string | null } => entry !== undefined);
-    const states = held.map((entry) => entry.key);
-    const versions = held.map((entry) => entry.version);
+    const read = await Promise.all(
+      candidates.map((key) =>
+        redis.hget(key, 'v').then(
+          (version) => ({ key, version }),
+          (error: unknown) => (isWrongTypeError(error) ? undefined : Promise.reject(error)),
+        ),
+      ),
+    );
+    const states = read.filter((entry) => entry !== undefined);
+    // GT: never lower a score the decision path just raised (the ack compares against it).
     await Promise.all(
-      states.map((key, i) => {
-        // GT: never lower a score the decision path just raised (the ack compares against it).
-        return redis.zadd(layout.peerPendingKey(shardOfKey(key), peerIndex), 'GT', Number(versions[i] ?? 0), key);
-      }),
+      states.map(({ key, version }) => redis.zadd(layout.peerPendingKey(shardOfKey(key), peerIndex), 'GT', Number(version ?? 0), key)),
     );
     marked += states.length;
     // Ring the bells of the shards marked (as a script that queues a key does: lua/includes/bell.lua), so the
     // publisher, waiting on them, sends at once.
-    const shards = new Set(states.map((key) => shardOfKey(key)));
+    const shards = new Set(states.map(({ key }) => shardOfKey(key)));
     await Promise.all(
       [...shards].map(async (shard) => {
         if ((await redis.llen(layout.bellKey(shard))) === 0) await redis.rpush(layout.bellKey(shard), '1');
@@ -58,10 +62,4 @@ export async function markAllPending(
   if (nodes.length === 0) throw new Error('the Redis Cluster topology is not known yet; resync retried with the job');
   for (const node of nodes) await scanNode(node, layout, visit);
   return marked;
-}
-
-/** A read's WRONGTYPE error as "no such hash"; any other error stays one. */
-function wrongTypeAsAbsent(error: unknown): undefined {
-  if (error instanceof Error && error.message.startsWith('WRONGTYPE')) return undefined;
-  throw error;
 }

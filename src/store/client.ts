@@ -113,3 +113,16 @@ export async function waitReady(redis: RegionRedis, timeoutMs = 10_000): Promise
     throw new Error(`Redis not ready after ${timeoutMs} ms`, { cause: error });
   });
 }
+
+/**
+ * Whether a command failed on a key of another type (WRONGTYPE): a single region's token bucket is a string where
+ * the other state keys are hashes (lua/includes/gcra.lua).
+ *
+ * @example
+ * ```ts
+ * const hash = await redis.hgetall(key).catch((error: unknown) => (isWrongTypeError(error) ? undefined : Promise.reject(error)));
+ * ```
+ */
+export function isWrongTypeError(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('WRONGTYPE');
+}
