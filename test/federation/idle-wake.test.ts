@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { startTestFederation, type TestFederation } from '../support/federation.ts';
-import { awayFromWindowEnd, eventually, sleep } from '../support/wait.ts';
+import { awayFromWindowEdge } from '../service/fixtures.ts';
+import { eventually, sleep } from '../support/wait.ts';
 
 const IDLE_LIMIT_PER_S = 100;
 const MEASURE_MS = 10_000;
@@ -76,7 +77,7 @@ describe('gossip wakes on work', () => {
     const b = fed.region('b');
     // Settle: the start-up rounds are over.
     await sleep(500);
-    await awayFromWindowEnd(PERIOD_MS, TEST_SPAN_MS);
+    await awayFromWindowEdge(PERIOD_MS, TEST_SPAN_MS);
     const took: number[] = [];
     for (let i = 0; i < 5; i++) {
       const apiKey = `wake-${i}-${Math.random().toString(36).slice(2)}`;
@@ -120,7 +121,7 @@ describe('a grant crosses one link at once', () => {
     const c = fed.region('c');
     // Settle: the start-up rounds are over.
     await sleep(500);
-    await awayFromWindowEnd(PERIOD_MS, TEST_SPAN_MS);
+    await awayFromWindowEdge(PERIOD_MS, TEST_SPAN_MS);
     const before = {
       ba: await fastKeys('b', 'a'),
       bc: await fastKeys('b', 'c'),
@@ -170,7 +171,7 @@ describe('a shard left with work stays dirty', () => {
   it('keys beyond one batch go out in the next rounds, not at the next full pass', async () => {
     const a = fed.region('a');
     const b = fed.region('b');
-    await awayFromWindowEnd(PERIOD_MS, TEST_SPAN_MS);
+    await awayFromWindowEdge(PERIOD_MS, TEST_SPAN_MS);
     const keys = Array.from({ length: 24 }, (_, i) => `left-${i}-${Math.random().toString(36).slice(2)}`);
     const seen = (apiKey: string, count: number) => async () =>
       (await federationKeyView(b.config, b.redis, 'fw', { apiKey, endpoint: '/fw' })).windows.find((w) => w.current)?.consumption.a ===

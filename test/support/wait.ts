@@ -29,12 +29,3 @@ export async function eventually<T>(
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
-
-/**
- * Waits, if need be, until the current fixed window of `periodMs` (windows start at multiples of the period since
- * the epoch) has at least `marginMs` left, so that a test reading "the current window" stays inside one window.
- */
-export async function awayFromWindowEnd(periodMs: number, marginMs: number): Promise<void> {
-  const left = periodMs - (Date.now() % periodMs);
-  if (left < marginMs) await sleep(left + 10);
-}
