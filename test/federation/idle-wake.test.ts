@@ -118,7 +118,6 @@ describe('a grant crosses one link at once', () => {
 
   it('an idle peer grants to the region that turned a key loud on the fast lane, and to nobody else until a round', async () => {
     const a = fed.region('a');
-    const c = fed.region('c');
     // Settle: the start-up rounds are over.
     await sleep(500);
     await awayFromWindowEdge(PERIOD_MS, TEST_SPAN_MS);
