@@ -5,7 +5,8 @@
   which only errs on the safe side. The acknowledgement and recency cells (a, t) stay: they never decrease.
   Refunded tokens are clamped by the next refill to the cap in force (protocol.ts refill).
 
-  A single region's token bucket (gcra.lua: one number, the time it is full again) gets its cost's refill time back.
+  A single region's token bucket (gcra.lua: one number, the time it is full again) gets its cost's refill time back;
+  a silent federated bucket's string (silent_string.lua) becomes its hash first.
 
   KEYS     the state keys of the rules to refund, then the refund's marker qf:{s<n>}:rf:<refund id> (same slot)
   ARGV[1]  self index   ARGV[2] decide's now (ms)   ARGV[3] how long the marker lives (ms)
@@ -34,6 +35,8 @@ for i = 1, rules do
     local exists, cells = true, true
     if algorithm == 'tb' then
       local held = redis.pcall('HGET', key, 'tokens')
+      -- A silent federated bucket's string (silent_string.lua): its hash from now on, refunded as one.
+      if type(held) == 'table' and silent_string_to_hash(key) then held = redis.call('HGET', key, 'tokens') end
       if type(held) == 'table' then
         -- One region's bucket (gcra.lua): F less the cost's refill time, keeping the TTL.
         local F = tonumber(redis.call('GET', key))

@@ -3,11 +3,14 @@
   older unsent state: what is read here is always the latest).
   KEYS[1]  the peer's pending ZSET for one shard, qf:{s<n>}:p:<peer index>
   ARGV[1]  most keys to return
-  Returns { { key, version, { field, value, ... } }, ... }; a key that expired comes back with no fields.
+  Returns { { key, version, { field, value, ... } }, ... }; a key that expired comes back with no fields, and so
+  does a key that is a string now (it expired and came back silent: silent_string.lua; it has nothing to send).
 ]]
 local members = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #members, 2 do
-  out[#out + 1] = { members[i], members[i + 1], redis.call('HGETALL', members[i]) }
+  local fields = redis.pcall('HGETALL', members[i])
+  if fields.err then fields = {} end
+  out[#out + 1] = { members[i], members[i + 1], fields }
 end
 return out

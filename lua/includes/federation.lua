@@ -16,6 +16,9 @@
 local SHARE_UNITS = 1000000
 local KEPT_WINDOWS = 3
 
+-- A silent token bucket's one-string form (state layout 3), turned into its hash before any other write.
+--- @include "includes/silent_string"
+
 local function fmt(value)
   return string.format('%.17g', value)
 end
@@ -510,7 +513,12 @@ end
 -- Marks a changed federated key for delivery to every peer (pending ZSETs scored by change version).
 local function mark_changed(key, pending_keys, now)
   if #pending_keys == 0 then return end
-  local version = redis.call('HINCRBY', key, 'v', 1)
+  local version = redis.pcall('HINCRBY', key, 'v', 1)
+  if type(version) == 'table' then
+    -- A silent bucket's string (silent_string.lua) that turns loud: its hash from now on.
+    if not silent_string_to_hash(key) then error(version) end
+    version = redis.call('HINCRBY', key, 'v', 1)
+  end
   redis.call('HSET', key, 't', fmt(now))
   for _, pending in ipairs(pending_keys) do redis.call('ZADD', pending, version, key) end
 end

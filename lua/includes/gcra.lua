@@ -12,6 +12,7 @@
   next admission; a federated reader turns F into the hash first (gcra_to_hash).
   Needs fmt from the including library.
 ]]
+--- @include "includes/silent_string"
 
 -- Q, µs per token.
 local function gcra_interval(limit, period)
@@ -32,11 +33,21 @@ end
 ]]
 local function gcra_read(key, C, L, P, Q, now)
   local held = redis.pcall('GET', key)
-  if type(held) ~= 'table' then return tonumber(held) end
-  local hash = redis.call('HMGET', key, 'tokens', 'last_refill')
-  local tokens = tonumber(hash[1])
+  local tokens, last
+  if type(held) ~= 'table' then
+    if not held then return nil end
+    local F = tonumber(held)
+    if F ~= nil then return F end
+    -- A silent federated bucket's string (silent_string.lua: this region federated the rule before).
+    local values = silent_string_values(held)
+    if values == nil then return nil end
+    tokens, last = tonumber(values[2]), tonumber(values[3])
+  else
+    local hash = redis.call('HMGET', key, 'tokens', 'last_refill')
+    tokens, last = tonumber(hash[1]), tonumber(hash[2])
+  end
   if tokens == nil then return nil end
-  local last = tonumber(hash[2]) or now
+  last = last or now
   if now > last then tokens = tokens + (now - last) * (L / P) end
   if tokens >= C then return nil end
   return now * 1000 + math.ceil((C - tokens) * Q)
@@ -55,6 +66,8 @@ end
 local function gcra_to_hash(key, C, L, P, now)
   local held = redis.pcall('GET', key)
   if type(held) == 'table' or not held then return false end
+  -- A silent federated bucket's string: the hash it stands for.
+  if tonumber(held) == nil then return silent_string_to_hash(key) end
   local tokens = gcra_tokens(tonumber(held), C, gcra_interval(L, P), now)
   local ttl = redis.call('PTTL', key)
   redis.call('DEL', key)

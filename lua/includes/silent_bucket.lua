@@ -7,9 +7,10 @@
   without building the slots: the differential test (test/federation/differential.test.ts) runs every new key
   through here against protocol.ts.
 
-  Reads one HMGET: z, tokens, last_refill, sig, the slot ids, this region's c and t of the current epoch's slot
-  and its c of the previous epoch's. Returns nil when the key holds state without z (the general path decides
-  it), else what federated_bucket returns.
+  Reads one GET: a new key or this region's silent string (silent_string.lua), written back with one SET PX. A
+  hash (a key written by an older release, a reset mark) is read with one HMGET: z, tokens, last_refill, sig, the
+  slot ids, this region's c and t of the current epoch's slot and its c of the previous epoch's. Returns nil
+  when the key holds state without z (the general path decides it), else what federated_bucket returns.
 ]]
 -- This region's field names of slot k (c, t) and of the slot before (its c), by region and slot: built once per
 -- library load (they depend on nothing else).
@@ -62,10 +63,30 @@ local function silent_bucket(p, rule, fence, now)
   local epoch = math.floor(now / P)
   local k, kp = slot_index(epoch), slot_index(epoch - 1)
   local names = silent_fields(r, k, kp)
-  local held = redis.pcall('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
-  if held.err then
-    -- A single region's bucket (gcra.lua, this region before it federated the rule): its hash from now on.
-    if not gcra_to_hash(rule.key, C, L, P, now) then error(held) end
+  -- The key's one string (silent_string.lua: absent, or this region's silent string), else its hash.
+  local text = redis.pcall('GET', rule.key)
+  local values = nil
+  if text == false then
+    values = { label(r), '', '', '', '', '', '', '', '', '', '', '', '' }
+  elseif type(text) == 'string' then
+    values = silent_string_values(text)
+    -- Another region's string (the regions were renumbered) or a single region's number (gcra.lua, this region
+    -- before it federated the rule): the hash they stand for, from now on.
+    if values == nil or values[1] ~= label(r) then
+      if not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
+      values = nil
+    end
+  end
+  local held
+  if values ~= nil then
+    -- HMGET's reply for the string: z = 1, then as the names below ask ('' is an absent field).
+    local function field(i)
+      local value = values[i]
+      if value == '' then return false end
+      return value
+    end
+    held = { '1', field(2), field(3), field(4), field(5), field(6), field(7), field(8 + 2 * k), field(9 + 2 * k), field(8 + 2 * kp) }
+  else
     held = redis.call('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
   end
   if held[1] == false then
@@ -112,7 +133,17 @@ local function silent_bucket(p, rule, fence, now)
   local false_denial = not allowed and now >= v.fence_end and used + cost <= carried + elapsed_refill
 
   -- The epoch's slot after a write: this region's cells (a slot holding an older epoch starts from zeros).
+  local ttl = federated_bucket_ttl(P, p.skew, C, p.budget, L)
   local function store(count, at, after)
+    if values ~= nil then
+      -- The string: every field as the hash's write below leaves it (a zero cell is an absent field).
+      values[2], values[3], values[4] = fmt(after), fmt_count(now), fmt_count(sigma)
+      values[5 + k] = fmt_count(epoch)
+      values[8 + 2 * k] = count == 0 and '' or fmt_count(count)
+      values[9 + 2 * k] = at == 0 and '' or fmt_count(at)
+      redis.call('SET', rule.key, silent_string_text(values), 'PX', ttl)
+      return
+    end
     -- (Whole numbers written with %d: the same text as fmt's %.17g, at half the cost.)
     local sets = { 'tokens', fmt(after), 'last_refill', fmt_count(now) }
     if tonumber(held[4]) ~= sigma then
@@ -132,7 +163,7 @@ local function silent_bucket(p, rule, fence, now)
     silent_cell(sets, dels, names[2], at, slot_t, fmt_count)
     if #dels > 0 then redis.call('HDEL', rule.key, unpack(dels)) end
     redis.call('HSET', rule.key, unpack(sets))
-    redis.call('PEXPIRE', rule.key, federated_bucket_ttl(P, p.skew, C, p.budget, L))
+    redis.call('PEXPIRE', rule.key, ttl)
   end
   local function commit()
     store(used + cost, math.max(last_at, now), tokens - cost)

@@ -5,6 +5,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Config, Rule } from '../config/schema.ts';
 import { advertisedLimit, matchRules } from '../engine/rules.ts';
 import { isWrongTypeError } from '../store/client.ts';
+import { silentStringFields } from '../store/silent-string.ts';
 import { layoutOf, shardOfKey } from '../keys.ts';
 import { decodeState, type SlotCells } from './gossip/cells.ts';
 import type { PeerStatus } from './peers.ts';
@@ -202,7 +203,8 @@ export function federationPeersView(config: Config, peers: PeerStatus[]): PeersV
 
 /**
  * A state key as its hash. A single region's token bucket is one number (lua/includes/gcra.lua, the time it is full
- * again): shown as the hash it stands for now, its tokens at this moment.
+ * again): shown as the hash it stands for now, its tokens at this moment; a silent federated bucket is one string
+ * (lua/includes/silent_string.lua): shown as its hash.
  */
 async function readStateHash(redis: Redis | Cluster, key: string, rule: Rule): Promise<Record<string, string>> {
   try {
@@ -212,6 +214,8 @@ async function readStateHash(redis: Redis | Cluster, key: string, rule: Rule): P
     const held = await redis.get(key);
     const now = Date.now();
     if (held === null) return {};
+    const silent = silentStringFields(held);
+    if (silent) return silent;
     const bucket = { limit: rule.limit, periodMs: rule.period, burst: advertisedLimit(rule) };
     return { tokens: String(singleBucketTokens(bucket, Number(held), now)), last_refill: String(now) };
   }

@@ -15,7 +15,8 @@ import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { client, useRedis } from '../harness/redis.ts';
-import { bucketTokens } from '../support/state-key.ts';
+import { bucketTokens, stateFields } from '../support/state-key.ts';
+import { scriptSource } from '../../src/store/lua-source.ts';
 
 const server = await useRedis();
 const redis = withScripts(client(server.url));
@@ -142,17 +143,124 @@ describe('token bucket state layouts', () => {
     expect(view.bucket?.tokens).toBeLessThan(581);
   });
 
-  it("a peer's resync marks the federated hashes pending and passes over the numbers", async () => {
+  it('a silent federated bucket is one string standing for its hash, and becomes that hash when it turns loud', async () => {
+    await markShardsIntact(redis);
+    // The same decisions on a new key (the string) and on a key already a silent hash (z alone: the hash path).
+    const asString = freshKey();
+    const asHash = freshKey();
+    const stringKey = stateKey(federated, asString);
+    const hashKey = stateKey(federated, asHash);
+    await redis.hset(hashKey, 'z', '1');
+    let now = T0;
+    const engine = engineAt(federated, () => now);
+    for (const [at, cost] of [
+      [T0, 3],
+      [T0 + 1_500, 7],
+      [T0 + MINUTE + 250, 2],
+    ] as const) {
+      now = at;
+      const [a, b] = [await engine.decide(request(asString, cost)), await engine.decide(request(asHash, cost))];
+      expect(a).toEqual(b);
+      expect(await redis.type(stringKey)).toBe('string');
+      expect(await stateFields(redis, stringKey)).toEqual(await redis.hgetall(hashKey));
+    }
+    const [usage, hashUsage] = [await redis.memory('USAGE', stringKey), await redis.memory('USAGE', hashKey)];
+    console.log(`silent bucket: string ${usage} B, hash ${hashUsage} B (MEMORY USAGE)`);
+    expect(usage).toBeLessThan(hashUsage!);
+    // 280 more of a share of 300 crosses the watermark: both turn loud, the string becomes the very same hash.
+    now = T0 + MINUTE + 500;
+    expect(await engine.decide(request(asString, 280))).toEqual(await engine.decide(request(asHash, 280)));
+    await engine.close();
+    expect(await redis.type(stringKey)).toBe('hash');
+    expect(await redis.hgetall(stringKey)).toEqual(await redis.hgetall(hashKey));
+    expect(await redis.pttl(stringKey)).toBeGreaterThan(0);
+  });
+
+  it("a peer's gossip, a refund and a region that stops federating read the silent string", async () => {
+    await markShardsIntact(redis);
+    const topology = topologyOf(federated);
+    const peer = topology.peerIndexes[0]!;
+    const self = topology.selfIndex;
+    const n = topology.regions.length;
+    const epoch = Math.floor(T0 / MINUTE);
+    const engine = engineAt(federated, () => T0);
+    const silentKey = async (cost: number) => {
+      const apiKey = freshKey();
+      expect((await engine.decide(request(apiKey, cost))).allowed).toBe(true);
+      const key = stateKey(federated, apiKey);
+      expect(await redis.type(key)).toBe('string');
+      return { apiKey, key };
+    };
+
+    // A peer's gossip: the hash the string stood for, with the peer's cell merged in.
+    const gossiped = await silentKey(100);
+    const before = await stateFields(redis, gossiped.key);
+    const slot = {
+      id: epoch,
+      c: Array.from({ length: n }, (_, o) => (o === peer ? 5 : 0)),
+      x: new Array<number>(n * n).fill(0),
+      a: new Array<number>(n * n).fill(0),
+      t: Array.from({ length: n }, (_, o) => (o === peer ? T0 : 0)),
+    };
+    const call = applyGossipCall(topology, federated.rules[0]!, 0, peer, { k: gossiped.key, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
+    expect((await runApplyGossip(redis, call)).changed).toBe(true);
+    expect(await redis.type(gossiped.key)).toBe('hash');
+    const after = await redis.hgetall(gossiped.key);
+    expect(after[`c${epoch % 3}.${peer}`]).toBe('5');
+    expect(after[`c${epoch % 3}.${self}`]).toBe(before[`c${epoch % 3}.${self}`]);
+    expect(after[`c${epoch % 3}.${self}`]).toBe('100');
+
+    // A refund (another rule denied the same request on a cluster): the string's tokens and count come back.
+    const refunded = await silentKey(40);
+    const tokensBefore = await bucketTokens(redis, refunded.key, bucket, T0);
+    const refund = await redis.eval(
+      scriptSource('refund'),
+      2,
+      refunded.key,
+      `${refunded.key}:rf`,
+      String(self),
+      String(T0),
+      '60000',
+      'tb',
+      String(MINUTE),
+      '40',
+      'lease',
+      '600',
+    );
+    expect(refund).toBe(1);
+    expect(await redis.type(refunded.key)).toBe('hash');
+    expect(await bucketTokens(redis, refunded.key, bucket, T0)).toBe(tokensBefore + 40);
+    expect(await redis.hget(refunded.key, `c${epoch % 3}.${self}`)).toBeNull();
+
+    // The region stops federating the rule: a standalone decision reads the string's tokens (300 − 100 = 200).
+    const left = await silentKey(100);
+    await engine.close();
+    const alone = engineAt(standalone, () => T0);
+    let admitted = 0;
+    for (let i = 0; i < 210; i++) if ((await alone.decide(request(left.apiKey))).allowed) admitted++;
+    await alone.close();
+    expect(admitted).toBe(200);
+    expect(await redis.type(left.key)).toBe('string');
+    expect(await redis.object('ENCODING', left.key)).toBe('int');
+  });
+
+  it("a peer's resync marks the federated hashes pending and passes over the numbers and the silent strings", async () => {
     await redis.flushdb();
     await markShardsIntact(redis);
     await spentStandalone(freshKey(), 5);
-    const hashed = freshKey();
     const engine = engineAt(federated, () => T0);
-    expect((await engine.decide(request(hashed))).allowed).toBe(true);
+    // One admission stays silent: one string (lua/includes/silent_string.lua), nothing a peer has heard of.
+    const silent = freshKey();
+    expect((await engine.decide(request(silent))).allowed).toBe(true);
+    expect(await redis.type(stateKey(federated, silent))).toBe('string');
+    // 290 of a share of 300 crosses the watermark: the key turns loud, a hash with a version.
+    const hashed = freshKey();
+    expect((await engine.decide(request(hashed, 290))).allowed).toBe(true);
     await engine.close();
+    const key = stateKey(federated, hashed);
+    expect(await redis.type(key)).toBe('hash');
     const peer = topologyOf(federated).peerIndexes[0]!;
     expect(await markAllPending(redis, federated, peer)).toBe(1);
-    const key = stateKey(federated, hashed);
     expect(await redis.zscore(layoutOf(federated).peerPendingKey(shardOfKey(key), peer), key)).not.toBeNull();
   });
 });

@@ -59,6 +59,7 @@ import { redefinedRules } from '../../src/policy.ts';
 import { useDropProxy } from '../harness/drop-proxy.ts';
 import { monitorRedis } from '../harness/redis-monitor.ts';
 import { useRedis } from '../harness/redis.ts';
+import { stateFields } from '../support/state-key.ts';
 import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
 
 const server = await useRedis();
@@ -482,6 +483,8 @@ const stats = {
   fastFirst: 0,
   /** Decisions on a key in the silent layout (z: own cells alone), per algorithm. */
   silentLayout: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
+  /** Token bucket decisions on a key held as one string (state layout 3: lua/includes/silent_string.lua). */
+  silentString: 0,
   /** Decisions on a key in the general layout (no z), per algorithm. */
   generalLayout: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
   silentAdmissions: 0,
@@ -838,7 +841,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     }
   };
   const gossipOf = async (r: number): Promise<GossipEntry> => {
-    const state = decodeState(await clients[r]!.hgetall(KEY), n);
+    const state = decodeState(await stateFields(clients[r]!, KEY), n);
     return { k: KEY, t: state.changedAt, s: state.slots.map(flattenSlot) };
   };
   /** One apply of a peer's `entry` in region `to` at `now` on the spec: whether it changed the key, and granted. */
@@ -1062,7 +1065,9 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
    */
   const expectSent = async (r: number, versionsBefore: readonly number[], sent: Sent) => {
     const fastSets = [fastSetKey(SHARD), fastSetKey(SHARD2)];
-    const after = await Promise.all(keys.map((key, k) => Promise.all([clients[r]!.srem(fastSets[k]!, key), clients[r]!.hget(key, 'v')])));
+    const after = await Promise.all(
+      keys.map((key, k) => Promise.all([clients[r]!.srem(fastSets[k]!, key), stateFields(clients[r]!, key).then((fields) => fields.v)])),
+    );
     for (const k of keys.keys()) {
       const [queued, stored] = after[k]!;
       expect(queued === 1, `fast lane of key ${k} after the decisions (${traced})`).toBe(sent.fast[k]);
@@ -1072,7 +1077,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
       else if (sent.loud[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(true);
     }
   };
-  const versionsOf = (r: number) => Promise.all(keys.map(async (key) => Number((await clients[r]!.hget(key, 'v')) ?? 0)));
+  const versionsOf = (r: number) => Promise.all(keys.map(async (key) => Number((await stateFields(clients[r]!, key)).v ?? 0)));
 
   /**
    * Region r decides `costs` at once through its engine (the first goes alone, the others wait for it and go as
@@ -1084,8 +1089,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     fenceOnScriptCall(r);
     if (second === 'otherShard') fenceOnScriptCall2(r);
     const now = localNow(r);
-    const [versionsBefore, silent, exists] = await Promise.all([versionsOf(r), clients[r]!.hget(KEY, 'z'), clients[r]!.exists(KEY)]);
-    if (silent === '1') stats.silentLayout[algorithm]++;
+    const [versionsBefore, held, type] = await Promise.all([versionsOf(r), stateFields(clients[r]!, KEY), clients[r]!.type(KEY)]);
+    const exists = type === 'none' ? 0 : 1;
+    if (type === 'string') stats.silentString++;
+    if (held.z === '1') stats.silentLayout[algorithm]++;
     else if (exists === 1) stats.generalLayout[algorithm]++;
     const callsBefore = costs.length > 1 ? await fcallCount(r) : 0;
     const decisions = await Promise.all(
@@ -1459,10 +1466,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         .slice(0, n)
         .map((client) =>
           Promise.all([
-            client.hgetall(KEY),
+            stateFields(client, KEY),
             client.hget(shardMarkerKey(SHARD), 'fence'),
             client.sismember(watchSetKey(SHARD), KEY),
-            second === 'none' ? undefined : client.hgetall(KEY2),
+            second === 'none' ? undefined : stateFields(client, KEY2),
             SHARD2 === SHARD ? undefined : client.hget(shardMarkerKey(SHARD2), 'fence'),
           ]),
         ),
@@ -1699,7 +1706,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
             if (algorithm === 'tokenBucket') {
               expect(await clients[0]!.get(KEY)).toBe(fullAt === undefined ? null : String(fullAt));
             } else {
-              const held = decodeState(await clients[0]!.hgetall(KEY), 1).slots;
+              const held = decodeState(await stateFields(clients[0]!, KEY), 1).slots;
               const expected = window.slots.filter((slot) => slot.id >= 0).map((slot) => ({ id: slot.id, c: slot.c }));
               expect(held.map((slot) => ({ id: slot.id, c: slot.c })).sort((a, b) => a.id - b.id)).toEqual(
                 expected.sort((a, b) => a.id - b.id),
@@ -1722,6 +1729,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     // Both layouts decided, for every algorithm: new keys start silent, a merge makes them general.
     expect(Math.min(...Object.values(stats.silentLayout))).toBeGreaterThan(0);
     expect(Math.min(...Object.values(stats.generalLayout))).toBeGreaterThan(0);
+    // A silent token bucket is one string until it turns loud (every write and read of it above went through it).
+    expect(stats.silentString).toBeGreaterThan(0);
     // Denials by this region's share while its view had headroom: both sides flagged them alike.
     expect(stats.falseDenials).toBeGreaterThan(0);
     // Free donors now give at the merge, so a sweep that still transfers is rare: the short run in the fast

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import { ackPendingCall, runAckPending } from '../../store/gossip-calls.ts';
+import { isWrongTypeError } from '../../store/client.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { layoutOf, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
@@ -59,7 +60,10 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
       );
       const popped = perShard.flat();
       if (popped.length === 0) return 0;
-      const states = await Promise.all(popped.map((key) => redis.hgetall(key)));
+      // A key that is a string now (it expired and came back silent: lua/includes/silent_string.lua) has nothing to send.
+      const states = await Promise.all(
+        popped.map((key) => redis.hgetall(key).catch((error: unknown) => (isWrongTypeError(error) ? {} : Promise.reject(error)))),
+      );
       const entries: GossipEntry[] = [];
       const versions: [string, number][] = [];
       const targets: FastLaneTargets[] = [];
