@@ -41,7 +41,13 @@ for i = 1, count do
   -- given, its slot could be the current window's, whose counts it would replace.
   if id > current then id, start = current, now end
   local k = slot_index(id)
-  local held = tonumber(redis.call('HGET', key, 'w' .. label(k)))
+  local mark = redis.pcall('HGET', key, 'w' .. label(k))
+  if type(mark) == 'table' then
+    -- Not a hash: a token bucket's state under a rule redefined as a window (federation.lua load_silent says how).
+    if not silent_string_to_hash(key) then redis.call('DEL', key) end
+    mark = redis.call('HGET', key, 'w' .. label(k))
+  end
+  local held = tonumber(mark)
   if id > current - KEPT_WINDOWS and (held == nil or held <= id) then
     local p = { n = n, self = r, skew = tonumber(ARGV[4]), period = period }
     local state = load_state(key, n, n > 1, {}, { [k] = true }, function(plan, slot)

@@ -66,8 +66,9 @@ local function apply_gossip(KEYS, ARGV)
   -- reset forgot, and stays forgotten.
   local mark = redis.pcall('HGET', key, 'r')
   if type(mark) == 'table' then
-    -- A single region's bucket (gcra.lua: this region decided the rule alone before): its hash from now on.
-    if not (is_bucket and gcra_to_hash(key, p.capacity, p.limit, p.period, now)) then error(mark) end
+    -- A silent bucket's string (silent_string.lua) or a single region's bucket (gcra.lua: this region decided the
+    -- rule alone before): its hash from now on.
+    if not (silent_string_to_hash(key) or is_bucket and gcra_to_hash(key, p.capacity, p.limit, p.period, now)) then error(mark) end
     mark = false
   end
   local reset_at = tonumber(mark)

@@ -373,7 +373,14 @@ local function load_silent(key, n, r, with_a, extra_names, current, previous)
   if with_a then names[8] = 'a' .. kc .. own .. own end
   local first_extra = #names
   for i, name in ipairs(extra_names) do names[first_extra + i] = name end
-  local values = redis.call('HMGET', key, unpack(names))
+  local values = redis.pcall('HMGET', key, unpack(names))
+  if values.err then
+    -- Not a hash: a token bucket's state left by a rule redefined as a window under the same name (docs/federation.md
+    -- §7). A silent bucket's string is read as the hash it stands for, as a bucket's hash always was; a single
+    -- region's number is dropped, as the single-region window path does (gcra.lua window_fields).
+    if not silent_string_to_hash(key) then redis.call('DEL', key) end
+    values = redis.call('HMGET', key, unpack(names))
+  end
   if values[1] == false then
     for i = 2, #names do
       if values[i] ~= false then return nil end

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import type { Config } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { matchRules } from '../../src/engine/rules.ts';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markAllPending } from '../../src/federation/resync.ts';
@@ -242,6 +243,32 @@ describe('token bucket state layouts', () => {
     expect(admitted).toBe(200);
     expect(await redis.type(left.key)).toBe('string');
     expect(await redis.object('ENCODING', left.key)).toBe('int');
+  });
+
+  it('a federated bucket rule redefined as a window under the same name reads the silent strings as their hashes', async () => {
+    await markShardsIntact(redis);
+    const engine = engineAt(federated, () => T0);
+    const decided = freshKey();
+    const settled = freshKey();
+    for (const apiKey of [decided, settled]) expect((await engine.decide(request(apiKey, 10))).allowed).toBe(true);
+    await engine.close();
+    expect(await redis.type(stateKey(federated, decided))).toBe('string');
+    const window = parseConfig({
+      region: 'us-east',
+      federation: { leakageBudget: 0, peers: [{ name: 'eu-west', redisUrl: 'redis://127.0.0.1:1' }] },
+      rules: [{ name: 'tb', by: ['apiKey'], algorithm: 'fixedWindow', limit: 600, period: MINUTE }],
+    });
+    expect(stateKey(window, decided)).toBe(stateKey(federated, decided));
+    const windowed = engineAt(window, () => T0);
+    // As a bucket's hash always was (docs/federation.md §7): its epoch's count read as the window's.
+    const answer = await windowed.decide(request(decided));
+    expect(answer.allowed).toBe(true);
+    expect(await redis.type(stateKey(window, decided))).toBe('hash');
+    // The fallback's settlement (admissions made while Redis was away) meets a string too.
+    const [matched] = matchRules(window, request(settled));
+    await windowed.settle([{ rule: matched!.rule, key: matched!.key, shard: matched!.shard, windowStart: T0 - (T0 % MINUTE), count: 4 }]);
+    await windowed.close();
+    expect(await redis.type(stateKey(window, settled))).toBe('hash');
   });
 
   it("a peer's resync marks the federated hashes pending and passes over the numbers and the silent strings", async () => {
