@@ -1,7 +1,7 @@
 // Redis CPU per decision of the decide libraries' batch function, as the service sends it (decideBatchArgs of
 // 32 calls, fresh keys over 64 shards, the per-key token bucket 1,000/min): the single-region library beside a
 // federated region's (three regions, silent keys), by INFO commandstats (usec per FCALL ÷ calls per batch).
-// `npx tsx bench/lua-batch-time.ts [batches] [calls per batch]`; PATCH='from=>to;;from2=>to2' replaces text of the
+// `npx tsx bench/lua-batch-time.ts [batches] [calls per batch] [tb|fw|sw]`; PATCH='from=>to;;from2=>to2' replaces text of the
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
 // the two rows of one run, not runs.
 import { Redis } from 'ioredis';
@@ -13,10 +13,12 @@ import { patchedSource } from './lib/lua-patch.ts';
 
 const batches = Number(process.argv[2] ?? 2000);
 const perBatch = Number(process.argv[3] ?? 32);
+/** The rule's algorithm: tb (the per-key token bucket, default), fw or sw (a window of the same limit). */
+const algorithm = (process.argv[4] ?? 'tb') as 'tb' | 'fw' | 'sw';
 const server = await startRedis({});
 const redis = new Redis(server.url);
 const layout = keyLayout();
-const rule = { head: ['tb', 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
+const rule = { head: [algorithm, 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
 
 async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<number> {
   await redis.flushall();

@@ -6,7 +6,7 @@
   Refunded tokens are clamped by the next refill to the cap in force (protocol.ts refill).
 
   A single region's token bucket (gcra.lua: one number, the time it is full again) gets its cost's refill time back;
-  a silent federated bucket's string (silent_string.lua) becomes its hash first.
+  a silent federated key's string (silent_string.lua) becomes its hash first.
 
   KEYS     the state keys of the rules to refund, then the refund's marker qf:{s<n>}:rf:<refund id> (same slot)
   ARGV[1]  self index   ARGV[2] decide's now (ms)   ARGV[3] how long the marker lives (ms)
@@ -33,6 +33,8 @@ for i = 1, rules do
     refunded = refunded + math.min(1, redis.call('ZREM', key, unpack(members)))
   else
     local exists, cells = true, true
+    -- A window's silent string (silent_string.lua): its hash from now on, refunded as one.
+    if algorithm ~= 'tb' and redis.call('TYPE', key).ok == 'string' then silent_string_to_hash(key) end
     if algorithm == 'tb' then
       local held = redis.pcall('HGET', key, 'tokens')
       -- A silent federated bucket's string (silent_string.lua): its hash from now on, refunded as one.

@@ -365,8 +365,43 @@ end
 --[[
   Loads a silent key for a decision at slot `current` (and `previous`, whose own count it reads too). Returns nil
   when the key holds state but no z (load_state then reads it); a key with no state at all loads as silent.
+  Given `ttl` (a window's decision), a new key and this region's window string (silent_string.lua) are read with
+  one GET and written back with one SET PX `ttl` (store_silent returns true then); a hash with one short HMGET.
 ]]
-local function load_silent(key, n, r, with_a, extra_names, current, previous)
+local function load_silent(key, n, r, with_a, extra_names, current, previous, ttl)
+  local text = nil
+  if ttl ~= nil and with_a and #extra_names == 0 then text = redis.pcall('GET', key) end
+  local values = nil
+  if text == false then
+    values = { label(r), '', '', '', '', '', '', '', '', '', '', '', '' }
+  elseif type(text) == 'string' then
+    values = window_string_values(text)
+    if values == nil or values[1] ~= label(r) then
+      -- A bucket's state under a rule redefined as a window (docs/federation.md §7), or another region's string
+      -- (the regions were renumbered): the hash it stands for, as a bucket's hash always was to a window; a single
+      -- region's number is dropped, as the single-region window path does (gcra.lua window_fields).
+      if not silent_string_to_hash(key) then redis.call('DEL', key) end
+      values = nil
+    end
+  end
+  if values ~= nil then
+    local slots = empty_slots(n, with_a)
+    local held = {}
+    for k = 0, KEPT_WINDOWS - 1 do
+      local id = tonumber(values[2 + k])
+      held[k] = id or -1
+      if id ~= nil then slots[k] = silent_slot(n, id, r, with_a) end
+    end
+    local at = 5 + 3 * current
+    local old = { c = tonumber(values[at]) or 0, t = tonumber(values[at + 1]) or 0, a = tonumber(values[at + 2]) or 0 }
+    local slot = slots[current]
+    if slot.id >= 0 then slot.c[r], slot.t[r], slot.a[r][r] = old.c, old.t, old.a end
+    if slots[previous].id >= 0 then slots[previous].c[r] = tonumber(values[5 + 3 * previous]) or 0 end
+    return {
+      key = key, n = n, with_a = with_a, silent = true, had_z = true, self = r, current = current,
+      held = held, old = old, slots = slots, extra = {}, string = values, ttl = ttl,
+    }
+  end
   local own = '.' .. label(r)
   local kc = label(current)
   local names = { 'z', 'w0', 'w1', 'w2', 'c' .. kc .. own, 't' .. kc .. own, 'c' .. label(previous) .. own }
@@ -375,9 +410,7 @@ local function load_silent(key, n, r, with_a, extra_names, current, previous)
   for i, name in ipairs(extra_names) do names[first_extra + i] = name end
   local values = redis.pcall('HMGET', key, unpack(names))
   if values.err then
-    -- Not a hash: a token bucket's state left by a rule redefined as a window under the same name (docs/federation.md
-    -- §7). A silent bucket's string is read as the hash it stands for, as a bucket's hash always was; a single
-    -- region's number is dropped, as the single-region window path does (gcra.lua window_fields).
+    -- Not a hash (read without `ttl`): as above.
     if not silent_string_to_hash(key) then redis.call('DEL', key) end
     values = redis.call('HMGET', key, unpack(names))
   end
@@ -422,10 +455,28 @@ end
 
 -- Writes a silent key's current slot back (decisions write no other): its id if new, this region's cells as
 -- they differ from what was loaded (a replaced slot's fields are the old window's, so the same rule applies),
--- and z on a new key; `sets` (field, value pairs) go in the same HSET.
+-- and z on a new key; `sets` (field, value pairs) go in the same HSET. A key loaded as a window string is written
+-- as one, with its TTL: returns true then (the caller sets no TTL of its own).
 local function store_silent(state, slots, sets)
   local k, r = state.current, state.self
   local slot = slots[k]
+  local values = state.string
+  if values ~= nil then
+    -- The window's string: the current slot as the hash's write below leaves it (a zero cell is an absent field).
+    if slot.id >= 0 then
+      local at = 5 + 3 * k
+      values[2 + k] = fmt(slot.id)
+      values[at] = slot.c[r] == 0 and '' or fmt(slot.c[r])
+      values[at + 1] = slot.t[r] == 0 and '' or fmt(slot.t[r])
+      values[at + 2] = slot.a[r][r] == 0 and '' or fmt(slot.a[r][r])
+    end
+    redis.call('SET', state.key, window_string_text(values), 'PX', state.ttl)
+    if #sets == 0 then return true end
+    -- Other fields too: the hash from now on.
+    silent_string_to_hash(state.key)
+    redis.call('HSET', state.key, unpack(sets))
+    return true
+  end
   local dels = {}
   if not state.had_z then
     sets[#sets + 1] = 'z'

@@ -13,7 +13,7 @@ local function single_region_window(p, rule, now, sliding)
   local P, L, cost = p.period, p.limit, rule.cost
   local id = math.floor(now / P)
   local k, kp = slot_index(id), slot_index(id - 1)
-  local held = window_fields(rule.key, redis.pcall('HMGET', rule.key, 'w' .. label(k), 'c' .. label(k) .. '.0', 'w' .. label(kp), 'c' .. label(kp) .. '.0'))
+  local held = window_fields(rule.key, 'w' .. label(k), 'c' .. label(k) .. '.0', 'w' .. label(kp), 'c' .. label(kp) .. '.0')
   local count, previous = 0, 0
   if tonumber(held[1]) == id then count = tonumber(held[2]) or 0 end
   if tonumber(held[3]) == id - 1 then previous = tonumber(held[4]) or 0 end
@@ -51,7 +51,7 @@ local function federated_window(p, rule, ctx, now, sliding)
   if sliding then ids[previous] = true end
   -- A silent key (federation.lua load_silent): this region's cells alone, in one short read.
   local shape = 'w' .. n .. ':' .. r .. ':' .. current .. ':' .. (sliding and previous or '-')
-  local state = load_silent(rule.key, n, r, true, {}, current, previous) or load_state(rule.key, n, true, {}, ids, function(plan, k)
+  local state = load_silent(rule.key, n, r, true, {}, current, previous, window_ttl(p)) or load_state(rule.key, n, true, {}, ids, function(plan, k)
     if k == current then
       plan_row_cells(plan, n, k, r, true, true, true)
     else
@@ -59,16 +59,17 @@ local function federated_window(p, rule, ctx, now, sliding)
     end
   end, shape)
   local verdict = decide_window(p, state.slots, ctx.fence, now, rule.cost, sliding)
+  -- Both return true when they wrote the key's TTL too (a silent string: federation.lua store_silent).
   local function store()
     commit_window(p, state.slots, now, id, rule.cost)
-    store_slots(state, state.slots)
+    return store_slots(state, state.slots)
   end
   -- A false denial is demand (protocol.ts decideWindow): this region's t in the window, nothing else.
   local function touch()
     local k = slot_index(id)
     if state.slots[k].id ~= id then state.slots[k] = empty_slot(n, id, true) end
     state.slots[k].t[r] = math.max(state.slots[k].t[r], now)
-    store_slots(state, state.slots)
+    return store_slots(state, state.slots)
   end
   local counts = sum_cells(cells_of(state.slots, id, n, true).c, n)
   local before = sum_cells(cells_of(state.slots, id - 1, n, true).c, n)
@@ -111,13 +112,11 @@ local function window_rule(rule, ctx, now, sliding)
     end
   end
   decision.commit = function()
-    store()
-    redis.call('PEXPIRE', rule.key, window_ttl(p))
+    if not store() then redis.call('PEXPIRE', rule.key, window_ttl(p)) end
   end
   if touch then
     decision.touch = function()
-      touch()
-      redis.call('PEXPIRE', rule.key, window_ttl(p))
+      if not touch() then redis.call('PEXPIRE', rule.key, window_ttl(p)) end
     end
   end
   return decision

@@ -77,13 +77,16 @@ local function gcra_to_hash(key, C, L, P, now)
 end
 
 --[[
-  A single region's window rule reads its key with redis.pcall('HMGET', ...) through this. A key that is not a
-  hash is a token bucket's number left by a rule redefined under the same name (a restart with another algorithm:
-  docs/federation.md §7): it is dropped and read as empty, so the window starts over as a renamed rule would
-  (what layout 1's hash read as, too).
+  A single region's window rule reads its key's `...` fields (HMGET) through this. A key that is not a hash is
+  either a federated window's silent string (silent_string.lua: this region federated the rule before), read as
+  the hash it stands for, or a token bucket's number left by a rule redefined under the same name (a restart with
+  another algorithm: docs/federation.md §7), dropped and read as empty, so the window starts over as a renamed rule
+  would (what layout 1's hash read as, too).
 ]]
-local function window_fields(key, held)
+local function window_fields(key, ...)
+  local held = redis.pcall('HMGET', key, ...)
   if held.err == nil then return held end
+  if silent_string_to_hash(key) then return redis.call('HMGET', key, ...) end
   redis.call('DEL', key)
   return {}
 end

@@ -32,9 +32,9 @@ local function window_rule(rule, ctx, now, sliding)
   -- A fixed window reads only its own slot; the sliding window also the previous one.
   if sliding then
     local kp = tostring((id - 1) % 3)
-    held = window_fields(rule.key, redis.pcall('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0'))
+    held = window_fields(rule.key, 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0')
   else
-    held = window_fields(rule.key, redis.pcall('HMGET', rule.key, 'w' .. k, 'c' .. k .. '.0'))
+    held = window_fields(rule.key, 'w' .. k, 'c' .. k .. '.0')
   end
   local count, previous = 0, 0
   if tonumber(held[1]) == id then count = tonumber(held[2]) or 0 end
@@ -111,7 +111,7 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
     local k = tostring(slot)
     w, c = 'w' .. k, 'c' .. k .. '.0'
   end
-  local held = window_fields(key, redis.pcall('HMGET', key, w, c))
+  local held = window_fields(key, w, c)
   local count = 0
   local current = tonumber(held[1]) == id
   if current then count = tonumber(held[2]) or 0 end

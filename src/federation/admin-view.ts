@@ -203,19 +203,20 @@ export function federationPeersView(config: Config, peers: PeerStatus[]): PeersV
 
 /**
  * A state key as its hash. A single region's token bucket is one number (lua/includes/gcra.lua, the time it is full
- * again): shown as the hash it stands for now, its tokens at this moment; a silent federated bucket is one string
+ * again): shown as the hash it stands for now, its tokens at this moment; a silent federated key is one string
  * (lua/includes/silent_string.lua): shown as its hash.
  */
 async function readStateHash(redis: Redis | Cluster, key: string, rule: Rule): Promise<Record<string, string>> {
   try {
     return await redis.hgetall(key);
   } catch (error) {
-    if (!isWrongTypeError(error) || rule.algorithm !== 'tokenBucket') throw error;
+    if (!isWrongTypeError(error)) throw error;
     const held = await redis.get(key);
     const now = Date.now();
     if (held === null) return {};
     const silent = silentStringFields(held);
     if (silent) return silent;
+    if (rule.algorithm !== 'tokenBucket') throw error;
     const bucket = { limit: rule.limit, periodMs: rule.period, burst: advertisedLimit(rule) };
     return { tokens: String(singleBucketTokens(bucket, Number(held), now)), last_refill: String(now) };
   }
