@@ -1,6 +1,6 @@
 // Local leases (rules[].lease) against a real redis-server: a hot key's units are taken in the decide call, spent
 // from memory, and what is left goes back when the lease ends or the engine closes.
-import { bucketTokens } from '../support/state-key.ts';
+import { bucketTokens, stateFields } from '../support/state-key.ts';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { ConfigError } from '../../src/config/load.ts';
@@ -161,7 +161,7 @@ describe('a rule with a local lease', () => {
     const id = Math.floor(Date.now() / HOUR);
     const { selfIndex } = topologyOf(config);
     // Two requests and a lease of 10 in this region's count of the window.
-    expect(Number(await redis.hget(state, `c${id % 3}.${selfIndex}`))).toBe(12);
+    expect(Number((await stateFields(redis, state))[`c${id % 3}.${selfIndex}`])).toBe(12);
     expect((await engine.decide(request(key))).binding?.source).toBe('lease');
     // This region's share is 50 of 100: leases never take beyond what it can admit.
     const sources: string[] = [];
@@ -169,7 +169,7 @@ describe('a rule with a local lease', () => {
       const decision = await engine.decide(request(key));
       if (decision.allowed) sources.push(decision.binding!.source);
     }
-    expect(Number(await redis.hget(state, `c${id % 3}.${selfIndex}`))).toBeLessThanOrEqual(50);
+    expect(Number((await stateFields(redis, state))[`c${id % 3}.${selfIndex}`])).toBeLessThanOrEqual(50);
     expect(sources.length + 3).toBeLessThanOrEqual(50);
   });
 

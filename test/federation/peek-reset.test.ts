@@ -15,6 +15,7 @@ import {
   type ShippedRegionOptions,
   type ShippedRegions,
 } from '../support/shipped-regions.ts';
+import { stateFields } from '../support/state-key.ts';
 import { awayFromWindowEdge, startUpstream, type Upstream } from '../service/fixtures.ts';
 
 type Raw = RawConfig;
@@ -81,7 +82,7 @@ describe('peek and reset in a three-region federation', async () => {
   const reset = (region: string, body: Raw) => post(region, '/admin/keys/reset', body, { Authorization: `Bearer ${TOKEN}` });
   /** Whether a region holds the fw rule's state for this API key (a reset leaves only its mark, field r). */
   const holds = async (client: Redis, apiKey: string) =>
-    Object.keys(await client.hgetall(ruleKey('fw', { principal: apiKey, dimensions: [apiKey] }))).some((field) => field !== 'r');
+    Object.keys(await stateFields(client, ruleKey('fw', { principal: apiKey, dimensions: [apiKey] }))).some((field) => field !== 'r');
   const metric = async (region: string, name: string) => {
     const text = await (await fetch(`${services.get(region)!.url}/metrics`)).text();
     return text.split('\n').filter((line) => line.startsWith(name));
