@@ -1214,11 +1214,11 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         const r = op.r % n;
         const s = spec[r]!;
         const windowStart = (windowIdAt(localNow(r), setup.periodMs) + op.delta) * setup.periodMs;
-        const versionBefore = Number((await clients[r]!.hget(KEY, 'v')) ?? 0);
+        const versionBefore = Number((await stateFields(clients[r]!, KEY)).v ?? 0);
         const before = await redisNow();
         await engines[r]!.settle([{ rule: ruleOf(r), key: KEY, shard: SHARD, windowStart, count: op.count }]);
         const after = await redisNow();
-        const [version, changedAt] = await clients[r]!.hmget(KEY, 'v', 't');
+        const { v: version, t: changedAt } = await stateFields(clients[r]!, KEY);
         const written = Number(version ?? 0) > versionBefore;
         // The script's clock lies in [before, after]; a written entry tells it exactly (mark_changed's t).
         const candidates = written ? [Number(changedAt)] : [before, after];
@@ -1623,7 +1623,7 @@ describe('differential: the Lua scripts against protocol.ts', () => {
       async () => {
         await fc.assert(
           fc.asyncProperty(realtimeSetup, opsOf(4, false), (setup, ops) => runSequence(algorithm, setup, ops, true)),
-          { numRuns: Math.ceil(runs / 6) },
+          { numRuns: Math.ceil(runs / 6), ...replay },
         );
       },
       PROPERTY_TIMEOUT_MS,
