@@ -6,6 +6,7 @@ import { federationKeyView } from '../../src/federation/admin-view.ts';
 import { GOSSIP_QUEUE } from '../../src/federation/gossip/worker.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
 import { eventually } from '../support/wait.ts';
+import { stateFields } from '../support/state-key.ts';
 import { GOSSIP_QUEUE_PREFIX, ruleKey } from '../../src/keys.ts';
 
 let fed: TestFederation;
@@ -125,7 +126,7 @@ describe('convergence', () => {
 
 async function stateOf(region: TestRegion, rule: string, key: string): Promise<Record<string, string>> {
   const matched = ruleKey(rule, { principal: key, dimensions: [key] });
-  return region.redis.hgetall(matched);
+  return stateFields(region.redis, matched);
 }
 
 describe('idempotence', () => {

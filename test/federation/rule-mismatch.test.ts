@@ -7,6 +7,7 @@ import type { Config } from '../../src/config/schema.ts';
 import { ruleKey } from '../../src/keys.ts';
 import { startTestFederation, type TestFederation, type TestRegion } from '../support/federation.ts';
 import { eventually } from '../support/wait.ts';
+import { stateFields } from '../support/state-key.ts';
 import { captureLog, type CapturedLog } from '../service/fixtures.ts';
 
 let fed: TestFederation;
@@ -45,7 +46,7 @@ const withLimit = (config: Config, limit: number): Config => ({
 
 /** a's count as b's state holds it (c<k>.<a's index> of the current window's slot), 0 when b never merged it. */
 async function aCountInB(): Promise<number> {
-  const state = await b.redis.hgetall(KEY);
+  const state = await stateFields(b.redis, KEY);
   const aIndex = a.federation!.topology.selfIndex;
   return Object.entries(state)
     .filter(([field]) => new RegExp(`^c\\d\\.${aIndex}$`).test(field))
