@@ -1562,15 +1562,32 @@ const driftExample = (algorithm: Algo): [Setup, Op[]] => [
 ];
 
 /**
+ * A refund of each kind lost on the wire (its reply, its command): the random schedules draw one only when an
+ * admission is left to refund, and the fast project's short run may draw none at all (CI of 2026-12-03).
+ */
+const droppedRefundExample = (): [Setup, Op[]] => [
+  exampleSetup({ limit: 13, budget: 0 }),
+  [
+    ...decides(0, 4),
+    { kind: 'droppedRefund', r: 0, pick: 1, lost: 'reply' },
+    { kind: 'droppedRefund', r: 0, pick: 0, lost: 'command' },
+    { kind: 'round' },
+    ...decides(1, 2),
+  ],
+];
+
+/**
  * Schedules every run starts with, for paths the random ones seldom reach. A token bucket's burst region that got a
  * free donor's share, then falls quiet with nobody wanting share, hands it back before the epoch ends
- * (protocol.ts rebalanceBucket, "after a burst"): about one random run in 60 reached it. And driftExample.
+ * (protocol.ts rebalanceBucket, "after a burst"): about one random run in 60 reached it. And driftExample and
+ * droppedRefundExample.
  */
 const EXAMPLES: Record<Algo, [Setup, Op[]][]> = {
-  fixedWindow: [driftExample('fixedWindow')],
-  slidingWindow: [driftExample('slidingWindow')],
+  fixedWindow: [driftExample('fixedWindow'), droppedRefundExample()],
+  slidingWindow: [driftExample('slidingWindow'), droppedRefundExample()],
   tokenBucket: [
     driftExample('tokenBucket'),
+    droppedRefundExample(),
     [
       exampleSetup({
         limit: 60,
