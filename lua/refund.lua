@@ -33,12 +33,10 @@ for i = 1, rules do
     refunded = refunded + math.min(1, redis.call('ZREM', key, unpack(members)))
   else
     local exists, cells = true, true
-    -- A window's silent string (silent_string.lua): its hash from now on, refunded as one.
-    if algorithm ~= 'tb' and redis.call('TYPE', key).ok == 'string' then silent_string_to_hash(key) end
+    -- A silent key's string (silent_string.lua): its hash from now on, refunded as one.
+    if redis.call('TYPE', key).ok == 'string' then silent_string_to_hash(key) end
     if algorithm == 'tb' then
       local held = redis.pcall('HGET', key, 'tokens')
-      -- A silent federated bucket's string (silent_string.lua): its hash from now on, refunded as one.
-      if type(held) == 'table' and silent_string_to_hash(key) then held = redis.call('HGET', key, 'tokens') end
       if type(held) == 'table' then
         -- One region's bucket (gcra.lua): F less the cost's refill time, keeping the TTL.
         local F = tonumber(redis.call('GET', key))

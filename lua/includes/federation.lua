@@ -368,51 +368,36 @@ end
   Given `ttl` (a window's decision), a new key and this region's window string (silent_string.lua) are read with
   one GET and written back with one SET PX `ttl` (store_silent returns true then); a hash with one short HMGET.
 ]]
+-- A string a window does not read as its own (a bucket's state under a rule redefined as a window, docs/federation.md
+-- §7; another region's string, the regions renumbered): the hash it stands for, as a bucket's hash always was to a
+-- window; a single region's number is dropped, as the single-region window path does (gcra.lua window_fields).
+local function window_hash_of_other(key)
+  if not silent_string_to_hash(key) then redis.call('DEL', key) end
+end
+
 local function load_silent(key, n, r, with_a, extra_names, current, previous, ttl)
-  local text = nil
-  if ttl ~= nil and with_a and #extra_names == 0 then text = redis.pcall('GET', key) end
-  local values = nil
-  if text == false then
-    values = { label(r), '', '', '', '', '', '', '', '', '', '', '', '' }
-  elseif type(text) == 'string' then
-    values = window_string_values(text)
-    if values == nil or values[1] ~= label(r) then
-      -- A bucket's state under a rule redefined as a window (docs/federation.md §7), or another region's string
-      -- (the regions were renumbered): the hash it stands for, as a bucket's hash always was to a window; a single
-      -- region's number is dropped, as the single-region window path does (gcra.lua window_fields).
-      if not silent_string_to_hash(key) then redis.call('DEL', key) end
-      values = nil
-    end
-  end
-  if values ~= nil then
-    local slots = empty_slots(n, with_a)
-    local held = {}
-    for k = 0, KEPT_WINDOWS - 1 do
-      local id = tonumber(values[2 + k])
-      held[k] = id or -1
-      if id ~= nil then slots[k] = silent_slot(n, id, r, with_a) end
-    end
-    local at = 5 + 3 * current
-    local old = { c = tonumber(values[at]) or 0, t = tonumber(values[at + 1]) or 0, a = tonumber(values[at + 2]) or 0 }
-    local slot = slots[current]
-    if slot.id >= 0 then slot.c[r], slot.t[r], slot.a[r][r] = old.c, old.t, old.a end
-    if slots[previous].id >= 0 then slots[previous].c[r] = tonumber(values[5 + 3 * previous]) or 0 end
-    return {
-      key = key, n = n, with_a = with_a, silent = true, had_z = true, self = r, current = current,
-      held = held, old = old, slots = slots, extra = {}, string = values, ttl = ttl,
-    }
-  end
   local own = '.' .. label(r)
   local kc = label(current)
   local names = { 'z', 'w0', 'w1', 'w2', 'c' .. kc .. own, 't' .. kc .. own, 'c' .. label(previous) .. own }
   if with_a then names[8] = 'a' .. kc .. own .. own end
   local first_extra = #names
   for i, name in ipairs(extra_names) do names[first_extra + i] = name end
-  local values = redis.pcall('HMGET', key, unpack(names))
-  if values.err then
-    -- Not a hash (read without `ttl`): as above.
-    if not silent_string_to_hash(key) then redis.call('DEL', key) end
-    values = redis.call('HMGET', key, unpack(names))
+  local text, other = nil, false
+  if ttl ~= nil and with_a and #extra_names == 0 then text, other = own_silent_values(key, label(r), window_string_values) end
+  if other then window_hash_of_other(key) end
+  local values
+  if text ~= nil then
+    -- HMGET's reply for the string: z = 1, then as `names` asks.
+    local at = 5 + 3 * current
+    values = { '1', silent_field(text, 2), silent_field(text, 3), silent_field(text, 4), silent_field(text, at),
+      silent_field(text, at + 1), silent_field(text, 5 + 3 * previous), silent_field(text, at + 2) }
+  else
+    values = redis.pcall('HMGET', key, unpack(names))
+    if values.err then
+      -- Not a hash (read without `ttl`).
+      window_hash_of_other(key)
+      values = redis.call('HMGET', key, unpack(names))
+    end
   end
   if values[1] == false then
     for i = 2, #names do
@@ -438,7 +423,7 @@ local function load_silent(key, n, r, with_a, extra_names, current, previous, tt
   for i, name in ipairs(extra_names) do extra[name] = values[first_extra + i] end
   return {
     key = key, n = n, with_a = with_a, silent = true, had_z = values[1] ~= false, self = r, current = current,
-    held = held, old = old, slots = slots, extra = extra,
+    held = held, old = old, slots = slots, extra = extra, string = text, ttl = ttl,
   }
 end
 

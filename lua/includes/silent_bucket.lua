@@ -63,29 +63,17 @@ local function silent_bucket(p, rule, fence, now)
   local epoch = math.floor(now / P)
   local k, kp = slot_index(epoch), slot_index(epoch - 1)
   local names = silent_fields(r, k, kp)
-  -- The key's one string (silent_string.lua: absent, or this region's silent string), else its hash.
-  local text = redis.pcall('GET', rule.key)
-  local values = nil
-  if text == false then
-    values = { label(r), '', '', '', '', '', '', '', '', '', '', '', '' }
-  elseif type(text) == 'string' then
-    values = silent_string_values(text)
-    -- Another region's string (the regions were renumbered) or a single region's number (gcra.lua, this region
-    -- before it federated the rule): the hash they stand for, from now on.
-    if values == nil or values[1] ~= label(r) then
-      if not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
-      values = nil
-    end
-  end
+  -- The key's one string (silent_string.lua: absent, or this region's silent string), else its hash. Another
+  -- region's string (the regions were renumbered), a window's or a single region's number (gcra.lua, this region
+  -- before it federated the rule): the hash they stand for, from now on.
+  local values, other = own_silent_values(rule.key, label(r), silent_string_values)
+  if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
   local held
   if values ~= nil then
-    -- HMGET's reply for the string: z = 1, then as the names below ask ('' is an absent field).
-    local function field(i)
-      local value = values[i]
-      if value == '' then return false end
-      return value
-    end
-    held = { '1', field(2), field(3), field(4), field(5), field(6), field(7), field(8 + 2 * k), field(9 + 2 * k), field(8 + 2 * kp) }
+    -- HMGET's reply for the string: z = 1, then as the names below ask.
+    held = { '1', silent_field(values, 2), silent_field(values, 3), silent_field(values, 4), silent_field(values, 5),
+      silent_field(values, 6), silent_field(values, 7), silent_field(values, 8 + 2 * k), silent_field(values, 9 + 2 * k),
+      silent_field(values, 8 + 2 * kp) }
   else
     held = redis.call('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
   end

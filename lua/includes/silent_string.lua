@@ -40,6 +40,28 @@ local function window_string_values(text)
   return { r, w0, w1, w2, c0, t0, a0, c1, t1, a1, c2, t2, a2 }
 end
 
+--[[
+  This region's silent string at `key`, parsed by `parse` (silent_string_values or window_string_values): new empty
+  values when the key is absent, nil when it is a hash. Any other string (the other algorithm's, another region
+  index's, a single region's number) gives nil and true: the caller turns it into a hash or drops it, then reads
+  the hash.
+]]
+local function own_silent_values(key, r, parse)
+  local text = redis.pcall('GET', key)
+  if text == false then return { r, '', '', '', '', '', '', '', '', '', '', '', '' }, false end
+  if type(text) ~= 'string' then return nil, false end
+  local values = parse(text)
+  if values ~= nil and values[1] == r then return values, false end
+  return nil, true
+end
+
+-- Value i of a silent string as HMGET answers the field: false when absent ('').
+local function silent_field(values, i)
+  local value = values[i]
+  if value == '' then return false end
+  return value
+end
+
 -- The bucket's string of `values` (as silent_string_values returns them).
 local function silent_string_text(values)
   return 'S' .. table.concat(values, '|')

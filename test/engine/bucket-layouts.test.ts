@@ -16,7 +16,7 @@ import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { client, useRedis } from '../harness/redis.ts';
-import { bucketTokens, stateFields } from '../support/state-key.ts';
+import { bucketTokens, expectStringAsHash, stateFields } from '../support/state-key.ts';
 import { scriptSource } from '../../src/store/lua-source.ts';
 
 const server = await useRedis();
@@ -41,6 +41,17 @@ const stateKey = (config: Config, apiKey: string) => layoutOf(config).ruleKey('t
 
 function engineAt(config: Config, now: () => number) {
   return createRedisEngine({ config, redis, overLimitCache: false, nowMs: now });
+}
+
+/** The slot of epoch `epoch` a peer gossips: 5 admitted by region `peer` at T0, nothing else. */
+function peerSlot(n: number, peer: number, epoch: number) {
+  return {
+    id: epoch,
+    c: Array.from({ length: n }, (_, o) => (o === peer ? 5 : 0)),
+    x: new Array<number>(n * n).fill(0),
+    a: new Array<number>(n * n).fill(0),
+    t: Array.from({ length: n }, (_, o) => (o === peer ? T0 : 0)),
+  };
 }
 
 /** A standalone region's state for `apiKey` after `admitted` admissions at T0: one number, 100 ms a token. */
@@ -96,13 +107,7 @@ describe('token bucket state layouts', () => {
     const epoch = Math.floor(T0 / MINUTE);
 
     const gossiped = await spentStandalone(freshKey(), 100);
-    const slot = {
-      id: epoch,
-      c: Array.from({ length: n }, (_, o) => (o === peer ? 5 : 0)),
-      x: new Array<number>(n * n).fill(0),
-      a: new Array<number>(n * n).fill(0),
-      t: Array.from({ length: n }, (_, o) => (o === peer ? T0 : 0)),
-    };
+    const slot = peerSlot(n, peer, epoch);
     const call = applyGossipCall(topology, configured, 0, peer, { k: gossiped, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
     expect((await runApplyGossip(redis, call)).changed).toBe(true);
     expect(await redis.type(gossiped)).toBe('hash');
@@ -160,10 +165,12 @@ describe('token bucket state layouts', () => {
       [T0 + MINUTE + 250, 2],
     ] as const) {
       now = at;
-      const [a, b] = [await engine.decide(request(asString, cost)), await engine.decide(request(asHash, cost))];
-      expect(a).toEqual(b);
-      expect(await redis.type(stringKey)).toBe('string');
-      expect(await stateFields(redis, stringKey)).toEqual(await redis.hgetall(hashKey));
+      await expectStringAsHash(
+        redis,
+        (apiKey, units) => engine.decide(request(apiKey, units)),
+        { asString, asHash, stringKey, hashKey },
+        cost,
+      );
     }
     const [usage, hashUsage] = [await redis.memory('USAGE', stringKey), await redis.memory('USAGE', hashKey)];
     console.log(`silent bucket: string ${usage} B, hash ${hashUsage} B (MEMORY USAGE)`);
@@ -196,13 +203,7 @@ describe('token bucket state layouts', () => {
     // A peer's gossip: the hash the string stood for, with the peer's cell merged in.
     const gossiped = await silentKey(100);
     const before = await stateFields(redis, gossiped.key);
-    const slot = {
-      id: epoch,
-      c: Array.from({ length: n }, (_, o) => (o === peer ? 5 : 0)),
-      x: new Array<number>(n * n).fill(0),
-      a: new Array<number>(n * n).fill(0),
-      t: Array.from({ length: n }, (_, o) => (o === peer ? T0 : 0)),
-    };
+    const slot = peerSlot(n, peer, epoch);
     const call = applyGossipCall(topology, federated.rules[0]!, 0, peer, { k: gossiped.key, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
     expect((await runApplyGossip(redis, call)).changed).toBe(true);
     expect(await redis.type(gossiped.key)).toBe('hash');

@@ -2,6 +2,7 @@
 // region's token bucket, one number (lua/includes/gcra.lua: the µs at which it is full again), or a silent
 // federated bucket's string (lua/includes/silent_string.lua: read as the hash it stands for).
 import type { Cluster, Redis } from 'ioredis';
+import { expect } from 'vitest';
 import { singleBucketTokens, type SingleBucketRule } from '../../src/protocol/index.ts';
 import { silentStringFields } from '../../src/store/silent-string.ts';
 
@@ -19,4 +20,28 @@ export async function bucketTokens(redis: Redis | Cluster, key: string, rule: Si
   const silent = held === null ? undefined : silentStringFields(held);
   if (silent) return Number(silent.tokens);
   return singleBucketTokens(rule, held === null ? undefined : Number(held), now);
+}
+
+/** Two keys of one rule decided side by side: one new (its silent string), one already a silent hash (z alone). */
+export interface SilentPair {
+  asString: string;
+  asHash: string;
+  stringKey: string;
+  hashKey: string;
+}
+
+/**
+ * Decides `cost` for both keys of `pair` and expects the same answer, the first key still a string, and that
+ * string standing for exactly the second key's hash (lua/includes/silent_string.lua).
+ */
+export async function expectStringAsHash(
+  redis: Redis | Cluster,
+  decide: (apiKey: string, cost: number) => Promise<unknown>,
+  pair: SilentPair,
+  cost: number,
+): Promise<void> {
+  const [a, b] = [await decide(pair.asString, cost), await decide(pair.asHash, cost)];
+  expect(a).toEqual(b);
+  expect(await redis.type(pair.stringKey)).toBe('string');
+  expect(await stateFields(redis, pair.stringKey)).toEqual(await redis.hgetall(pair.hashKey));
 }
