@@ -7,8 +7,8 @@
   Returns 'silent', 'round' or 'fast'.
 ]]
 local SILENT_SHARE = 0.9
--- A pace is read only from the key's third admission in the slot on (protocol PACE_MIN_ADMISSIONS).
-local PACE_MIN_ADMISSIONS = 3
+-- A pace is read only once the region runs 8 admissions ahead of its allowance's pace (protocol PACE_MIN_AHEAD).
+local PACE_MIN_AHEAD = 8
 
 -- A loud key reports at each step of max(1, floor(REPORT_STEP·share)) of its count (protocol REPORT_STEP, reportDue).
 local REPORT_STEP = 0.02
@@ -32,9 +32,10 @@ local function peer_talks(slot, n, r)
   return false
 end
 
--- room: what r may still admit after the admission; share: its whole allowance there; cost: the admission's;
--- horizon: H in ms.
-local function admission_gossip(talks, own_before, last_at, room, share, cost, silent, horizon, now)
+-- ahead: how far r ran ahead of its allowance's pace before the admission (a bucket's tokens short of its
+-- capacity, a window's count); room: what r may still admit after the admission; share: its whole allowance
+-- there; cost: the admission's; horizon: H in ms.
+local function admission_gossip(talks, own_before, ahead, last_at, room, share, cost, silent, horizon, now)
   local first = own_before == 0
   if silent == 0 or talks then
     if first then return 'fast' end
@@ -43,7 +44,7 @@ local function admission_gossip(talks, own_before, last_at, room, share, cost, s
   end
   local watermark = silent * share
   local used = share - room
-  local slow = first or own_before < PACE_MIN_ADMISSIONS * cost or (now - last_at) * room > horizon
+  local slow = first or ahead < PACE_MIN_AHEAD * cost or (now - last_at) * room > horizon
   if used <= watermark and slow then return 'silent' end
   -- Above the watermark before this admission too: the peers heard of the key when it crossed.
   if used - cost > watermark then

@@ -78,7 +78,7 @@ local function federated_window(p, rule, ctx, now, sliding)
   local cells = cells_of(state.slots, id, n, true)
   local allowance = math.huge
   if not p.unbounded then allowance = window_allowance(p, cells, r, id) end
-  verdict.gossip = admission_gossip(peer_talks(cells, n, r), cells.c[r], cells.t[r], allowance - cells.c[r] - rule.cost,
+  verdict.gossip = admission_gossip(peer_talks(cells, n, r), cells.c[r], cells.c[r], cells.t[r], allowance - cells.c[r] - rule.cost,
     allowance, rule.cost, silent_share(p), p.horizon, now)
   return verdict, counts, before, store, touch
 end

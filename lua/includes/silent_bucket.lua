@@ -161,6 +161,6 @@ local function silent_bucket(p, rule, fence, now)
   if stored ~= nil then
     touch = function() store(used, math.max(last_at, now), tokens) end
   end
-  local gossip = admission_gossip(false, used, last_at, tokens - cost, cap, cost, silent_share(p), p.horizon, now)
+  local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, silent_share(p), p.horizon, now)
   return tokens, cap, silent_rate(v, sigma), commit, gossip, false_denial, touch, verdict_quota
 end

@@ -55,10 +55,13 @@ local function federated_bucket(rule, ctx, now)
     end
   end
   -- How an admission goes to the peers (admission_gossip.lua), from the bucket before it.
-  local cells = epoch_cells(p, verdict.bucket.slots, math.floor(now / rule.period))
+  -- (A peer that showed in the epoch before talks too: protocol bucketAdmissionGossip.)
+  local epoch = math.floor(now / rule.period)
+  local cells = epoch_cells(p, verdict.bucket.slots, epoch)
   local capacity = bucket_capacity(p, share)
-  local gossip = admission_gossip(peer_talks(cells, p.n, p.self), cells.c[p.self], cells.t[p.self],
-    verdict.tokens - rule.cost, capacity, rule.cost, silent_share(p), p.horizon, now)
+  local talks = peer_talks(cells, p.n, p.self) or peer_talks(epoch_cells(p, verdict.bucket.slots, epoch - 1), p.n, p.self)
+  local gossip = admission_gossip(talks, cells.c[p.self], capacity - verdict.tokens,
+    cells.t[p.self], verdict.tokens - rule.cost, capacity, rule.cost, silent_share(p), p.horizon, now)
   return verdict.tokens, capacity, bucket_rate(p, share), store, gossip, verdict.false_denial == true, touch, verdict.quota
 end
 

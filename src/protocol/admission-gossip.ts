@@ -20,11 +20,14 @@ export const HORIZON_SYNC_INTERVALS = 30;
 /** ...and at least this long (ms), so that short sync intervals do not silence keys that run at a steady pace. */
 export const HORIZON_FLOOR_MS = 10_000;
 /**
- * A pace is read only once the key has this many admissions (of the admission's cost) in the slot: the time
- * since the previous admission is one sample, and among a million quiet keys some pairs always come close
- * together by chance (two requests for one key within H/room, about 30 ms at the defaults).
+ * A pace is read only once the region runs this many admissions (of the admission's cost) ahead of its
+ * allowance's own pace (AdmissionFacts.ahead): the time since the previous admission is one sample, and among a
+ * million quiet keys some pairs always come close together by chance (two requests for one key within H/room, about
+ * 30 ms at the defaults). Measured on the token bucket's refill (a key below its share's rate stays near 0): a
+ * Poisson key at 1 request/s went loud in 77% of its epochs when three admissions in the epoch were enough, in none
+ * at 8 ahead (docs/scale.md §3.1, "Chance pairs").
  */
-export const PACE_MIN_ADMISSIONS = 3;
+export const PACE_MIN_AHEAD = 8;
 
 /**
  * A loud key's admissions go to the peers once per report step: when its count in the slot completes a multiple
@@ -66,6 +69,12 @@ export interface AdmissionFacts {
   talks: boolean;
   /** This region's count in the admission's slot before it (0: its first admission there). */
   ownBefore: number;
+  /**
+   * How far the region ran ahead of its allowance's own pace before this admission: a bucket's tokens short of its
+   * capacity (the refill runs at the share's rate, so a key that stays below it stays near 0), a window's count (a
+   * window's allowance does not refill within the window).
+   */
+  ahead: number;
   /** This region's last admission (or demand) time in that slot before it; 0 when none. */
   lastAt: number;
   /** What the region may still admit after it: windows its allowance less its count, buckets its tokens. */
@@ -87,7 +96,7 @@ export interface AdmissionFacts {
  *   goes on the fast lane; any other goes with the next round, with a budget only when it completes a report
  *   step (reportDue: the peers' view lags by less than 2% of the share), else it sends nothing.
  * - Silent: r used at most ω of its share (share − room ≤ ω·share) and its pace does not reach the share
- *   within H: fewer than PACE_MIN_ADMISSIONS admissions in the slot (ownBefore < 3·cost), or
+ *   within H: it runs fewer than PACE_MIN_AHEAD admissions ahead of its allowance's pace (ahead < 8·cost), or
  *   (now − lastAt)·room > H, the time since its previous admission times what is left.
  * - Otherwise, while no peer shows: the fast lane when this admission crosses the watermark or keeps the pace
  *   below it (the peers see the demand now), the next round once the key is above the watermark already (at a
@@ -98,7 +107,7 @@ export interface AdmissionFacts {
  * @example
  * ```ts
  * // 1 of a 350 share used, nobody else talks: silent.
- * admissionGossip({ talks: false, ownBefore: 0, lastAt: 0, room: 349, share: 350, cost: 1, silent: 0.9, horizonMs: 3_000, now: 1 }); // 'silent'
+ * admissionGossip({ talks: false, ownBefore: 0, ahead: 0, lastAt: 0, room: 349, share: 350, cost: 1, silent: 0.9, horizonMs: 3_000, now: 1 }); // 'silent'
  * ```
  */
 export function admissionGossip(facts: AdmissionFacts): AdmissionGossip {
@@ -107,7 +116,7 @@ export function admissionGossip(facts: AdmissionFacts): AdmissionGossip {
   if (facts.talks) return first ? 'fast' : reportDue(facts) ? 'round' : 'silent';
   const watermark = facts.silent * facts.share;
   const used = facts.share - facts.room;
-  const slow = first || facts.ownBefore < PACE_MIN_ADMISSIONS * facts.cost || (facts.now - facts.lastAt) * facts.room > facts.horizonMs;
+  const slow = first || facts.ahead < PACE_MIN_AHEAD * facts.cost || (facts.now - facts.lastAt) * facts.room > facts.horizonMs;
   if (used <= watermark && slow) return 'silent';
   // Above the watermark before this admission too: the peers heard of the key when it crossed.
   if (used - facts.cost > watermark) return reportDue(facts) ? 'round' : 'silent';
@@ -135,6 +144,7 @@ export function windowAdmissionGossip(
   return admissionGossip({
     talks: peerTalks(cells, r),
     ownBefore: cells.c[r]!,
+    ahead: cells.c[r]!,
     lastAt: cells.t[r]!,
     room: share - cells.c[r]! - cost,
     share,
@@ -156,13 +166,19 @@ export function bucketAdmissionGossip(
 ): AdmissionGossip {
   const r = params.self;
   const current = state ?? newBucket(params, fence, now);
-  const cells = epochCells(current.slots, windowIdAt(now, params.periodMs));
+  const epoch = windowIdAt(now, params.periodMs);
+  const cells = epochCells(current.slots, epoch);
+  const tokens = refill(params, current, fence, now);
+  const share = bucketCapacity(params, shareAt(params, current.slots, fence, now));
   return admissionGossip({
-    talks: peerTalks(cells, r),
+    // A bucket carries its tokens and its received share over the epoch's edge: a peer that showed in the epoch
+    // before still talks of the key (a window's count starts again, so only its own window counts there).
+    talks: peerTalks(cells, r) || peerTalks(epochCells(current.slots, epoch - 1), r),
     ownBefore: cells.c[r]!,
+    ahead: share - tokens,
     lastAt: cells.t[r]!,
-    room: refill(params, current, fence, now) - cost,
-    share: bucketCapacity(params, shareAt(params, current.slots, fence, now)),
+    room: tokens - cost,
+    share,
     cost,
     silent: silentShare(params),
     horizonMs,

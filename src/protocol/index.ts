@@ -80,6 +80,7 @@ export {
   bucketAdmissionGossip,
   fastLaneTargets,
   gossipHorizonMs,
+  PACE_MIN_AHEAD,
   peerTalks,
   REPORT_STEP,
   reportDue,

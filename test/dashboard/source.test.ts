@@ -101,9 +101,9 @@ describe('dashboard source on real Redis', () => {
   it('shows the watched key as the decision script stored it: own, peers, global, allowance', async () => {
     const engine = createRedisEngine({ config, redis, overLimitCache: false });
     let admitted = 0;
-    for (let i = 0; i < 7; i++)
+    for (let i = 0; i < 10; i++)
       if ((await engine.decide({ apiKey: 'k1', ip: '127.0.0.1', method: 'GET', path: '/' })).allowed) admitted += 1;
-    expect(admitted).toBe(7);
+    expect(admitted).toBe(10);
 
     // What gossip from ap-south (index 0) would have written: its consumption in this window.
     const stateKey = matchRules(config, { apiKey: 'k1', ip: '127.0.0.1', method: 'GET', path: '/' })[0]!.key;
@@ -114,11 +114,11 @@ describe('dashboard source on real Redis', () => {
 
     const snapshot: DashboardSnapshot = await source.snapshot();
     const [key] = snapshot.keys;
-    expect(key).toMatchObject({ label: 'k1', rule: 'hot', limit: 300, budget: 15, own: 7, global: 12, acknowledged: 0 });
+    expect(key).toMatchObject({ label: 'k1', rule: 'hot', limit: 300, budget: 15, own: 10, global: 15, acknowledged: 0 });
     expect(key!.views).toEqual([
       { region: 'ap-south', consumed: 5 },
       { region: 'eu-west', consumed: 0 },
-      { region: 'us-east', consumed: 7 },
+      { region: 'us-east', consumed: 10 },
     ]);
     // (300 + 15)/3 = 105: the window bases add up to exactly L + B (docs/federation.md §2).
     expect(key!.allowance).toBe(105);
@@ -142,7 +142,7 @@ describe('dashboard source on real Redis', () => {
       expect((await watching.snapshot()).keys).toEqual([]);
       annotations.apply(AnnotationInput.parse({ watch: [{ rule: 'hot', apiKey: 'k1', label: 'chaos hot key' }] }));
       const snapshot = await watching.snapshot();
-      expect(snapshot.keys.map((k) => [k.label, k.own])).toEqual([['chaos hot key', 7]]);
+      expect(snapshot.keys.map((k) => [k.label, k.own])).toEqual([['chaos hot key', 10]]);
       expect(JSON.stringify(snapshot)).not.toContain('"k1"');
     } finally {
       await watching.close();

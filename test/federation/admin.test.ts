@@ -45,7 +45,7 @@ describe('GET /admin/federation/keys', () => {
     // b keeps its last request until the window's last tenth (docs/federation.md §2) and the view below is of one
     // window: start clear of both.
     await awayFromWindowEdge(60_000, 6_000 + 12_000);
-    for (let i = 0; i < 7; i++)
+    for (let i = 0; i < 10; i++)
       expect((await a.engine.decide({ apiKey: 'alice', ip: '10.0.0.1', method: 'GET', path: '/search' })).allowed).toBe(true);
     const query = '/federation/keys?rule=per-key&apiKey=alice&endpoint=/search';
     const body = await eventually(
@@ -58,7 +58,7 @@ describe('GET /admin/federation/keys', () => {
         // Learning b's grant (and the acknowledgement it carries) is itself a change a sends on (protocol.ts
         // mergeWindow): wait for that too. b acknowledges a's later admissions only with its next message (a merge
         // that gives nothing is not echoed to its sender), so the acknowledgement a sees is at least what b had
-        // merged when it granted, not necessarily all 7.
+        // merged when it granted, not necessarily all 10.
         const current = json.windows.find((w) => w.current);
         return (current?.acknowledged ?? 0) >= 1 && current?.allowance.b === 1 && json.pending.b === null ? json : undefined;
       },
@@ -72,19 +72,19 @@ describe('GET /admin/federation/keys', () => {
     // limit 100, budget 10, two equal weights: 55 each. b, idle (a free donor), gave a all but one request
     // when it first merged a's admissions (the same gossip that carries its acknowledgement).
     expect(current).toMatchObject({
-      own: 7,
-      consumption: { a: 7, b: 0 },
-      globalView: 7,
+      own: 10,
+      consumption: { a: 10, b: 0 },
+      globalView: 10,
       allowance: { a: 109, b: 1 },
       fenced: false,
     });
     expect(current.acknowledgedBy.b).toBe(current.acknowledged);
     expect(current.acknowledged).toBeGreaterThanOrEqual(1);
-    expect(current.acknowledged).toBeLessThanOrEqual(7);
+    expect(current.acknowledged).toBeLessThanOrEqual(10);
     expect(body).toMatchObject({ rule: 'per-key', algorithm: 'fixedWindow', region: 'a', exists: true, fence: 0, pending: { b: null } });
 
     const fromB = (await (await get(b, query)).json()) as { windows: Record<string, unknown>[] };
-    expect(fromB.windows.find((w) => w.current)).toMatchObject({ own: 0, consumption: { a: 7, b: 0 } });
+    expect(fromB.windows.find((w) => w.current)).toMatchObject({ own: 0, consumption: { a: 10, b: 0 } });
   });
 
   it('shows token-bucket share units and fields', async () => {

@@ -43,9 +43,9 @@ describe('partition', () => {
     // A quiet region gives all but one request of its share to an admitting peer, and that last one too in the
     // window's final tenth (docs/federation.md §2): start well before it, so c still holds its one at the cut.
     await awayFromWindowEdge(PERIOD, PERIOD / 10 + 10_000);
-    await admit(a, key, 5, tally);
+    await admit(a, key, 10, tally);
     await eventually(
-      async () => (await federationKeyView(c.config, c.redis, 'fw', { apiKey: key })).windows.some((w) => w.consumption.a === 5),
+      async () => (await federationKeyView(c.config, c.redis, 'fw', { apiKey: key })).windows.some((w) => w.consumption.a === 10),
       10_000,
       'c to see a before the cut',
     );

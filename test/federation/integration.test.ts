@@ -94,13 +94,13 @@ describe('convergence', () => {
 
   it('every region converges to one global view when all admit', async () => {
     const key = apiKey();
-    const counts = { a: 7, b: 5, c: 3 };
+    const counts = { a: 12, b: 10, c: 9 };
     await Promise.all(Object.entries(counts).map(([name, count]) => admit(fed.region(name), key, count)));
     for (const region of fed.regions) {
       await eventually(
         async () => {
           const w = await currentWindow(region, 'fw', key);
-          return w && w.consumption.a === 7 && w.consumption.b === 5 && w.consumption.c === 3;
+          return w && w.consumption.a === 12 && w.consumption.b === 10 && w.consumption.c === 9;
         },
         10_000,
         `${region.name} to converge`,
@@ -110,12 +110,12 @@ describe('convergence', () => {
 
   it('token buckets and sliding windows federate too', async () => {
     const key = apiKey();
-    expect(await admit(fed.region('b'), key, 4, '/both')).toBe(4);
+    expect(await admit(fed.region('b'), key, 10, '/both')).toBe(10);
     for (const name of ['a', 'c']) {
       await eventually(
         async () => {
           const [sw, tb] = await Promise.all([currentWindow(fed.region(name), 'sw', key), currentWindow(fed.region(name), 'tb', key)]);
-          return sw?.consumption.b === 4 && tb?.consumption.b === 4;
+          return sw?.consumption.b === 10 && tb?.consumption.b === 10;
         },
         10_000,
         `${name} to see b's sliding-window and token-bucket consumption`,
@@ -132,13 +132,13 @@ async function stateOf(region: TestRegion, rule: string, key: string): Promise<R
 describe('idempotence', () => {
   it('replayed jobs are rejected, and re-signed shuffled duplicates change nothing', async () => {
     const key = apiKey();
-    await admit(fed.region('a'), key, 6);
+    await admit(fed.region('a'), key, 12);
     await admit(fed.region('c'), key, 2);
     const b = fed.region('b');
     await eventually(
       async () => {
         const w = await currentWindow(b, 'fw', key);
-        return w?.consumption.a === 6 && w.consumption.c === 2;
+        return w?.consumption.a === 12 && w.consumption.c === 2;
       },
       10_000,
       'b to converge',

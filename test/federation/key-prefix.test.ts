@@ -132,7 +132,7 @@ describe('a two-region federation under tenant-b', async () => {
       limit: 50,
       peer: { name: 'a', redisUrl: redisA.url },
     });
-    expect(await admitted(a, 5)).toBe(5);
+    expect(await admitted(a, 10)).toBe(10);
     // b merges a's gossip into the same state key under its own (the same) prefix.
     await eventually(async () => (await adminB.exists(stateKey)) === 1, 10_000, "a's state on b's Redis");
     await eventually(async () => (await adminB.exists(layout.replayKey('a'))) === 1, 10_000, "b's replay record of a");

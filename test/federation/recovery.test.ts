@@ -155,8 +155,8 @@ describe('recovery', () => {
     const [a, b] = fed.regions as [TestRegion, TestRegion, TestRegion];
     const key = apiKey();
     const id = await freshWindow(2_500, SHORT, Number(await b.redis.hget(shardMarkerKey(0), 'fence')));
-    expect(await admit(b, key, 5, undefined, '/short')).toBe(5);
-    await eventually(async () => (await windowOf(a, key, id, 'short'))?.consumption.b === 5, 10_000, 'a to see b');
+    expect(await admit(b, key, 10, undefined, '/short')).toBe(10);
+    await eventually(async () => (await windowOf(a, key, id, 'short'))?.consumption.b === 10, 10_000, 'a to see b');
     await b.stopFederation();
     await b.server.kill('SIGKILL');
     // Same port and directory, but the AOF is gone: the restart comes up empty.
@@ -172,6 +172,6 @@ describe('recovery', () => {
     // The window holding the fence is forfeited (the check is skipped only if a new window began since).
     const after = await b.engine.decide(request(key, '/short'));
     if (after.binding!.resetAtMs - SHORT < b.federation!.recovery!.fence) expect(after.allowed).toBe(false);
-    await eventually(async () => (await windowOf(b, key, id, 'short'))?.consumption.b === 5, 15_000, 'b to rebuild its own row');
+    await eventually(async () => (await windowOf(b, key, id, 'short'))?.consumption.b === 10, 15_000, 'b to rebuild its own row');
   }, 40_000);
 });

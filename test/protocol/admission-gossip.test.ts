@@ -3,7 +3,18 @@
 // not read from one chance interval.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { admissionGossip, fastLaneTargets, REPORT_STEP } from '../../src/protocol/index.ts';
+import {
+  admissionGossip,
+  bucketAdmissionGossip,
+  decideBucket,
+  fastLaneTargets,
+  federationParams,
+  PACE_MIN_AHEAD,
+  REPORT_STEP,
+  type AdmissionGossip,
+  type BucketState,
+} from '../../src/protocol/index.ts';
+import { prng } from '../support/simulation/random.ts';
 
 describe('admission gossip', () => {
   it('a loud key is sent at each report step: what the peers last heard is always less than a step behind', () => {
@@ -16,6 +27,7 @@ describe('admission gossip', () => {
           const sent = admissionGossip({
             talks: true,
             ownBefore: count,
+            ahead: count,
             lastAt: 0,
             room: share,
             share,
@@ -35,19 +47,76 @@ describe('admission gossip', () => {
   it('without a budget every admission is sent', () => {
     for (let ownBefore = 0; ownBefore < 50; ownBefore++)
       expect(
-        admissionGossip({ talks: true, ownBefore, lastAt: 0, room: 1, share: 1_000, cost: 1, silent: 0, horizonMs: 10_000, now: 1 }),
+        admissionGossip({
+          talks: true,
+          ownBefore,
+          ahead: ownBefore,
+          lastAt: 0,
+          room: 1,
+          share: 1_000,
+          cost: 1,
+          silent: 0,
+          horizonMs: 10_000,
+          now: 1,
+        }),
       ).not.toBe('silent');
   });
 
-  it('a quiet key below its watermark stays silent for two close admissions, and a steady fast pace turns it loud', () => {
+  it('a quiet key below its watermark stays silent for close admissions until it runs ahead of its pace', () => {
     const facts = { talks: false, room: 340, share: 350, cost: 1, silent: 0.9, horizonMs: 10_000 };
-    // Two requests 5 ms apart: one interval is no pace.
-    expect(admissionGossip({ ...facts, ownBefore: 1, lastAt: 1_000, now: 1_005 })).toBe('silent');
-    expect(admissionGossip({ ...facts, ownBefore: 2, lastAt: 1_000, now: 1_005 })).toBe('silent');
-    // From the third admission on, 5 ms apart means 340 in 1.7 s, within H: the peers hear of it now.
-    expect(admissionGossip({ ...facts, ownBefore: 3, lastAt: 1_000, now: 1_005 })).toBe('fast');
+    // Requests 5 ms apart while the region is less than 8 admissions ahead of its allowance's pace: no pace read.
+    expect(admissionGossip({ ...facts, ownBefore: 1, ahead: 1, lastAt: 1_000, now: 1_005 })).toBe('silent');
+    expect(admissionGossip({ ...facts, ownBefore: 40, ahead: 7, lastAt: 1_000, now: 1_005 })).toBe('silent');
+    // 8 ahead, 5 ms apart means 340 in 1.7 s, within H: the peers hear of it now.
+    expect(admissionGossip({ ...facts, ownBefore: 8, ahead: 8, lastAt: 1_000, now: 1_005 })).toBe('fast');
     // A slow pace stays silent.
-    expect(admissionGossip({ ...facts, ownBefore: 3, lastAt: 1_000, now: 2_000 })).toBe('silent');
+    expect(admissionGossip({ ...facts, ownBefore: 8, ahead: 8, lastAt: 1_000, now: 2_000 })).toBe('silent');
+  });
+
+  // The spec's token bucket (decideBucket) under Poisson arrivals: one region of three, 1,000/min, 5% budget, H 10 s.
+  const bucketParams = federationParams({
+    regions: 3,
+    self: 0,
+    weights: [1, 1, 1],
+    limit: 1_000,
+    periodMs: 60_000,
+    leakageBudget: '5%',
+    maxClockSkewMs: 1_000,
+  });
+  const epochStart = 1_800_000_000_000 - (1_800_000_000_000 % 60_000);
+  /** The gossip of each admission of one key over one epoch, requests `gapMs()` apart from the epoch's start. */
+  function epochGossip(gapMs: () => number): AdmissionGossip[] {
+    const sent: AdmissionGossip[] = [];
+    let state: BucketState | undefined;
+    for (let now = epochStart + gapMs(); now < epochStart + 60_000; now += gapMs()) {
+      const gossip = bucketAdmissionGossip(bucketParams, state, 0, now, 1, 10_000);
+      const decision = decideBucket(bucketParams, state, 0, now, 1);
+      if (decision.allowed) sent.push(gossip);
+      state = decision.state;
+    }
+    return sent;
+  }
+
+  it("chance pairs of a token bucket key below its share's rate never turn it loud", () => {
+    // 1 request/s on average (the region's share refills about 5.8/s): exponential gaps, some a few ms.
+    fc.assert(
+      fc.property(fc.integer(), (seed) => {
+        const random = prng(seed);
+        const sent = epochGossip(() => Math.max(1, Math.round(-Math.log(1 - random()) * 1_000)));
+        expect(sent.length).toBeGreaterThan(20);
+        expect(sent.every((gossip) => gossip === 'silent')).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('a burst turns a token bucket key loud within a few admissions of running ahead of its pace', () => {
+    // 1,000 requests/s: the region's share (about 350) would last 0.35 s, well within H.
+    const sent = epochGossip(() => 1);
+    const firstLoud = sent.findIndex((gossip) => gossip !== 'silent');
+    expect(firstLoud).toBeGreaterThanOrEqual(PACE_MIN_AHEAD);
+    expect(firstLoud).toBeLessThanOrEqual(PACE_MIN_AHEAD + 1);
+    expect(sent[firstLoud]).toBe('fast');
   });
 
   it('the fast lane sends demand to every peer and a grant only to its receivers', () => {
