@@ -15,6 +15,8 @@ export const SCRIPTS = {
   refund: 'refund',
   settleFallback: 'settle_fallback',
   screenGossip: 'screen_gossip',
+  replayCheck: 'replay_check',
+  replayRecord: 'replay_record',
   sweepWatch: 'sweep_watch',
   renewLock: 'renew_lock',
   releaseLock: 'release_lock',

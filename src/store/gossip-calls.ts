@@ -250,3 +250,20 @@ export async function runScreenGossip(
 ): Promise<{ id: string; bytes: number }[]> {
   return parseScreenGossipReply(await runScript(redis, 'screenGossip', call));
 }
+
+// ---- replay_check.lua, replay_record.lua -------------------------------------------------------------------
+
+/** A replay record call: KEYS the sender's record; ARGV the job's sequence number, the numbers kept. */
+export function replayCall(recordKey: string, seq: number, retained: number): ScriptCall {
+  return { keys: [recordKey], args: [String(seq), retained] };
+}
+
+/** Sends a replay_check.lua call: true when the job was applied already (or cannot be told from one). */
+export async function runReplayCheck(redis: Pick<QuotafedCommands, 'replayCheck'>, call: ScriptCall): Promise<boolean> {
+  return integerReply('replay_check', await runScript(redis, 'replayCheck', call)) === 1;
+}
+
+/** Sends a replay_record.lua call: the job is recorded, the record trimmed to the numbers kept. */
+export async function runReplayRecord(redis: Pick<QuotafedCommands, 'replayRecord'>, call: ScriptCall): Promise<void> {
+  integerReply('replay_record', await runScript(redis, 'replayRecord', call));
+}

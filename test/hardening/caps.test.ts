@@ -9,7 +9,8 @@ import { createLocalFallback, DEFAULT_LOCAL_CAPACITY } from '../../src/engine/lo
 import { createOverLimitCache } from '../../src/engine/over-limit-cache.ts';
 import { matchRules } from '../../src/engine/rules.ts';
 import type { RuleOutcome } from '../../src/engine/types.ts';
-import { recordApplied, RETAINED } from '../../src/federation/gossip/replay.ts';
+import { alreadyApplied, recordApplied, RETAINED } from '../../src/federation/gossip/replay.ts';
+import { withScripts } from '../../src/store/commands.ts';
 import { keyLayout, replayKey } from '../../src/keys.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
@@ -136,11 +137,12 @@ describe('caps in Redis and on a running service', async () => {
   });
 
   it('the gossip replay record keeps at most RETAINED sequence numbers per sender', async () => {
+    const scripted = withScripts(admin);
     const total = RETAINED + 500;
     for (let start = 0; start < total; start += 1_000) {
       await Promise.all(
         Array.from({ length: Math.min(1_000, total - start) }, (_, i) =>
-          recordApplied(admin, keyLayout(), 'eu-west', 1_000_000 + start + i),
+          recordApplied(scripted, keyLayout(), 'eu-west', 1_000_000 + start + i),
         ),
       );
     }
@@ -148,6 +150,11 @@ describe('caps in Redis and on a running service', async () => {
     // The newest survive: the oldest retained is above the first ones recorded.
     const [, oldest] = await admin.zrange(replayKey('eu-west'), '0', '0', 'WITHSCORES');
     expect(Number(oldest)).toBeGreaterThanOrEqual(1_000_000 + total - RETAINED - 1_000);
+    // A recorded number is a replay; so is one below the oldest kept once the record is full; a newer one is not.
+    expect(await alreadyApplied(scripted, keyLayout(), 'eu-west', 1_000_000 + total - 1)).toBe(true);
+    expect(await alreadyApplied(scripted, keyLayout(), 'eu-west', 1_000_000)).toBe(true);
+    expect(await alreadyApplied(scripted, keyLayout(), 'eu-west', 1_000_000 + total)).toBe(false);
+    expect(await alreadyApplied(scripted, keyLayout(), 'ap-south', 1_000_000)).toBe(false);
   });
 
   it('caps dashboard event streams (16) and frees a slot when a client leaves', async () => {

@@ -6,27 +6,41 @@
 //
 // Replays of genuine jobs could not change a counter anyway (merging is a max), but the record lets a replay
 // be seen, counted and logged rather than silently absorbed.
-import type { Redis, Cluster } from 'ioredis';
 import type { KeyLayout } from '../../keys.ts';
+import type { QuotafedCommands } from '../../store/commands.ts';
+import { replayCall, runReplayCheck, runReplayRecord } from '../../store/gossip-calls.ts';
 
 /** Jobs remembered per sender: with one job per sync interval per peer, 20k covers ≥ 30 min at 100 ms. */
 export const RETAINED = 20_000;
 
-/** Has this region applied `seq` from `from` already? (The record lives under the region's layout, `keys`.) */
-export async function alreadyApplied(redis: Redis | Cluster, keys: KeyLayout, from: string, seq: number): Promise<boolean> {
-  const key = keys.replayKey(from);
-  const [score, count, oldest] = await Promise.all([
-    redis.zscore(key, String(seq)),
-    redis.zcard(key),
-    redis.zrange(key, '0', '0', 'WITHSCORES'),
-  ]);
-  if (score !== null) return true;
-  return count >= RETAINED && oldest[1] !== undefined && seq <= Number(oldest[1]);
+/**
+ * Has this region applied `seq` from `from` already? (The record lives under the region's layout, `keys`.) One
+ * script call (replay_check.lua).
+ *
+ * @example
+ * if (await alreadyApplied(redis, keys, 'eu-west', 1_796_000_000_000_000)) return reject('replayed');
+ */
+export async function alreadyApplied(
+  redis: Pick<QuotafedCommands, 'replayCheck'>,
+  keys: KeyLayout,
+  from: string,
+  seq: number,
+): Promise<boolean> {
+  return runReplayCheck(redis, replayCall(keys.replayKey(from), seq, RETAINED));
 }
 
-/** Recorded after the job's effects are applied, so a failed apply is retried rather than taken for a replay. */
-export async function recordApplied(redis: Redis | Cluster, keys: KeyLayout, from: string, seq: number): Promise<void> {
-  const key = keys.replayKey(from);
-  await redis.zadd(key, String(seq), String(seq));
-  await redis.zremrangebyrank(key, 0, -RETAINED - 1);
+/**
+ * Recorded after the job's effects are applied, so a failed apply is retried rather than taken for a replay. One
+ * script call (replay_record.lua).
+ *
+ * @example
+ * await recordApplied(redis, keys, 'eu-west', 1_796_000_000_000_000);
+ */
+export async function recordApplied(
+  redis: Pick<QuotafedCommands, 'replayRecord'>,
+  keys: KeyLayout,
+  from: string,
+  seq: number,
+): Promise<void> {
+  await runReplayRecord(redis, replayCall(keys.replayKey(from), seq, RETAINED));
 }
