@@ -11,6 +11,21 @@
 --- @include "includes/bucket_rebalance"
 --- @include "includes/bell"
 
+-- protocol.ts ownRowAhead: this region's own row (c, t, x[r][.]) in `merged` (slots by index) is ahead of the sender's
+-- view of it in `incoming` (the entry's slots), in a window or epoch the sender sent.
+local function own_row_ahead(incoming, merged, r, n)
+  for _, sent in ipairs(incoming) do
+    local own = merged[slot_index(sent.id)]
+    if own ~= nil and own.id == sent.id then
+      if own.c[r] > sent.c[r] or own.t[r] > sent.t[r] then return true end
+      for d = 0, n - 1 do
+        if own.x[r][d] > sent.x[r][d] then return true end
+      end
+    end
+  end
+  return false
+end
+
 local function apply_gossip(KEYS, ARGV)
   local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
   local n = tonumber(ARGV[2])
@@ -61,7 +76,7 @@ local function apply_gossip(KEYS, ARGV)
     return total
   end
 
-  local changed, hungry_peer, granted = false, false, false
+  local changed, hungry_peer, granted, ahead = false, false, false, false
   -- An operator reset the key (reset_key.lua): what the sender changed before it (within the skew) is what the
   -- reset forgot, and stays forgotten.
   local mark = redis.pcall('HGET', key, 'r')
@@ -85,6 +100,7 @@ local function apply_gossip(KEYS, ARGV)
       store_bucket(p, state, merged)
       hungry_peer = bucket_has_hungry_peer(p, merged.slots, now)
       granted = own_given(merged.slots) > before
+      ahead = own_row_ahead(incoming, merged.slots, ctx.self, n)
     end
   else
     local state = load_state(key, n, true, {})
@@ -95,14 +111,16 @@ local function apply_gossip(KEYS, ARGV)
       redis.call('PEXPIRE', key, window_ttl(p))
       hungry_peer = window_has_hungry_peer(p, state.slots, now)
       granted = own_given(state.slots) > before
+      ahead = own_row_ahead(incoming, state.slots, ctx.self, n)
     end
   end
 
   if changed then
     -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
     redis.call('HDEL', key, 'z')
-    -- A grant goes to every peer, the sender included; a merge that gave nothing, to the others only.
-    if granted then mark_changed(key, pending, now) else mark_changed(key, others, now) end
+    -- A grant goes to every peer, the sender included; a merge that gave nothing, to the others, and to the sender
+    -- too when its view of this region's own row is behind (protocol.ts ownRowAhead).
+    if granted or ahead then mark_changed(key, pending, now) else mark_changed(key, others, now) end
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
     ring_bell(bell)

@@ -13,6 +13,7 @@ import {
   gossipHorizonMs,
   mergeBucket,
   mergeWindow,
+  ownRowAhead,
   newBucket,
   refill,
   sweepBucket,
@@ -239,12 +240,18 @@ class Simulation {
     return slotsOf(this.windowed, state);
   }
 
-  /** Store a changed state: new version, pending for every peer ("newer state supersedes"). */
-  private changed(region: RegionSim, key: string, state: KeyState): void {
+  /**
+   * Store a changed state: new version, pending for every peer ("newer state supersedes"), or for every peer but
+   * `except` (apply_gossip.lua: a merge that gave nothing is not sent back to its sender; a send already pending for
+   * it stays, and carries the state as it is when sent).
+   */
+  private changed(region: RegionSim, key: string, state: KeyState, except?: number): void {
     region.keys.set(key, state);
     const version = (region.versions.get(key) ?? 0) + 1;
     region.versions.set(key, version);
-    for (const peer of this.regions) if (peer.index !== region.index) region.pending[peer.index]!.set(key, version);
+    for (const peer of this.regions) {
+      if (peer.index !== region.index && peer.index !== except) region.pending[peer.index]!.set(key, version);
+    }
   }
 
   // --- gossip ----------------------------------------------------------------------------------------------
@@ -424,8 +431,13 @@ class Simulation {
       this.needs.delete(need);
     }
     if (this.hasHungryPeer(region, result.state, local)) region.watch.add(message.key);
-    this.changed(region, message.key, result.state);
-    if (this.gave(region, held, result.state)) this.fastLane(region, message.key);
+    // apply_gossip.lua (protocol ownRowAhead): a merge in which this region gave goes to every peer (and on the fast
+    // lane); one that gave nothing to the peers but its sender, and to the sender too when its view of this region's
+    // own row is behind.
+    const gave = this.gave(region, held, result.state);
+    const back = gave || ownRowAhead(message.slots, this.slotsOf(result.state), region.index);
+    this.changed(region, message.key, result.state, back ? undefined : message.from);
+    if (gave) this.fastLane(region, message.key);
     const merged = result.state;
     this.lag.resolve(region, message.key, () => this.slotsOf(merged), this.now, this.stats);
     this.probes.check(this.regions, this.now);

@@ -1,0 +1,131 @@
+// Which peers a merge's result goes to (src/protocol/merge-gossip.ts ownRowAhead; Lua mirror apply_gossip.lua): a
+// merge that gave nothing goes to the peers but its sender, and back to the sender only when the sender's view of
+// this region's own row is behind, as when this region admitted silently. Spec and Lua, on a real redis-server.
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import { createRedisEngine } from '../../src/engine/redis-engine.ts';
+import { flattenSlot } from '../../src/federation/gossip/cells.ts';
+import { markShardsIntact } from '../../src/federation/recovery.ts';
+import { layoutOf, shardOfKey } from '../../src/keys.ts';
+import { emptyWindowSlot, ownRowAhead, topologyOf } from '../../src/protocol/index.ts';
+import { withScripts } from '../../src/store/commands.ts';
+import { applyGossipCall, runApplyGossip } from '../../src/store/gossip-calls.ts';
+import { client, useRedis } from '../harness/redis.ts';
+import { stateFields } from '../support/state-key.ts';
+
+const MINUTE = 60_000;
+const T0 = 1_800_000_000_000 - (1_800_000_000_000 % MINUTE) + 10_000;
+
+describe('ownRowAhead (spec)', () => {
+  const slot = (
+    id: number,
+    c: number[],
+    t: number[],
+    x: number[][] = [
+      [0, 0, 0],
+      [0, 0, 0],
+      [0, 0, 0],
+    ],
+  ) => ({
+    ...emptyWindowSlot(3, id),
+    c,
+    t,
+    x,
+  });
+
+  it('is true when this region counted, admitted later or gave more than the sender saw, in a window the sender sent', () => {
+    const mine = [slot(42, [9, 5, 0], [100, 200, 0])];
+    expect(ownRowAhead([slot(42, [9, 3, 0], [100, 150, 0])], mine, 1)).toBe(true);
+    expect(ownRowAhead([slot(42, [9, 5, 0], [100, 150, 0])], mine, 1)).toBe(true);
+    expect(
+      ownRowAhead(
+        [slot(42, [9, 5, 0], [100, 200, 0])],
+        [
+          slot(
+            42,
+            [9, 5, 0],
+            [100, 200, 0],
+            [
+              [0, 0, 0],
+              [4, 0, 0],
+              [0, 0, 0],
+            ],
+          ),
+        ],
+        1,
+      ),
+    ).toBe(true);
+  });
+
+  it("is false when the sender's view of this region's row is current, or the window is not one the sender sent", () => {
+    const mine = [slot(42, [9, 5, 0], [100, 200, 0])];
+    expect(ownRowAhead([slot(42, [12, 5, 0], [300, 200, 0])], mine, 1)).toBe(false);
+    expect(ownRowAhead([slot(41, [9, 0, 0], [100, 0, 0])], mine, 1)).toBe(false);
+  });
+});
+
+describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => {
+  const server = await useRedis();
+  const redis = withScripts(client(server.url));
+  const rule = { name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow' as const, limit: 300, period: MINUTE };
+  const config = parseConfig({
+    region: 'b',
+    federation: {
+      leakageBudget: '5%',
+      peers: [
+        { name: 'a', redisUrl: 'redis://127.0.0.1:1' },
+        { name: 'c', redisUrl: 'redis://127.0.0.1:1' },
+      ],
+    },
+    rules: [rule],
+  });
+  const topology = topologyOf(config);
+  const layout = layoutOf(config);
+  const self = topology.selfIndex;
+  const [sender, third] = topology.peerIndexes as [number, number];
+  const n = topology.regions.length;
+  const id = Math.floor(T0 / MINUTE);
+  let caller = 0;
+
+  /** A key this region admitted `admitted` times silently at T0, then a peer's gossip seeing `seen` of them. */
+  async function mergeSeeing(admitted: number, seen: number): Promise<{ sender: boolean; third: boolean }> {
+    await markShardsIntact(redis);
+    const engine = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => T0 });
+    const apiKey = `merge-reply-${++caller}`;
+    for (let i = 0; i < admitted; i++) expect((await engine.decide({ apiKey, ip: '', method: 'GET', path: '/' })).allowed).toBe(true);
+    await engine.close();
+    const key = layout.ruleKey('fw', { principal: apiKey, dimensions: [apiKey] });
+    // Silent: nothing pending for anyone yet.
+    const shard = shardOfKey(key);
+    expect(await redis.zscore(layout.peerPendingKey(shard, sender), key)).toBeNull();
+    const own = await stateFields(redis, key);
+    // The sender's slot: its own 7, and `seen` of this region's (with its time when it saw them all).
+    const slot = {
+      id,
+      c: new Array<number>(n).fill(0),
+      x: new Array<number>(n * n).fill(0),
+      a: new Array<number>(n * n).fill(0),
+      t: new Array<number>(n).fill(0),
+    };
+    slot.c[sender] = 7;
+    slot.t[sender] = T0;
+    slot.c[self] = seen;
+    slot.t[self] = seen === admitted ? Number(own[`t${id % 3}.${self}`]) : 0;
+    const call = applyGossipCall(topology, config.rules[0]!, 0, sender, { k: key, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
+    const reply = await runApplyGossip(redis, call);
+    expect(reply.changed).toBe(true);
+    expect(reply.granted).toBe(false);
+    return {
+      sender: (await redis.zscore(layout.peerPendingKey(shard, sender), key)) !== null,
+      third: (await redis.zscore(layout.peerPendingKey(shard, third), key)) !== null,
+    };
+  }
+
+  it("goes back to the sender when it had not seen this region's silent admissions", async () => {
+    expect(await mergeSeeing(3, 0)).toEqual({ sender: true, third: true });
+  });
+
+  it('is not echoed to a sender that has seen them all', async () => {
+    expect(await mergeSeeing(3, 3)).toEqual({ sender: false, third: true });
+  });
+});
