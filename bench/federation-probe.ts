@@ -1,0 +1,150 @@
+// `npx tsx bench/federation-probe.ts [seconds] [callers]`: where a federated region's work goes under Zipf(1.0) load
+// over 1 M keys, in one process (three real redis-servers and federations, test/support/federation.ts; the per-key
+// token bucket of regions/*.yaml, 1,000/min, budget 5%, sync 100 ms, load on region a only). It prints:
+//   - which keys ended loud (a hash: a peer wrote to it, or it ran past its watermark or its pace) and the share of
+//     the decisions they took, beside the silent ones (one string);
+//   - each region's Redis time per decision by command and script (every command in the SLOWLOG: slower than
+//     without it, so compare the rows with each other, not with the bench);
+//   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
+//     with the gossip jobs added there: a receiving region's cost per job.
+// Used for docs/performance.md's tenth pass. Run alone on the machine: it loads both cores.
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { layoutOf } from '../src/keys.ts';
+import { startTestFederation } from '../test/support/federation.ts';
+import { keyDraw } from './lib/key-draw.ts';
+import { renderTable, type Row } from './lib/table.ts';
+
+const seconds = Number(process.argv[2] ?? 8);
+const callers = Number(process.argv[3] ?? 32);
+const fed = await startTestFederation({
+  syncIntervalMs: 100,
+  leakageBudget: '5%',
+  rules: [
+    {
+      name: 'per-key',
+      match: { identity: 'apiKey' },
+      by: ['apiKey'],
+      algorithm: 'tokenBucket',
+      limit: 1000,
+      period: '1m',
+      failMode: 'open',
+      maxWaitMs: 500,
+    },
+  ],
+});
+const a = fed.region('a');
+const draw = keyDraw({ distribution: 'zipf', keys: 1_000_000 });
+for (const region of fed.regions) {
+  await region.redis.config('SET', 'slowlog-log-slower-than', '0');
+  await region.redis.config('SET', 'slowlog-max-len', '1000000');
+  await region.redis.slowlog('RESET');
+}
+
+// Halfway through the load: every client command each Redis receives for 2 s.
+const monitorFile = (name: string) => `/tmp/quotafed-probe-monitor-${process.pid}-${name}.txt`;
+const monitors: Promise<void>[] = [];
+setTimeout(
+  () => {
+    for (const region of fed.regions) {
+      const child = spawn('bash', ['-c', `timeout 2 redis-cli -p ${region.server.port} monitor > ${monitorFile(region.name)}`]);
+      monitors.push(new Promise((resolve) => child.on('exit', () => resolve())));
+    }
+  },
+  (seconds * 1000) / 2,
+);
+
+const perKey = new Map<number, { n: number; denied: number }>();
+let decisions = 0;
+const end = Date.now() + seconds * 1000;
+await Promise.all(
+  Array.from({ length: callers }, async () => {
+    while (Date.now() < end) {
+      const rank = draw();
+      const decision = await a.engine.decide({ apiKey: `key-${rank}`, ip: '', method: 'POST', path: '/' });
+      decisions++;
+      const tally = perKey.get(rank) ?? { n: 0, denied: 0 };
+      tally.n++;
+      if (!decision.allowed) tally.denied++;
+      perKey.set(rank, tally);
+    }
+  }),
+);
+await Promise.all(monitors);
+// Each Redis's SLOWLOG, read before the key census below adds its own commands.
+const slowlogs = new Map<string, [number, number, number, string[]][]>();
+for (const region of fed.regions) {
+  slowlogs.set(region.name, (await region.redis.slowlog('GET', 1_000_000)) as [number, number, number, string[]][]);
+  await region.redis.config('SET', 'slowlog-log-slower-than', '10000');
+}
+
+// Loud (a hash) or silent (a string), by the type of each key's state.
+const layout = layoutOf(a.config);
+const byType = new Map<string, { keys: number; decisions: number; denied: number }>();
+for (const [rank, tally] of perKey) {
+  const type = await a.redis.type(layout.ruleKey('per-key', { principal: `key-${rank}`, dimensions: [`key-${rank}`] }));
+  const row = byType.get(type) ?? { keys: 0, decisions: 0, denied: 0 };
+  row.keys++;
+  row.decisions += tally.n;
+  row.denied += tally.denied;
+  byType.set(type, row);
+}
+console.log(
+  renderTable({
+    id: 'probe-keys',
+    title: `Keys of region a after ${decisions.toLocaleString('en-US')} decisions (${Math.round(decisions / seconds)}/s, ${callers} callers)`,
+    columns: ['state', 'keys', 'decisions', 'share of decisions', 'denied'],
+    rows: [...byType].map(([type, row]) => ({
+      state: type === 'hash' ? 'loud (hash)' : type === 'string' ? 'silent (string)' : type,
+      keys: row.keys,
+      decisions: row.decisions,
+      'share of decisions': `${((100 * row.decisions) / decisions).toFixed(1)}%`,
+      denied: row.denied,
+    })),
+  }),
+);
+
+/** A command's name, scripts by their first characters (EVALSHA by SHA, FCALL by function). */
+const commandName = (args: string[]): string => {
+  const name = String(args[0]).toLowerCase();
+  return name === 'evalsha' || name === 'fcall' ? `${name} ${String(args[1]).slice(0, 16)}` : name;
+};
+for (const region of fed.regions) {
+  const log = slowlogs.get(region.name)!;
+  const byCommand = new Map<string, { calls: number; micros: number }>();
+  for (const [, , micros, args] of log) {
+    const entry = byCommand.get(commandName(args)) ?? { calls: 0, micros: 0 };
+    entry.calls++;
+    entry.micros += micros;
+    byCommand.set(commandName(args), entry);
+  }
+  const clients = new Map<string, number>();
+  for (const line of readFileSync(monitorFile(region.name), 'utf8').split('\n')) {
+    const match = /^\S+ \[\d+ ([^\]]+)\] (.*)$/.exec(line);
+    if (!match || match[1]!.startsWith('lua')) continue;
+    const args = [...match[2]!.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!);
+    clients.set(commandName(args), (clients.get(commandName(args)) ?? 0) + 1);
+  }
+  const rows: Row[] = [...byCommand]
+    .sort((x, y) => y[1].micros - x[1].micros)
+    .slice(0, 12)
+    .map(([command, entry]) => ({
+      command,
+      'µs per decision': entry.micros / decisions,
+      'µs per call': entry.micros / entry.calls,
+      calls: entry.calls,
+      'from clients in 2 s (MONITOR)': clients.get(command) ?? 0,
+    }));
+  rmSync(monitorFile(region.name), { force: true });
+  const sent = [...clients.values()].reduce((total, count) => total + count, 0);
+  console.log(
+    `\n${renderTable({
+      id: `probe-redis-${region.name}`,
+      title: `Region ${region.name}'s Redis (SLOWLOG over the run; MONITOR 2 s: ${sent.toLocaleString('en-US')} client commands)`,
+      columns: ['command', 'µs per decision', 'µs per call', 'calls', 'from clients in 2 s (MONITOR)'],
+      rows,
+    })}`,
+  );
+}
+await fed.close();
+process.exit(0);
