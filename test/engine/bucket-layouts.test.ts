@@ -8,7 +8,7 @@ import type { Config } from '../../src/config/schema.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { matchRules } from '../../src/engine/rules.ts';
 import { federationKeyView } from '../../src/federation/admin-view.ts';
-import { flattenSlot } from '../../src/federation/gossip/cells.ts';
+import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markAllPending } from '../../src/federation/resync.ts';
 import { layoutOf, shardOfKey } from '../../src/keys.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
@@ -45,13 +45,10 @@ function engineAt(config: Config, now: () => number) {
 
 /** The slot of epoch `epoch` a peer gossips: 5 admitted by region `peer` at T0, nothing else. */
 function peerSlot(n: number, peer: number, epoch: number) {
-  return {
-    id: epoch,
-    c: Array.from({ length: n }, (_, o) => (o === peer ? 5 : 0)),
-    x: new Array<number>(n * n).fill(0),
-    a: new Array<number>(n * n).fill(0),
-    t: Array.from({ length: n }, (_, o) => (o === peer ? T0 : 0)),
-  };
+  const slot = emptySlotCells(epoch, n);
+  slot.c[peer] = 5;
+  slot.t[peer] = T0;
+  return slot;
 }
 
 /** A standalone region's state for `apiKey` after `admitted` admissions at T0: one number, 100 ms a token. */

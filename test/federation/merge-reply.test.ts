@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
-import { flattenSlot } from '../../src/federation/gossip/cells.ts';
+import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { layoutOf, shardOfKey } from '../../src/keys.ts';
 import { emptyWindowSlot, ownRowAhead, topologyOf } from '../../src/protocol/index.ts';
@@ -100,13 +100,7 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
     expect(await redis.zscore(layout.peerPendingKey(shard, sender), key)).toBeNull();
     const own = await stateFields(redis, key);
     // The sender's slot: its own 7, and `seen` of this region's (with its time when it saw them all).
-    const slot = {
-      id,
-      c: new Array<number>(n).fill(0),
-      x: new Array<number>(n * n).fill(0),
-      a: new Array<number>(n * n).fill(0),
-      t: new Array<number>(n).fill(0),
-    };
+    const slot = emptySlotCells(id, n);
     slot.c[sender] = 7;
     slot.t[sender] = T0;
     slot.c[self] = seen;

@@ -43,7 +43,13 @@ const SLOT_DIGIT = `[0-${KEPT_WINDOWS - 1}]`;
 const CELL = new RegExp(`^([cxat])(${SLOT_DIGIT})\\.(\\d+)(?:\\.(\\d+))?$`);
 const SLOT_ID = new RegExp(`^w(${SLOT_DIGIT})$`);
 
-function emptySlot(id: number, n: number): SlotCells {
+/**
+ * A slot of window or epoch `id` with every cell 0, for `n` regions.
+ *
+ * @example
+ * const slot = emptySlotCells(29_938_385, 3); // then slot.c[1] = 5, and flattenSlot(slot) for apply_gossip.lua
+ */
+export function emptySlotCells(id: number, n: number): SlotCells {
   return { id, c: new Array(n).fill(0), x: new Array(n * n).fill(0), a: new Array(n * n).fill(0), t: new Array(n).fill(0) };
 }
 
@@ -61,7 +67,7 @@ export function decodeState(raw: readonly string[] | Record<string, string>, n: 
   for (const [field, value] of pairs) {
     const slotId = SLOT_ID.exec(field);
     if (slotId) {
-      slots[Number(slotId[1])] = emptySlot(Number(value), n);
+      slots[Number(slotId[1])] = emptySlotCells(Number(value), n);
       continue;
     }
     const cell = CELL.exec(field);
