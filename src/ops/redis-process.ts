@@ -2,7 +2,7 @@
 // Used by the test harness, the local launcher (`npm start`) and the chaos lab, so that all three
 // run the same Redis the same way.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,22 +47,47 @@ export const REDIS_MISSING_HINT =
   'redis-server was not found on PATH. Install it (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew ' +
   'install redis`) and try again.';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** The kernel's ephemeral range (outgoing connections take their local port from it), Linux's default elsewhere. */
+function ephemeralRangeStart(): number {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > 2_048 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+const handedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') {
-        server.close();
-        reject(new Error('could not determine a free port'));
-        return;
-      }
-      const { port } = address;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A loopback port that is free now, below the ephemeral range: a port the kernel hands out (`listen(0)`) may be
+ * taken by any outgoing connection's local end before the caller binds it, which made a service start fail with
+ * EADDRINUSE under a busy test run. Ports below the range are taken only by listeners; this process never hands
+ * out the same one twice.
+ *
+ * @example
+ * const port = await freePort();
+ * const redis = await startRedis({ port });
+ */
+export async function freePort(): Promise<number> {
+  const low = Math.min(10_000, ephemeralRangeStart() - 1_024);
+  const high = ephemeralRangeStart();
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free loopback port between ${low} and ${high} after 200 tries`);
 }
 
 function ping(port: number): Promise<boolean> {
