@@ -1,8 +1,10 @@
 // Redis CPU of one apply_gossip.lua call on a receiving peer, as the gossip worker makes it: K keys decided loud in
 // a sending region (three regions, the per-key token bucket 1,000/min and a fixed window 1,000/min, one admission
-// of cost 250 each: past the silent watermark), their state read as the fast lane reads it, then applied on a
-// second redis-server as region 1 (INFO commandstats: usec per EVALSHA). Each key is applied twice: the first
-// merge changes the state (and may grant), the second is a duplicate that changes nothing.
+// of cost 250 each, twice: past the region's share), their state read as the fast lane reads it, then applied on a
+// second redis-server as region 1 (INFO commandstats: usec per EVALSHA or FCALL), one call per entry, a job's
+// JOB_ENTRIES calls issued together as the gossip worker does. Each key is applied twice: the first merge
+// changes the state (and may grant), the second is a duplicate that changes nothing. Per entry: apply calls, Redis
+// µs, and this process's CPU µs (the client side of the calls).
 // `npx tsx bench/apply-gossip-time.ts [keys]`; PATCH as in bench/lua-batch-time.ts. Compare rows of one run.
 import { Redis } from 'ioredis';
 import { parseConfig } from '../src/config/load.ts';
@@ -18,6 +20,18 @@ import { applyGossipCall, parseApplyGossipReply, runApplyGossip, type GossipEntr
 import { runScript } from '../src/store/script-call.ts';
 
 const keys = Number(process.argv[2] ?? 500);
+/** Entries per gossip job, their calls issued together (JOB_ENTRIES env; a Zipf run's jobs carry about 5). */
+const JOB_ENTRIES = Number(process.env.JOB_ENTRIES ?? 8);
+
+interface Row {
+  /** Redis µs inside the apply commands, per entry. */
+  usec: number;
+  /** This process's CPU (building the calls, sending, parsing the replies), per entry. */
+  clientUsec: number;
+  /** Apply calls (EVALSHA or FCALL) per entry. */
+  commands: number;
+  granted: number;
+}
 const [senderServer, receiverServer] = await Promise.all([startRedis({}), startRedis({})]);
 const configFor = (region: string, algorithm: string) =>
   parseConfig({
@@ -42,9 +56,12 @@ async function row(algorithm: string): Promise<string> {
   const engine = createRedisEngine({ config: senderConfig, redis: sender, overLimitCache: false });
   const entries: GossipEntry[] = [];
   for (let i = 0; i < keys; i++) {
-    await engine.decide({ apiKey: `key-${i}`, ip: '10.0.0.1', method: 'GET', path: '/', cost: 250 });
+    // Two admissions of 250: past this region's share of 1,000 (a third), so the key is loud (a hash).
+    for (let j = 0; j < 2; j++) await engine.decide({ apiKey: `key-${i}`, ip: '10.0.0.1', method: 'GET', path: '/', cost: 250 });
   }
   for (const key of await sender.keys('qf:{s*}:r:*')) {
+    // A key still silent is a string (lua/includes/silent_string.lua): the fast lane sends nothing for it.
+    if ((await sender.type(key)) !== 'hash') continue;
     const state = decodeState(await sender.hgetall(key), 3);
     if (state.slots.length > 0) entries.push({ k: key, t: state.changedAt, s: state.slots.map(flattenSlot) });
   }
@@ -62,29 +79,39 @@ async function row(algorithm: string): Promise<string> {
     for (let pass = 0; pass < 2; pass++) {
       await receiver.config('RESETSTAT');
       let granted = 0;
-      for (const entry of entries) {
-        const call = applyGossipCall(topology, rule, receiverConfig.federation.leakageBudget, senderIndex, entry);
-        const reply =
-          via === 'function' ? await runApplyGossip(receiver, call) : parseApplyGossipReply(await runScript(receiver, 'applyGossip', call));
-        if (reply.granted) granted++;
+      const cpu = process.cpuUsage();
+      const calls = entries.map((entry) => applyGossipCall(topology, rule, receiverConfig.federation.leakageBudget, senderIndex, entry));
+      // One call per entry, a job's JOB_ENTRIES issued together (as the gossip worker does: pipelined).
+      const one = (call: (typeof calls)[number]) =>
+        via === 'function' ? runApplyGossip(receiver, call) : runScript(receiver, 'applyGossip', call).then(parseApplyGossipReply);
+      for (let at = 0; at < calls.length; at += JOB_ENTRIES) {
+        for (const reply of await Promise.all(calls.slice(at, at + JOB_ENTRIES).map(one))) if (reply.granted) granted++;
       }
+      const spent = process.cpuUsage(cpu);
       const stats = String(await receiver.info('commandstats'));
       const line = /cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+)/.exec(stats);
-      rows.push({ usec: line ? Number(line[2]) / Number(line[1]) : Number.NaN, granted });
+      rows.push({
+        usec: line ? Number(line[2]) / entries.length : Number.NaN,
+        clientUsec: (spent.user + spent.system) / entries.length,
+        commands: line ? Number(line[1]) / entries.length : Number.NaN,
+        granted,
+      });
     }
-    return rows as [{ usec: number; granted: number }, { usec: number; granted: number }];
+    return rows as [Row, Row];
   };
   const [firstFn, againFn] = await measure('function');
   const [first, again] = await measure('script');
   await engine.close?.();
   sender.disconnect();
   receiver.disconnect();
-  const cellsOf = (via: string, a: typeof first, b: typeof again) =>
-    `| ${algorithm} | ${via} | ${entries.length} | ${cells.toFixed(0)} | ${a.usec.toFixed(1)} | ${a.granted} | ${b.usec.toFixed(1)} |`;
-  return `${cellsOf('EVALSHA', first, again)}\n${cellsOf('FCALL (library)', firstFn, againFn)}`;
+  const cellsOf = (via: string, a: Row, b: Row) =>
+    `| ${algorithm} | ${via} | ${entries.length} | ${cells.toFixed(0)} | ${a.commands.toFixed(3)} | ${a.usec.toFixed(1)} | ${a.clientUsec.toFixed(1)} | ${a.granted} | ${b.usec.toFixed(1)} | ${b.clientUsec.toFixed(1)} |`;
+  return [cellsOf('EVALSHA', first, again), cellsOf('FCALL (library)', firstFn, againFn)].join('\n');
 }
 
-console.log('| algorithm | call | entries | numbers per entry | µs per apply (first) | granted | µs per apply (duplicate) |');
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
+console.log(
+  '| algorithm | call | entries | apply calls per entry | Redis µs per entry (first) | client CPU µs per entry (first) | granted | Redis µs per entry (duplicate) | client CPU µs per entry (duplicate) |',
+);
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const algorithm of ['tokenBucket', 'fixedWindow']) console.log(await row(algorithm));
 await Promise.all([senderServer.stop(), receiverServer.stop()]);

@@ -6,7 +6,8 @@
 //   - each region's Redis time per decision by command and script (every command in the SLOWLOG: slower than
 //     without it, so compare the rows with each other, not with the bench);
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
-//     with the gossip jobs added there: a receiving region's cost per job.
+//     with the gossip jobs added there: a receiving region's cost per job;
+//   - the gossip jobs and bytes each region sent each peer.
 // Used for docs/performance.md's tenth pass. Run alone on the machine: it loads both cores.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -146,5 +147,32 @@ for (const region of fed.regions) {
     })}`,
   );
 }
+// Who sends whom how many jobs: each region's sent batches and bytes per peer (its own metrics).
+const linkRows: Row[] = [];
+for (const region of fed.regions) {
+  const metrics = await region.registry.getMetricsAsJSON();
+  const sent = (name: string, peer: string) =>
+    metrics
+      .find((metric) => metric.name === name)
+      ?.values.filter((value) => value.labels.peer === peer && value.labels.direction === 'sent')
+      .reduce((total, value) => total + value.value, 0) ?? 0;
+  for (const peer of fed.regions.filter((other) => other !== region)) {
+    const jobs = sent('quotafed_federation_batches_total', peer.config.region);
+    linkRows.push({
+      link: `${region.name} → ${peer.name}`,
+      'jobs per 1,000 decisions': (1000 * jobs) / decisions,
+      'jobs/s': jobs / seconds,
+      'bytes per job': jobs > 0 ? sent('quotafed_federation_bytes_total', peer.config.region) / jobs : 0,
+    });
+  }
+}
+console.log(
+  `\n${renderTable({
+    id: 'probe-links',
+    title: "Gossip jobs per link (each region's quotafed_federation_batches_total and bytes_total, sent)",
+    columns: ['link', 'jobs per 1,000 decisions', 'jobs/s', 'bytes per job'],
+    rows: linkRows,
+  })}`,
+);
 await fed.close();
 process.exit(0);
