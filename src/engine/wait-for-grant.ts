@@ -41,9 +41,11 @@ export interface GrantWaits {
   /**
    * Waits (at most `budgetMs`) until `redecide` admits, or returns a denial that may no longer wait (`mayWait`
    * false) or the last false denial. Per signature one waiting request polls (5, 10, 20, 20… ms apart) while the
-   * others sleep; when the poller leaves (admitted: a grant came; or its time is up) every sleeper re-decides at
-   * once (those calls share the engine's batches), and one of those still denied polls next. So a burst of waiting
-   * requests on one key costs one decision per pause, and a grant admits the waiters together.
+   * others sleep. When the poller is admitted (a grant came), as many sleepers re-decide at once as its decision
+   * says the region can still admit, and one more, oldest first (those calls share the engine's batches); one of
+   * them still denied polls next. A true denial wakes every sleeper; a poller whose time is up wakes one to poll on.
+   * So a burst of waiting requests on one key costs one decision per pause, a grant admits the waiters it has room
+   * for together, and a hot key's waiters cost a decision per grant, not one each.
    */
   wait(
     signature: string,
@@ -58,13 +60,25 @@ interface Waiters {
   /** Waiting requests of this signature (polling, sleeping or deciding). */
   active: number;
   polling: boolean;
+  /** Sleepers woken that have not yet re-decided. */
+  woken: number;
   sleepers: Set<() => void>;
+}
+
+/**
+ * How many more requests an admitted decision says this region can admit now: the least `remaining` of its enforcing
+ * outcomes (0 when it names none).
+ */
+function admitsLeft(decision: Decision): number {
+  let left = Number.POSITIVE_INFINITY;
+  for (const outcome of decision.outcomes) if (!outcome.shadow) left = Math.min(left, Math.max(0, Math.floor(outcome.remaining)));
+  return Number.isFinite(left) ? left : 0;
 }
 
 export function createGrantWaits(options: { stop?: () => boolean } = {}): GrantWaits {
   const bySignature = new Map<string, Waiters>();
   const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-  /** Resolves true when the signature's poller leaves, false when `ms` pass first. */
+  /** Resolves true when woken (the poller left), false when `ms` pass first. */
   const nap = (waiters: Waiters, ms: number) =>
     new Promise<boolean>((resolve) => {
       const wake = () => {
@@ -77,12 +91,21 @@ export function createGrantWaits(options: { stop?: () => boolean } = {}): GrantW
       }, ms);
       waiters.sleepers.add(wake);
     });
+  /** Wakes the `count` longest-waiting sleepers (each re-decides; one still denied polls next). */
+  const wake = (waiters: Waiters, count: number) => {
+    for (const sleeper of waiters.sleepers) {
+      if (count-- <= 0) break;
+      waiters.sleepers.delete(sleeper);
+      waiters.woken++;
+      sleeper();
+    }
+  };
   return {
     async wait(signature, first, budgetMs, redecide, mayWait) {
       const until = performance.now() + budgetMs;
       let waiters = bySignature.get(signature);
       if (!waiters) {
-        waiters = { active: 0, polling: false, sleepers: new Set() };
+        waiters = { active: 0, polling: false, woken: 0, sleepers: new Set() };
         bySignature.set(signature, waiters);
       }
       waiters.active++;
@@ -93,28 +116,46 @@ export function createGrantWaits(options: { stop?: () => boolean } = {}): GrantW
           if (left <= 0 || options.stop?.()) return decision;
           if (!waiters.polling) {
             waiters.polling = true;
+            // Who re-decides when this poller leaves: everyone after a true denial (theirs is one too, answered
+            // without Redis by the over-limit cache) or a failure; after a grant, as many as it still has room for
+            // and one more, not every waiter of a hot key for every grant of one request (the one more polls on,
+            // or, denied truly, wakes everyone).
+            let handOver = Number.POSITIVE_INFINITY;
             try {
               for (let attempt = 0; ; attempt++) {
                 const remaining = until - performance.now();
-                if (remaining <= 0 || options.stop?.()) return decision;
+                if (remaining <= 0 || options.stop?.()) {
+                  if (remaining <= 0 && !options.stop?.()) handOver = 1;
+                  return decision;
+                }
                 await sleep(pollPauseMs(attempt, remaining));
                 decision = await redecide();
+                if (decision.allowed) handOver = 1 + admitsLeft(decision);
                 if (decision.allowed || !mayWait(decision)) return decision;
               }
             } finally {
               waiters.polling = false;
-              const sleepers = [...waiters.sleepers];
-              waiters.sleepers.clear();
-              for (const wake of sleepers) wake();
+              wake(waiters, handOver);
             }
           }
           if (!(await nap(waiters, left))) return decision;
-          decision = await redecide();
-          if (decision.allowed || !mayWait(decision)) return decision;
+          try {
+            decision = await redecide();
+          } finally {
+            waiters.woken--;
+          }
+          if (decision.allowed) return decision;
+          if (!mayWait(decision)) {
+            // A true denial now is one for every sleeper: they hear it at once (the over-limit cache answers them).
+            wake(waiters, Number.POSITIVE_INFINITY);
+            return decision;
+          }
         }
       } finally {
         waiters.active--;
         if (waiters.active === 0) bySignature.delete(signature);
+        // Never sleepers without a poller: the last waiter woken to use a grant hands the polling on as it leaves.
+        else if (!waiters.polling && waiters.woken === 0) wake(waiters, 1);
       }
     },
   };

@@ -1,6 +1,6 @@
 // The wait for a peer's grant behind rules[].maxWaitMs (src/engine/wait-for-grant.ts): waiting requests of one
-// signature take turns, so while no grant has come only one of them re-decides per pause, and a grant lets them
-// all decide at once.
+// signature take turns, so while no grant has come only one of them re-decides per pause, and a grant lets as many
+// decide at once as it has room for.
 // The re-decision here is a scripted allowance (the Redis side is tested in test/federation/max-wait.test.ts).
 import { describe, expect, it } from 'vitest';
 import { createGrantWaits, waitBudgetMs } from '../../src/engine/wait-for-grant.ts';
@@ -21,8 +21,8 @@ const outcome = (allowed: boolean, falseDenial: boolean): RuleOutcome => ({
   source: 'redis',
   ...(falseDenial ? { falseDenial: true } : {}),
 });
-const decision = (allowed: boolean, falseDenial = false): Decision => {
-  const only = outcome(allowed, falseDenial);
+const decision = (allowed: boolean, falseDenial = false, remaining = 0): Decision => {
+  const only = { ...outcome(allowed, falseDenial), remaining };
   return { allowed, outcomes: [only], binding: only, leases: [] };
 };
 const mayWait = (d: Decision) => d.outcomes.some((o) => o.falseDenial === true);
@@ -52,6 +52,38 @@ describe('waiting for a grant', () => {
     // The five left over waited out their time, one polling at a time.
     expect(results.filter((d) => !d.allowed).every((d) => d.outcomes[0]!.falseDenial)).toBe(true);
     expect(calls - before).toBeLessThan(15 + 5 * 60);
+  });
+
+  it("a hot key's grants of one request each cost a decision or two, not one per waiter", async () => {
+    const lot = createGrantWaits();
+    let calls = 0;
+    let granted = 0;
+    const redecide = async () => {
+      calls++;
+      if (granted > 0) {
+        granted--;
+        return decision(true, false, granted);
+      }
+      return decision(false, true);
+    };
+    const waiting = Array.from({ length: 20 }, () => lot.wait('hot', decision(false, true), 3_000, redecide, mayWait));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const before = calls;
+    // Ten grants of one request, 50 ms apart: each admits one waiter.
+    for (let i = 0; i < 10; i++) {
+      granted = 1;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    // 500 ms of polling is about 25 decisions, and each grant one or two more (the admitted poller, the next
+    // poller's first try); waking all twenty waiters per grant would be about 200.
+    expect(calls - before).toBeLessThan(70);
+    // A grant the decision says has room for five more: six waiters admitted together, at once.
+    granted = 6;
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(granted).toBe(0);
+    const results = await Promise.all(waiting);
+    expect(results.filter((d) => d.allowed)).toHaveLength(16);
+    expect(results.filter((d) => !d.allowed).every((d) => d.outcomes[0]!.falseDenial)).toBe(true);
   });
 
   it('a true denial ends the wait at once, for the poller and the sleepers', async () => {
