@@ -79,8 +79,8 @@ function bindable(port: number): Promise<boolean> {
  * const redis = await startRedis({ port });
  */
 export async function freePort(): Promise<number> {
-  const low = Math.min(10_000, ephemeralRangeStart() - 1_024);
   const high = ephemeralRangeStart();
+  const low = Math.min(10_000, high - 1_024);
   for (let attempt = 0; attempt < 200; attempt++) {
     const port = low + Math.floor(Math.random() * (high - low));
     if (handedOut.has(port)) continue;
