@@ -110,11 +110,21 @@ local function new_bucket(p, fence, now)
   return { tokens = bucket_capacity(p, share), last = now, sig = share, slots = slots }
 end
 
--- protocol.ts bucketFalseDenial: outside the fence's zero-share span, the view's epoch use plus the cost fits
--- in what one global bucket surely holds: min(C, L) less the previous epoch's use, plus L·elapsed/P.
+-- protocol.ts peersHoldShare: a peer holds share in the epoch's slot (its base plus received less given).
+local function peers_hold_share(p, slot)
+  for d = 0, p.n - 1 do
+    if d ~= p.self and p.units[d] + net_transfer(slot, p.n, d) > 0 then return true end
+  end
+  return false
+end
+
+-- protocol.ts bucketFalseDenial: outside the fence's zero-share span, while a peer holds share in the epoch (a
+-- region holding every share unit has nothing to ask for), the view's epoch use plus the cost fits in what one
+-- global bucket surely holds: min(C, L) less the previous epoch's use, plus L·elapsed/P.
 local function bucket_false_denial(p, bucket, fence, now, cost)
   if now < bucket_fence_end(p, fence) then return false end
   local epoch = math.floor(now / p.period)
+  if not peers_hold_share(p, epoch_cells(p, bucket.slots, epoch)) then return false end
   local used = sum_cells(epoch_cells(p, bucket.slots, epoch).c, p.n)
   -- The global bucket held at least min(C, L) less the previous epoch's use when this epoch began.
   local carried = math.max(0, math.min(p.capacity, p.limit) - sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))

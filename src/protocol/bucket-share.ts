@@ -159,7 +159,8 @@ export interface BucketDecision {
    * A false denial (docs/federation.md §4): federated, outside a fence's zero-share span, denied for lack of
    * this region's tokens although its view shows the federation below what one global bucket holds: at
    * least min(C, L) less the previous epoch's use when the epoch began, plus the refill since:
-   * Σ_o c_e[o] + cost ≤ max(0, min(C, L) − Σ_o c_{e−1}[o]) + L·(now − eP)/P. Always false when allowed.
+   * Σ_o c_e[o] + cost ≤ max(0, min(C, L) − Σ_o c_{e−1}[o]) + L·(now − eP)/P, while some peer holds share in the
+   * epoch (a region holding every share unit has nothing to ask for). Always false when allowed.
    */
   falseDenial: boolean;
   /**
@@ -207,10 +208,25 @@ export function decideBucket(
   };
 }
 
-/** decideBucket's false denial test for a denied request (BucketDecision.falseDenial). */
+/**
+ * Does a peer hold share in this epoch, as the view has it (its base plus what it received less what it gave)? A
+ * grant moves share (with the tokens it carries), so a peer without share has nothing it could give.
+ */
+function peersHoldShare(params: FederationParams, slot: EpochSlot): boolean {
+  for (let d = 0; d < params.regions; d++) if (d !== params.self && params.units[d]! + netTransfer(slot, d) > 0) return true;
+  return false;
+}
+
+/**
+ * decideBucket's false denial test for a denied request (BucketDecision.falseDenial). Never while this region holds
+ * every share unit of the epoch in its view: then the federation's room is this bucket's own refill, no peer has
+ * anything to grant, and the denial is the one global bucket's (a hot key whose traffic is all here would otherwise
+ * count every denial false and call on its peers for nothing).
+ */
 function bucketFalseDenial(params: FederationParams, bucket: BucketState, fence: Fence, now: number, cost: number): boolean {
   if (params.regions === 1 || now < bucketFenceEnd(params, fence)) return false;
   const epoch = windowIdAt(now, params.periodMs);
+  if (!peersHoldShare(params, epochCells(bucket.slots, epoch))) return false;
   const used = sum(epochCells(bucket.slots, epoch).c);
   // The global bucket held at least min(C, L) less the previous epoch's use when this epoch began (§4).
   const carried = Math.max(0, Math.min(params.capacity, params.limit) - sum(epochCells(bucket.slots, epoch - 1).c));

@@ -599,6 +599,44 @@ function donorGaveAll(periodMs: number) {
   return { holder, donor, given, merged };
 }
 
+describe('token buckets: a false denial needs a peer that holds share', () => {
+  /** Region 0 admits 5 early in epoch 0 and merges the grants of the free donors in `donors` (all their share). */
+  function holderWithGrantsOf(donors: number[]) {
+    const at = (self: number) => params({ self, periodMs: 60_000, leakageBudget: 0 });
+    const holder = at(0);
+    let hot: BucketState | undefined;
+    for (let i = 0; i < 5; i++) hot = decideBucket(holder, hot, 0, 1_000 + i, 1).state ?? hot;
+    let merged = hot!;
+    for (const d of donors)
+      merged = mergeBucket(holder, merged, 0, 1_100, mergeBucket(at(d), undefined, 0, 1_050, hot!.slots).state!.slots).state!;
+    // Spend everything at 1.2 s, then again what the refill brought by 30 s: the bucket is empty there.
+    let state = merged;
+    for (const now of [1_200, 30_000]) {
+      for (;;) {
+        const decision = decideBucket(holder, state, 0, now, 1);
+        if (!decision.allowed) break;
+        state = decision.state!;
+      }
+    }
+    return { holder, state, denied: decideBucket(holder, state, 0, 30_000, 1) };
+  }
+
+  it('is no false denial while this region holds every share unit: nobody could grant anything', () => {
+    const { holder, state, denied } = holderWithGrantsOf([1, 2]);
+    expect(shareAt(holder, state.slots, 0, 30_000)).toBe(holder.units.reduce((a, b) => a + b, 0));
+    expect(denied.allowed).toBe(false);
+    // One global bucket has refilled L·30/60 = 50 since the epoch began and this one admitted about that: the
+    // view's room test alone (Σc + cost ≤ carried + L·elapsed/P) would call this false.
+    expect(denied.falseDenial).toBe(false);
+  });
+
+  it('is one while a peer still holds share', () => {
+    const { denied } = holderWithGrantsOf([1]);
+    expect(denied.allowed).toBe(false);
+    expect(denied.falseDenial).toBe(true);
+  });
+});
+
 describe('token buckets at the end of an epoch', () => {
   it('received share goes back home with its tokens, and the donor holds its full share across the boundary', () => {
     // The donor (free) gave all its share to the busy holder in epoch 0.
