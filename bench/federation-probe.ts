@@ -12,28 +12,13 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { layoutOf } from '../src/keys.ts';
-import { startTestFederation } from '../test/support/federation.ts';
+import { startDemoFederation } from './lib/demo-federation.ts';
 import { keyDraw } from './lib/key-draw.ts';
 import { renderTable, type Row } from './lib/table.ts';
 
 const seconds = Number(process.argv[2] ?? 8);
 const callers = Number(process.argv[3] ?? 32);
-const fed = await startTestFederation({
-  syncIntervalMs: 100,
-  leakageBudget: '5%',
-  rules: [
-    {
-      name: 'per-key',
-      match: { identity: 'apiKey' },
-      by: ['apiKey'],
-      algorithm: 'tokenBucket',
-      limit: 1000,
-      period: '1m',
-      failMode: 'open',
-      maxWaitMs: 500,
-    },
-  ],
-});
+const fed = await startDemoFederation({ maxWaitMs: 500 });
 const a = fed.region('a');
 const draw = keyDraw({ distribution: 'zipf', keys: 1_000_000 });
 for (const region of fed.regions) {

@@ -5,25 +5,11 @@
 // key's rights move and what its false denials cost.
 import { decodeState } from '../src/federation/gossip/cells.ts';
 import { layoutOf } from '../src/keys.ts';
-import { startTestFederation } from '../test/support/federation.ts';
+import { startDemoFederation } from './lib/demo-federation.ts';
 
 const seconds = Number(process.argv[2] ?? 10);
 const rate = Number(process.argv[3] ?? 200);
-const fed = await startTestFederation({
-  syncIntervalMs: 100,
-  leakageBudget: '5%',
-  rules: [
-    {
-      name: 'per-key',
-      match: { identity: 'apiKey' },
-      by: ['apiKey'],
-      algorithm: 'tokenBucket',
-      limit: 1000,
-      period: '1m',
-      failMode: 'open',
-    },
-  ],
-});
+const fed = await startDemoFederation();
 const a = fed.region('a');
 const layout = layoutOf(a.config);
 const key = layout.ruleKey('per-key', { principal: 'hot', dimensions: ['hot'] });
