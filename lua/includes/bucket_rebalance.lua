@@ -2,11 +2,6 @@
   The token bucket's gossip side: protocol.ts rebalanceBucket, bucketHasHungryPeer, mergeBucket and sweepBucket,
   line for line, in the same order of float operations. Token transfers y[o][d] live in the slots' `a` cells.
 ]]
--- σ_d from a view without the skew term.
-local function view_share(p, slot, d)
-  return p.units[d] + net_transfer(slot, p.n, d)
-end
-
 -- Hungry (protocol.ts bucketHungry): paced use above the hunger fraction, or admitting (active, not quiet)
 -- while holding less than the hunger fraction of its base share.
 local function bucket_hungry(p, slot, d, elapsed, now)

@@ -110,10 +110,15 @@ local function new_bucket(p, fence, now)
   return { tokens = bucket_capacity(p, share), last = now, sig = share, slots = slots }
 end
 
--- protocol.ts peersHoldShare: a peer holds share in the epoch's slot (its base plus received less given).
+-- protocol.ts viewShare: σ_d from a view without the skew term.
+local function view_share(p, slot, d)
+  return p.units[d] + net_transfer(slot, p.n, d)
+end
+
+-- protocol.ts peersHoldShare: a peer holds share in the epoch's slot.
 local function peers_hold_share(p, slot)
   for d = 0, p.n - 1 do
-    if d ~= p.self and p.units[d] + net_transfer(slot, p.n, d) > 0 then return true end
+    if d ~= p.self and view_share(p, slot, d) > 0 then return true end
   end
   return false
 end
@@ -124,8 +129,9 @@ end
 local function bucket_false_denial(p, bucket, fence, now, cost)
   if now < bucket_fence_end(p, fence) then return false end
   local epoch = math.floor(now / p.period)
-  if not peers_hold_share(p, epoch_cells(p, bucket.slots, epoch)) then return false end
-  local used = sum_cells(epoch_cells(p, bucket.slots, epoch).c, p.n)
+  local current = epoch_cells(p, bucket.slots, epoch)
+  if not peers_hold_share(p, current) then return false end
+  local used = sum_cells(current.c, p.n)
   -- The global bucket held at least min(C, L) less the previous epoch's use when this epoch began.
   local carried = math.max(0, math.min(p.capacity, p.limit) - sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
   return used + cost <= carried + (p.limit * (now - epoch * p.period)) / p.period

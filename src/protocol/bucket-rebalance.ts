@@ -1,6 +1,6 @@
 // The token bucket's gossip side: merging a peer's epoch slots, the demand-following share transfer (and the
 // end-of-epoch return of received share), the sweep that repeats it without new gossip, and what a region sends.
-// Lua mirror: lua/includes/bucket_rebalance.lua (view_share, bucket_hungry, returning, held_from,
+// Lua mirror: lua/includes/bucket_rebalance.lua (bucket_hungry, returning, held_from,
 // return_bucket_share, rebalance_bucket, tokens_received, bucket_has_hungry_peer, merge_bucket, sweep_bucket).
 import {
   bucketCapacity,
@@ -10,6 +10,7 @@ import {
   refill,
   shareAt,
   transfersAllowed,
+  viewShare,
   withEpochSlot,
   type BucketState,
 } from './bucket-share.ts';
@@ -21,7 +22,6 @@ import {
   heldFrom,
   joinEpochSlots,
   kept,
-  netTransfer,
   returnAmounts,
   sameEpochSlot,
   slotIndex,
@@ -80,11 +80,6 @@ function tokensReceived(slot: EpochSlot, r: number): number {
   let total = 0;
   for (let o = 0; o < slot.c.length; o++) if (o !== r) total += slot.y[o]![r]!;
   return total;
-}
-
-/** σ_d from a view without the skew term: the share d holds for the epoch as far as this region knows. */
-export function viewShare(params: FederationParams, slot: EpochSlot, d: number): number {
-  return params.units[d]! + netTransfer(slot, d);
 }
 
 /**

@@ -208,12 +208,17 @@ export function decideBucket(
   };
 }
 
+/** σ_d from a view without the skew term: the share d holds for the epoch as far as this region knows. */
+export function viewShare(params: FederationParams, slot: EpochSlot, d: number): number {
+  return params.units[d]! + netTransfer(slot, d);
+}
+
 /**
- * Does a peer hold share in this epoch, as the view has it (its base plus what it received less what it gave)? A
- * grant moves share (with the tokens it carries), so a peer without share has nothing it could give.
+ * Does a peer hold share in this epoch, as the view has it (viewShare)? A grant moves share (with the tokens it
+ * carries), so a peer without share has nothing it could give.
  */
 function peersHoldShare(params: FederationParams, slot: EpochSlot): boolean {
-  for (let d = 0; d < params.regions; d++) if (d !== params.self && params.units[d]! + netTransfer(slot, d) > 0) return true;
+  for (let d = 0; d < params.regions; d++) if (d !== params.self && viewShare(params, slot, d) > 0) return true;
   return false;
 }
 
@@ -226,8 +231,9 @@ function peersHoldShare(params: FederationParams, slot: EpochSlot): boolean {
 function bucketFalseDenial(params: FederationParams, bucket: BucketState, fence: Fence, now: number, cost: number): boolean {
   if (params.regions === 1 || now < bucketFenceEnd(params, fence)) return false;
   const epoch = windowIdAt(now, params.periodMs);
-  if (!peersHoldShare(params, epochCells(bucket.slots, epoch))) return false;
-  const used = sum(epochCells(bucket.slots, epoch).c);
+  const current = epochCells(bucket.slots, epoch);
+  if (!peersHoldShare(params, current)) return false;
+  const used = sum(current.c);
   // The global bucket held at least min(C, L) less the previous epoch's use when this epoch began (§4).
   const carried = Math.max(0, Math.min(params.capacity, params.limit) - sum(epochCells(bucket.slots, epoch - 1).c));
   return used + cost <= carried + (params.limit * (now - epoch * params.periodMs)) / params.periodMs;

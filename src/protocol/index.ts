@@ -33,7 +33,6 @@ export {
   mergeBucket,
   rebalanceBucket,
   sweepBucket,
-  viewShare,
 } from './bucket-rebalance.ts';
 export {
   bucketBudget,
@@ -49,6 +48,7 @@ export {
   transfersAllowed,
   type BucketDecision,
   type BucketState,
+  viewShare,
 } from './bucket-share.ts';
 export {
   REBALANCE,
