@@ -8,7 +8,7 @@ import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 export interface WorkerResult {
   worker: number;
   engine: number;
-  /** Wall-clock ms with sub-ms precision (timeOrigin + now), comparable across processes on one host. */
+  /** Wall-clock ms with sub-ms precision (wallClock below), comparable across processes on one host. */
   sentAt: number;
   returnedAt: number;
   allowed: boolean;
@@ -17,7 +17,19 @@ export interface WorkerResult {
 
 const [workerId, engineCount, perEngine] = process.argv.slice(2).map(Number) as [number, number, number];
 const config = parseConfig(JSON.parse(process.env.QUOTAFED_TEST_CONFIG!));
-const clock = () => performance.timeOrigin + performance.now();
+/**
+ * Wall-clock ms with sub-ms precision: the monotonic clock anchored to the wall clock at the edge of a Date.now()
+ * tick, taken when the parent says go. (performance.timeOrigin is read once at process start, when five processes
+ * starting on two busy cores can each be preempted between its two clock reads: the processes' clocks then differed
+ * by more than the 5 ms the cross-process check allows, with every admission in Redis order.)
+ */
+function wallClock(): () => number {
+  const start = Date.now();
+  let tick = start;
+  while (tick === start) tick = Date.now();
+  const anchor = tick - performance.now();
+  return () => anchor + performance.now();
+}
 
 const gateways = await Promise.all(
   Array.from({ length: engineCount }, async () => {
@@ -29,6 +41,7 @@ const gateways = await Promise.all(
 
 process.send!({ type: 'ready' });
 process.once('message', async () => {
+  const clock = wallClock();
   const results: WorkerResult[] = [];
   await Promise.all(
     gateways.map(async ({ engine }, index) => {
