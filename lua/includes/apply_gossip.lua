@@ -26,6 +26,27 @@ local function own_row_ahead(incoming, merged, r, n)
   return false
 end
 
+-- protocol.ts relayWorthy: `incoming` (the entry's slots) holds a cell above `held` (this region's slots before the
+-- merge, by position; nil for a key it did not hold) other than the sender's own count and time, in a window or epoch
+-- the merge takes (a held slot of an older window reads as zeros).
+local function relay_worthy(held, incoming, sender, n)
+  for _, sent in ipairs(incoming) do
+    local at = held and held[slot_index(sent.id)]
+    if sent.id >= 0 and not (at ~= nil and at.id > sent.id) then
+      local mine = nil
+      if at ~= nil and at.id == sent.id then mine = at end
+      for o = 0, n - 1 do
+        if o ~= sender and (sent.c[o] > (mine and mine.c[o] or 0) or sent.t[o] > (mine and mine.t[o] or 0)) then return true end
+        for d = 0, n - 1 do
+          if sent.x[o][d] > (mine and mine.x[o][d] or 0) then return true end
+          if sent.a[o][d] > (mine and mine.a and mine.a[o][d] or 0) then return true end
+        end
+      end
+    end
+  end
+  return false
+end
+
 local function apply_gossip(KEYS, ARGV)
   local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
   local n = tonumber(ARGV[2])
@@ -76,7 +97,8 @@ local function apply_gossip(KEYS, ARGV)
     return total
   end
 
-  local changed, hungry_peer, granted, ahead = false, false, false, false
+  local changed, hungry_peer, granted, ahead, worthy = false, false, false, false, false
+  local sender = tonumber(ARGV[15])
   -- An operator reset the key (reset_key.lua): what the sender changed before it (within the skew) is what the
   -- reset forgot, and stays forgotten.
   local mark = redis.pcall('HGET', key, 'r')
@@ -95,6 +117,7 @@ local function apply_gossip(KEYS, ARGV)
     local merged
     local before = 0
     if bucket ~= nil then before = own_given(bucket.slots) end
+    worthy = relay_worthy(bucket and bucket.slots, incoming, sender, n)
     changed, merged = merge_bucket(p, bucket, fence, now, incoming)
     if changed then
       store_bucket(p, state, merged)
@@ -105,6 +128,7 @@ local function apply_gossip(KEYS, ARGV)
   else
     local state = load_state(key, n, true, {})
     local before = own_given(state.slots)
+    worthy = relay_worthy(state.slots, incoming, sender, n)
     changed = merge_window(p, state.slots, fence, now, incoming)
     if changed then
       store_slots(state, state.slots)
@@ -118,9 +142,14 @@ local function apply_gossip(KEYS, ARGV)
   if changed then
     -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
     redis.call('HDEL', key, 'z')
-    -- A grant goes to every peer, the sender included; a merge that gave nothing, to the others, and to the sender
-    -- too when its view of this region's own row is behind (protocol.ts ownRowAhead).
-    if granted or ahead then mark_changed(key, pending, now) else mark_changed(key, others, now) end
+    -- A grant goes to every peer, the sender included, as does a merge after which the sender's view of this
+    -- region's own row is behind (protocol.ts ownRowAhead); one that gave nothing goes to the others only when it
+    -- brought them more than the sender's own count and time (protocol.ts relayWorthy), which the sender sends them.
+    if granted or ahead then
+      mark_changed(key, pending, now)
+    elseif worthy then
+      mark_changed(key, others, now)
+    end
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
     ring_bell(bell)

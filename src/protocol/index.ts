@@ -104,4 +104,4 @@ export {
   type WindowState,
 } from './window-decide.ts';
 export { mergeWindow, rebalanceWindow, sweepWindow, windowGossip, windowHasHungryPeer } from './window-rebalance.ts';
-export { ownRowAhead } from './merge-gossip.ts';
+export { ownRowAhead, relayWorthy } from './merge-gossip.ts';

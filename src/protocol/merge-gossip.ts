@@ -1,10 +1,12 @@
 // Which peers a merge's result goes to. A merge in which this region gave (a grant or a return) goes to every peer.
-// One that gave nothing goes to the peers but its sender (the relay: the third region hears the sender's row through
-// this one too), and back to the sender only when the sender's view of this region's own row is behind: a silent
-// region's count, or a grant the sender has not merged yet, reaches a peer that is talking about the key now,
-// without echoing a merge back to a sender that has everything it carries.
-// Lua mirror: lua/includes/apply_gossip.lua (own_row_ahead).
-import type { Slot } from './slots.ts';
+// One that gave nothing goes to the peers but its sender only when it brought them news (`relayWorthy`: the relay, a
+// third region hears through this one what the sender knew of the others, of transfers and acknowledgements), not
+// when all it brought was the sender's own count and time, which the sender sends every peer itself; and back to the
+// sender only when the sender's view of this region's own row is behind: a silent region's count, or a grant the
+// sender has not merged yet, reaches a peer that is talking about the key now, without echoing a merge back to a
+// sender that has everything it carries.
+// Lua mirror: lua/includes/apply_gossip.lua (own_row_ahead, relay_worthy).
+import { slotIndex, type EpochSlot, type Slot, type WindowSlot } from './slots.ts';
 
 /**
  * Whether region `self`'s own row (its count c, its time t and its transfers x[self][·]) in `merged` is ahead of
@@ -23,6 +25,50 @@ export function ownRowAhead(incoming: readonly Slot[], merged: readonly Slot[], 
     if (own === undefined) continue;
     if (own.c[self]! > sent.c[self]! || own.t[self]! > sent.t[self]!) return true;
     for (let d = 0; d < sent.c.length; d++) if (own.x[self]![d]! > sent.x[self]![d]!) return true;
+  }
+  return false;
+}
+
+/** The transfer-sized cells of a slot: a window's acknowledgements a, a token bucket's tokens moved y. */
+function pairCells(slot: Slot): number[][] {
+  return 'a' in slot ? (slot as WindowSlot).a : (slot as EpochSlot).y;
+}
+
+/**
+ * Whether a merge of `incoming` (a sender's slots) into `held` (this region's slots before it) brings the third
+ * regions anything beyond the sender's own count and time: a cell of `incoming` above the held one in the same
+ * window or epoch (a held slot of an older window counts as zeros; an incoming slot older than the held one is not
+ * merged), other than `c[sender]` and `t[sender]`. The sender marks its own count and time for every peer when it
+ * sends them (a loud admission), so relaying them only doubles the traffic on a healthy mesh; what else a merge
+ * brings (a third region's cells, a transfer, the tokens moved with it, an acknowledgement) is what the relay is for:
+ * a peer's rebalance runs when a merge changes its state, and the simulation's accuracy rests on those merges
+ * (docs/federation.md §2 "Who hears a merge").
+ *
+ * @example
+ * ```ts
+ * // Region 0 sent its own count 7 → 9 in window 42: nothing for region 2 that region 0 does not send it itself.
+ * const held = [{ ...slot, id: 42, c: [7, 0, 0] }];
+ * relayWorthy(held, [{ ...slot, id: 42, c: [9, 0, 0] }], 0); // false
+ * // It also carries region 2's count as it saw it (2 above what this region held): relayed.
+ * relayWorthy(held, [{ ...slot, id: 42, c: [9, 0, 2] }], 0); // true
+ * ```
+ */
+export function relayWorthy(held: readonly Slot[], incoming: readonly Slot[], sender: number): boolean {
+  for (const sent of incoming) {
+    if (sent.id < 0) continue;
+    // The held slot in the incoming one's place: a newer window there means this one is not merged.
+    if (held.some((slot) => slot.id > sent.id && slotIndex(slot.id) === slotIndex(sent.id))) continue;
+    const mine = held.find((slot) => slot.id === sent.id);
+    const n = sent.c.length;
+    const sentPairs = pairCells(sent);
+    const minePairs = mine === undefined ? undefined : pairCells(mine);
+    for (let o = 0; o < n; o++) {
+      if (o !== sender && (sent.c[o]! > (mine?.c[o] ?? 0) || sent.t[o]! > (mine?.t[o] ?? 0))) return true;
+      for (let d = 0; d < n; d++) {
+        if (sent.x[o]![d]! > (mine?.x[o]?.[d] ?? 0)) return true;
+        if (sentPairs[o]![d]! > (minePairs?.[o]?.[d] ?? 0)) return true;
+      }
+    }
   }
   return false;
 }

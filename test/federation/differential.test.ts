@@ -29,7 +29,9 @@ import {
   mergeBucket,
   mergeWindow,
   newWindowState,
+  ownRowAhead,
   refundBucket,
+  relayWorthy,
   refundWindow,
   resolveLeakageBudget,
   settleWindow,
@@ -894,13 +896,31 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
   };
   const applyCall = (from: number, to: number, entry: GossipEntry, now: number) =>
     applyGossipCall(topologies[to]!, ruleOf(to), deciding[to]!.federation.leakageBudget, from, entry, { now, policy: setup.policy });
+  const pendingOf = (to: number) =>
+    Array.from({ length: n }, (_, peer) => peer)
+      .filter((peer) => peer !== to)
+      .map((peer) => [peer, keyLayout().peerPendingKey(SHARD, peer)] as const);
   const merge = async (from: number, to: number, entry: GossipEntry, fingerprint = fingerprintOf(from)) => {
     if (mismatched(to, fingerprint)) return;
     fenceOnScriptCall(to);
     const now = localNow(to);
+    // Who the merge goes to (merge-gossip.ts): the pending marks it leaves, against the spec's rule.
+    await Promise.all(pendingOf(to).map(([, set]) => clients[to]!.zrem(set, KEY)));
+    const held = windowed ? spec[to]!.window.slots : (spec[to]!.bucket?.slots ?? []);
     const reply = await runApplyGossip(clients[to]!, applyCall(from, to, entry, now));
     await clients[to]!.srem(fastSetKey(SHARD), KEY); // (checked through the granted flag below)
-    expectReply(reply, specMerge(to, entry, now));
+    const expected = specMerge(to, entry, now);
+    expectReply(reply, expected);
+    const incoming = entry.s.map((flat) => (windowed ? toWindowSlot(unflattenSlot(flat, n), n) : toEpochSlot(unflattenSlot(flat, n), n)));
+    const merged = windowed ? spec[to]!.window.slots : (spec[to]!.bucket?.slots ?? []);
+    const all = expected.changed && (expected.granted || ownRowAhead(incoming, merged, to));
+    const relay = expected.changed && relayWorthy(held, incoming, from);
+    const marks = await Promise.all(
+      pendingOf(to).map(async ([peer, set]) => [peer, (await clients[to]!.zscore(set, KEY)) !== null] as const),
+    );
+    for (const [peer, marked] of marks) {
+      expect(marked, `pending mark for region ${peer} after ${from} → ${to} (${traced})`).toBe(all || (relay && peer !== from));
+    }
   };
 
   /**

@@ -1,13 +1,14 @@
-// Which peers a merge's result goes to (src/protocol/merge-gossip.ts ownRowAhead; Lua mirror apply_gossip.lua): a
-// merge that gave nothing goes to the peers but its sender, and back to the sender only when the sender's view of
-// this region's own row is behind, as when this region admitted silently. Spec and Lua, on a real redis-server.
+// Which peers a merge's result goes to (src/protocol/merge-gossip.ts ownRowAhead and relayWorthy; Lua mirror
+// apply_gossip.lua): a merge that gave nothing goes to the peers but its sender when it brought them more than the
+// sender's own count and time, and to every peer when the sender's view of this region's own row is behind, as when
+// this region admitted silently. Spec and Lua, on a real redis-server.
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { layoutOf, shardOfKey } from '../../src/keys.ts';
-import { emptyWindowSlot, ownRowAhead, topologyOf } from '../../src/protocol/index.ts';
+import { emptyEpochSlot, emptyWindowSlot, ownRowAhead, relayWorthy, topologyOf } from '../../src/protocol/index.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip } from '../../src/store/gossip-calls.ts';
 import { client, useRedis } from '../harness/redis.ts';
@@ -64,6 +65,75 @@ describe('ownRowAhead (spec)', () => {
   });
 });
 
+describe('relayWorthy (spec)', () => {
+  const held = [{ ...emptyWindowSlot(3, 42), c: [7, 0, 1], t: [100, 0, 50] }];
+  const sent = (change: (slot: ReturnType<typeof emptyWindowSlot>) => void) => {
+    const slot = { ...emptyWindowSlot(3, 42), c: [9, 0, 1], t: [120, 0, 50] };
+    slot.x = slot.x.map((row) => [...row]);
+    slot.a = slot.a.map((row) => [...row]);
+    change(slot);
+    return [slot];
+  };
+
+  it("is false when the entry brings only the sender's own count and time", () => {
+    expect(
+      relayWorthy(
+        held,
+        sent(() => undefined),
+        0,
+      ),
+    ).toBe(false);
+    // Nothing held yet: still only the sender's own row.
+    expect(relayWorthy([], [{ ...emptyWindowSlot(3, 42), c: [9, 0, 0], t: [120, 0, 0] }], 0)).toBe(false);
+  });
+
+  it("is true for a third region's count or time, a transfer, an acknowledgement or a token bucket's tokens moved", () => {
+    expect(
+      relayWorthy(
+        held,
+        sent((slot) => (slot.c[2] = 2)),
+        0,
+      ),
+    ).toBe(true);
+    expect(
+      relayWorthy(
+        held,
+        sent((slot) => (slot.t[1] = 10)),
+        0,
+      ),
+    ).toBe(true);
+    expect(
+      relayWorthy(
+        held,
+        sent((slot) => (slot.x[0]![2] = 3)),
+        0,
+      ),
+    ).toBe(true);
+    expect(
+      relayWorthy(
+        held,
+        sent((slot) => (slot.a[0]![2] = 1)),
+        0,
+      ),
+    ).toBe(true);
+    const epoch = {
+      ...emptyEpochSlot(3, 42),
+      y: [
+        [0, 0, 0.5],
+        [0, 0, 0],
+        [0, 0, 0],
+      ],
+    };
+    expect(relayWorthy([emptyEpochSlot(3, 42)], [epoch], 0)).toBe(true);
+  });
+
+  it('is false for a window the merge does not take (an older one where a newer is held)', () => {
+    expect(relayWorthy([{ ...emptyWindowSlot(3, 45), c: [1, 0, 0] }], [{ ...emptyWindowSlot(3, 42), c: [0, 0, 9] }], 0)).toBe(false);
+    // A newer window than the one held counts from zeros.
+    expect(relayWorthy([{ ...emptyWindowSlot(3, 39), c: [0, 0, 9] }], [{ ...emptyWindowSlot(3, 42), c: [0, 0, 1] }], 0)).toBe(true);
+  });
+});
+
 describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => {
   const server = await useRedis();
   const redis = withScripts(client(server.url));
@@ -87,8 +157,11 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
   const id = Math.floor(T0 / MINUTE);
   let caller = 0;
 
-  /** A key this region admitted `admitted` times silently at T0, then a peer's gossip seeing `seen` of them. */
-  async function mergeSeeing(admitted: number, seen: number): Promise<{ sender: boolean; third: boolean }> {
+  /**
+   * A key this region admitted `admitted` times silently at T0, then a peer's gossip seeing `seen` of them (and, with
+   * `thirdCount`, that many admissions of the third region).
+   */
+  async function mergeSeeing(admitted: number, seen: number, thirdCount = 0): Promise<{ sender: boolean; third: boolean }> {
     await markShardsIntact(redis);
     const engine = createRedisEngine({ config, redis, overLimitCache: false, nowMs: () => T0 });
     const apiKey = `merge-reply-${++caller}`;
@@ -105,6 +178,8 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
     slot.t[sender] = T0;
     slot.c[self] = seen;
     slot.t[self] = seen === admitted ? Number(own[`t${id % 3}.${self}`]) : 0;
+    slot.c[third] = thirdCount;
+    slot.t[third] = thirdCount > 0 ? T0 : 0;
     const call = applyGossipCall(topology, config.rules[0]!, 0, sender, { k: key, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
     const reply = await runApplyGossip(redis, call);
     expect(reply.changed).toBe(true);
@@ -119,7 +194,11 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
     expect(await mergeSeeing(3, 0)).toEqual({ sender: true, third: true });
   });
 
-  it('is not echoed to a sender that has seen them all', async () => {
-    expect(await mergeSeeing(3, 3)).toEqual({ sender: false, third: true });
+  it("is not echoed to a sender that has seen them all, nor relayed when it brought only the sender's own count", async () => {
+    expect(await mergeSeeing(3, 3)).toEqual({ sender: false, third: false });
+  });
+
+  it("is relayed to the third region when it brought that region's count too", async () => {
+    expect(await mergeSeeing(3, 3, 2)).toEqual({ sender: false, third: true });
   });
 });

@@ -14,6 +14,7 @@ import {
   mergeBucket,
   mergeWindow,
   ownRowAhead,
+  relayWorthy,
   newBucket,
   refill,
   sweepBucket,
@@ -245,11 +246,13 @@ class Simulation {
    * `except` (apply_gossip.lua: a merge that gave nothing is not sent back to its sender; a send already pending for
    * it stays, and carries the state as it is when sent).
    */
-  private changed(region: RegionSim, key: string, state: KeyState, except?: number): void {
+  private changed(region: RegionSim, key: string, state: KeyState, except?: number, relay = true): void {
     region.keys.set(key, state);
     const version = (region.versions.get(key) ?? 0) + 1;
     region.versions.set(key, version);
     for (const peer of this.regions) {
+      // Without a relay only the peers the key is pending for already (they are sent the state as it is then).
+      if (!relay && !region.pending[peer.index]!.has(key)) continue;
       if (peer.index !== region.index && peer.index !== except) region.pending[peer.index]!.set(key, version);
     }
   }
@@ -436,7 +439,8 @@ class Simulation {
     // own row is behind.
     const gave = this.gave(region, held, result.state);
     const back = gave || ownRowAhead(message.slots, this.slotsOf(result.state), region.index);
-    this.changed(region, message.key, result.state, back ? undefined : message.from);
+    const relay = back || relayWorthy(held ? this.slotsOf(held) : [], message.slots, message.from);
+    this.changed(region, message.key, result.state, back ? undefined : message.from, relay);
     if (gave) this.fastLane(region, message.key);
     const merged = result.state;
     this.lag.resolve(region, message.key, () => this.slotsOf(merged), this.now, this.stats);
