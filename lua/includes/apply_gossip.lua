@@ -145,6 +145,7 @@ local function apply_gossip(KEYS, ARGV)
     -- A grant goes to every peer, the sender included, as does a merge after which the sender's view of this
     -- region's own row is behind (protocol.ts ownRowAhead); one that gave nothing goes to the others only when it
     -- brought them more than the sender's own count and time (protocol.ts relayWorthy), which the sender sends them.
+    local marked = granted or ahead or worthy or hungry_peer
     if granted or ahead then
       mark_changed(key, pending, now)
     elseif worthy then
@@ -152,7 +153,8 @@ local function apply_gossip(KEYS, ARGV)
     end
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
-    ring_bell(bell)
+    -- The bell is for the publisher: rung only when this merge gave it something to send or sweep.
+    if marked then ring_bell(bell) end
   end
   return { changed and 1 or 0, now - sender_time, granted and 1 or 0 }
 end
