@@ -50,12 +50,18 @@ for i = 1, tonumber(ARGV[11]) do
   local changed = false
   local watched = false
   if ARGV[base + 1] == 'tb' then
-    local state, bucket = load_bucket(p, key, false, now)
-    if bucket ~= nil and bucket_has_hungry_peer(p, bucket.slots, now) then
+    if bucket_sweep_idle(p, key, now) then
+      -- An active holder of its idle peers' share (protocol.ts bucketSweepIdle): nothing to do until it falls
+      -- quiet, a peer admits or the epoch's end nears, and it stays watched; a few fields read, not the key.
       watched = true
-      local swept
-      changed, swept = sweep_bucket(p, bucket, fence, now)
-      if changed then store_bucket(p, state, swept) end
+    else
+      local state, bucket = load_bucket(p, key, false, now)
+      if bucket ~= nil and bucket_has_hungry_peer(p, bucket.slots, now) then
+        watched = true
+        local swept
+        changed, swept = sweep_bucket(p, bucket, fence, now)
+        if changed then store_bucket(p, state, swept) end
+      end
     end
   else
     local read, state = pcall(load_state, key, n, true, {})

@@ -118,6 +118,43 @@ local function tokens_received(slot, n, r)
   return total
 end
 
+--[[
+  protocol.ts bucketSweepIdle, read from the few fields of the current epoch it needs (the sweep loads the key whole
+  otherwise): r holds a peer's share, admitted within the quiet span, no peer admitted within idle, and the epoch's
+  returning span has not begun. Then a sweep changes nothing and the key stays watched. False for a key that is
+  not a bucket's hash (a silent string: the sweep's own read handles it).
+]]
+local function bucket_sweep_idle(p, key, now)
+  if not transfers_allowed(p) or returning(p, now) then return false end
+  local n, r = p.n, p.self
+  local epoch = math.floor(now / p.period)
+  local k = label(slot_index(epoch))
+  local names = { 'tokens', 'w' .. k }
+  for o = 0, n - 1 do names[#names + 1] = 't' .. k .. '.' .. label(o) end
+  for d = 0, n - 1 do
+    if d ~= r then
+      names[#names + 1] = 'x' .. k .. '.' .. label(d) .. '.' .. label(r)
+      names[#names + 1] = 'x' .. k .. '.' .. label(r) .. '.' .. label(d)
+    end
+  end
+  local read, values = pcall(redis.call, 'HMGET', key, unpack(names))
+  if not read or values[1] == false or tonumber(values[2]) ~= epoch then return false end
+  local own = tonumber(values[3 + r]) or 0
+  if not (own > 0 and now - own <= quiet_span(p)) then return false end
+  for o = 0, n - 1 do
+    local t = tonumber(values[3 + o]) or 0
+    if o ~= r and t > 0 and now - t <= p.policy.idle then return false end
+  end
+  local at = 3 + n
+  for d = 0, n - 1 do
+    if d ~= r then
+      if (tonumber(values[at]) or 0) - (tonumber(values[at + 1]) or 0) > 0 then return true end
+      at = at + 2
+    end
+  end
+  return false
+end
+
 -- Held share of a peer's, or a hungry peer this region could still give to: its share in view at least
 -- max(min_surplus, the hungry peers' count) (protocol.ts bucketHasHungryPeer).
 local function bucket_has_hungry_peer(p, slots, now)

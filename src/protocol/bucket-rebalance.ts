@@ -1,7 +1,8 @@
 // The token bucket's gossip side: merging a peer's epoch slots, the demand-following share transfer (and the
 // end-of-epoch return of received share), the sweep that repeats it without new gossip, and what a region sends.
 // Lua mirror: lua/includes/bucket_rebalance.lua (bucket_hungry, returning, held_from,
-// return_bucket_share, rebalance_bucket, tokens_received, bucket_has_hungry_peer, merge_bucket, sweep_bucket).
+// return_bucket_share, rebalance_bucket, tokens_received, bucket_has_hungry_peer, merge_bucket, sweep_bucket;
+// bucketSweepIdle: lua/sweep_watch.lua bucket_sweep_idle).
 import {
   bucketCapacity,
   bucketFenceEnd,
@@ -14,7 +15,7 @@ import {
   withEpochSlot,
   type BucketState,
 } from './bucket-share.ts';
-import { active, freeDonor, hungry, quiet } from './demand.ts';
+import { active, freeDonor, hungry, quiet, quietSpan } from './demand.ts';
 import { SHARE_UNITS, windowIdAt, type Fence, type FederationParams } from './params.ts';
 import {
   cloneEpochSlot,
@@ -236,6 +237,32 @@ export function bucketHasHungryPeer(params: FederationParams, state: BucketState
     if (bucketHungry(params, slot, d, elapsed, now)) hungryPeers++;
   }
   return hungryPeers > 0 && viewShare(params, slot, r) >= Math.max(params.rebalance.minSurplus, hungryPeers);
+}
+
+/**
+ * A sweep of r's bucket that can change nothing and leaves it watched, told from a few cells of the current epoch
+ * (what sweep_watch.lua reads before it would load the key whole): r holds a peer's share (so
+ * `bucketHasHungryPeer` keeps it watched), admitted within the quiet span (so it is no free donor), no peer
+ * admitted within idleMs (so none is hungry, wants share or is a free donor's target), and the epoch's returning
+ * span has not begun. An active region that holds its idle peers' share, as a hot key's region does, is swept
+ * every round for the return that comes only once it falls quiet or the epoch ends; this is that case.
+ *
+ * @example
+ * ```ts
+ * // r = 0 admitted 100 ms ago and holds 5 units of region 1's share; the peers have not admitted this epoch.
+ * bucketSweepIdle(params, state, now); // true: sweepBucket(params, state, fence, now).changed is false
+ * ```
+ */
+export function bucketSweepIdle(params: FederationParams, state: BucketState | undefined, now: number): boolean {
+  if (state === undefined || !transfersAllowed(params) || returning(params, now)) return false;
+  const r = params.self;
+  const slot = state.slots.find((held) => held.id === windowIdAt(now, params.periodMs));
+  if (slot === undefined || !heldAny(slot, r)) return false;
+  if (!(slot.t[r]! > 0 && now - slot.t[r]! <= quietSpan(params))) return false;
+  for (let d = 0; d < params.regions; d++) {
+    if (d !== r && slot.t[d]! > 0 && now - slot.t[d]! <= params.rebalance.idleMs) return false;
+  }
+  return true;
 }
 
 /** The token-bucket sweep: refill, rebalance the current epoch, clamp (see sweepWindow). */

@@ -37,7 +37,7 @@ export function freeDonor(params: FederationParams, slot: Slot, previous: Slot, 
 }
 
 /** The least silence that makes a region quiet: idleMs/5, at most a twentieth of the period. */
-function quietSpan(params: FederationParams): number {
+export function quietSpan(params: FederationParams): number {
   return Math.min(params.rebalance.idleMs / 5, params.periodMs / 20);
 }
 

@@ -30,6 +30,7 @@ export {
 export {
   bucketGossip,
   bucketHasHungryPeer,
+  bucketSweepIdle,
   mergeBucket,
   rebalanceBucket,
   sweepBucket,

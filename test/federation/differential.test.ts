@@ -21,6 +21,7 @@ import type { GossipEntry } from '../../src/store/gossip-calls.ts';
 import {
   bucketAdmissionGossip,
   bucketHasHungryPeer,
+  bucketSweepIdle,
   decideBucket,
   decideSingleBucket,
   decideWindow,
@@ -501,6 +502,8 @@ const stats = {
   changedMerges: 0,
   sweeps: 0,
   swept: 0,
+  /** Token bucket sweeps the watch loop may skip (bucketSweepIdle: sweep_watch.lua reads a few fields, no more). */
+  sweptIdle: 0,
   stranded: 0,
   tokenChecks: 0,
   tokensExact: 0,
@@ -1335,6 +1338,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
             stranded = Math.max(0, windowAllowance(s.params, cells, r) - cells.c[r]!);
           }
         } else {
+          if (bucketSweepIdle(s.params, s.bucket, now)) stats.sweptIdle++;
           const result = sweepBucket(s.params, s.bucket!, s.fence, now);
           changed = result.changed;
           s.bucket = result.state;

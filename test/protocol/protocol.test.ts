@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest';
 import {
   SHARE_UNITS,
   bucketCapacity,
+  bucketHasHungryPeer,
+  bucketSweepIdle,
   decideBucket,
   decideWindow,
   emptyEpochSlot,
@@ -634,6 +636,75 @@ describe('token buckets: a false denial needs a peer that holds share', () => {
     const { denied } = holderWithGrantsOf([1]);
     expect(denied.allowed).toBe(false);
     expect(denied.falseDenial).toBe(true);
+  });
+});
+
+describe('bucketSweepIdle: a sweep the watch loop may skip', () => {
+  // Minute epochs: the quiet span is idleMs/5 = 1 s, the returning span the last second.
+  const P = 60_000;
+  const E = 7;
+  const shares = fc.array(fc.array(fc.integer({ min: 0, max: 400_000 }), { minLength: N, maxLength: N }), { minLength: N, maxLength: N });
+  const state = fc
+    .record({
+      self: fc.integer({ min: 0, max: N - 1 }),
+      at: fc.integer({ min: 0, max: P - 1 }),
+      ownAgo: fc.integer({ min: 0, max: 1_500 }),
+      peers: fc.array(fc.option(fc.integer({ min: 0, max: P - 1 }), { nil: undefined }), { minLength: N, maxLength: N }),
+      c: row,
+      x: shares,
+      y: square,
+      previous: epochSlot(E - 1),
+      tokens: fc.integer({ min: 0, max: 100 }),
+      refilledAgo: fc.integer({ min: 0, max: 5_000 }),
+    })
+    .map(({ self, at, ownAgo, peers, c, x, y, previous, tokens, refilledAgo }) => {
+      const holder = params({ self, periodMs: P });
+      const now = E * P + at;
+      // Admission times in the epoch, at or before now: r's `ownAgo` ms ago, a peer's at a point of the epoch or never.
+      const t = peers.map((offset, d) =>
+        d === self ? Math.max(E * P, now - ownAgo) : offset === undefined ? 0 : Math.min(now, E * P + offset),
+      );
+      const current: EpochSlot = { id: E, c, x, y, t };
+      const slots = [emptyEpochSlot(N), emptyEpochSlot(N), emptyEpochSlot(N)];
+      slots[E % 3] = current;
+      slots[(E - 1) % 3] = previous;
+      const lastRefill = now - refilledAgo;
+      const bucket: BucketState = { tokens, lastRefill, sig: shareAt(holder, slots, 0, lastRefill), slots };
+      return { holder, bucket, now };
+    });
+
+  it('holds only where the sweep changes nothing and the key stays watched', () => {
+    let idle = 0;
+    fc.assert(
+      fc.property(state, ({ holder, bucket, now }) => {
+        if (!bucketSweepIdle(holder, bucket, now)) return;
+        idle++;
+        expect(sweepBucket(holder, bucket, 0, now).changed).toBe(false);
+        expect(bucketHasHungryPeer(holder, bucket, now)).toBe(true);
+      }),
+      { numRuns: 3_000 },
+    );
+    // The generator reaches the case it is about (an active holder, idle peers) often enough to mean something.
+    expect(idle).toBeGreaterThan(100);
+  });
+
+  it('is false in the returning span, for a quiet holder, or with a peer that admitted within idleMs', () => {
+    const holder = params({ self: 0, periodMs: P });
+    const now = E * P + 30_000;
+    const slot: EpochSlot = { ...emptyEpochSlot(N, E), c: [50, 0, 0], t: [now - 100, 0, 0] };
+    slot.x = [
+      [0, 0, 0],
+      [300_000, 0, 0],
+      [0, 0, 0],
+    ];
+    const slots = [emptyEpochSlot(N), emptyEpochSlot(N), emptyEpochSlot(N)];
+    slots[E % 3] = slot;
+    const bucket: BucketState = { tokens: 10, lastRefill: now, sig: shareAt(holder, slots, 0, now), slots };
+    expect(bucketSweepIdle(holder, bucket, now)).toBe(true);
+    expect(bucketSweepIdle(holder, bucket, (E + 1) * P - 500)).toBe(false);
+    expect(bucketSweepIdle(holder, bucket, now + 1_500)).toBe(false);
+    slots[E % 3] = { ...slot, t: [now - 100, now - 4_000, 0] };
+    expect(bucketSweepIdle(holder, { ...bucket, slots }, now)).toBe(false);
   });
 });
 
