@@ -1,4 +1,4 @@
-// `npx tsx bench/federation-probe.ts [seconds] [callers]`: where a federated region's work goes under Zipf(1.0) load
+// `[PROBE_START_SECOND=s] npx tsx bench/federation-probe.ts [seconds] [callers] [jobs]`: where a federated region's work goes under Zipf(1.0) load
 // over 1 M keys, in one process (three real redis-servers and federations, test/support/federation.ts; the per-key
 // token bucket of regions/*.yaml, 1,000/min, budget 5%, sync 100 ms, load on region a only). It prints:
 //   - which keys ended loud (a hash: a peer wrote to it, or it ran past its watermark or its pace) and the share of
@@ -7,10 +7,14 @@
 //     without it, so compare the rows with each other, not with the bench);
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
 //     with the gossip jobs added there: a receiving region's cost per job;
-//   - the gossip jobs and bytes each region sent each peer.
+//   - the gossip jobs and bytes each region sent each peer;
+//   - with `jobs`: at three quarters of the load, each region's last 100 completed gossip jobs by link, and the
+//     first of them per peer link with their entries (key, cells rounded): what the peers send each other.
 // Used for docs/performance.md's tenth pass. Run alone on the machine: it loads both cores.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
+import { readJob } from '../src/federation/gossip/message.ts';
+import { GOSSIP_QUEUE } from '../src/federation/gossip/peer-link.ts';
 import { layoutOf } from '../src/keys.ts';
 import { startDemoFederation } from './lib/demo-federation.ts';
 import { keyDraw } from './lib/key-draw.ts';
@@ -21,6 +25,14 @@ const callers = Number(process.argv[3] ?? 32);
 const fed = await startDemoFederation({ maxWaitMs: 500 });
 const a = fed.region('a');
 const draw = keyDraw({ distribution: 'zipf', keys: 1_000_000 });
+// PROBE_START_SECOND=s: the load starts at second s of a minute, so runs compare at the same point of the token
+// bucket's epoch (a minute: at its start every loud key draws its grants again).
+const startSecond = process.env.PROBE_START_SECOND;
+if (startSecond !== undefined) {
+  const wait = (Number(startSecond) * 1000 - (Date.now() % 60_000) + 60_000) % 60_000;
+  await new Promise((resolve) => setTimeout(resolve, wait));
+}
+
 for (const region of fed.regions) {
   await region.redis.config('SET', 'slowlog-log-slower-than', '0');
   await region.redis.config('SET', 'slowlog-max-len', '1000000');
@@ -41,6 +53,37 @@ setTimeout(
 );
 
 const perKey = new Map<number, { n: number; denied: number }>();
+// With `jobs`: the last completed gossip jobs of each region, read at three quarters of the load.
+const jobDumps: Promise<void>[] = [];
+if (process.argv[4] === 'jobs') {
+  setTimeout(() => jobDumps.push(printRecentJobs()), seconds * 750);
+}
+async function printRecentJobs(): Promise<void> {
+  for (const region of fed.regions) {
+    const queue = `${layoutOf(region.config).gossipQueuePrefix}:${GOSSIP_QUEUE}`;
+    const ids = await region.redis.zrevrange(`${queue}:completed`, 0, 99);
+    const tally = new Map<string, { jobs: number; entries: number }>();
+    const shown: string[] = [];
+    for (const id of ids) {
+      const data = await region.redis.hget(`${queue}:${id}`, 'data');
+      if (!data) continue;
+      const message = readJob(JSON.parse(data), fed.regions.length);
+      const link = `${message.from} → ${message.to} ${message.kind}`;
+      const row = tally.get(link) ?? { jobs: 0, entries: 0 };
+      row.jobs++;
+      row.entries += message.entries.length;
+      tally.set(link, row);
+      if (row.jobs <= 4 && message.from !== 'a') {
+        const entries = message.entries.map((entry) => ({ k: entry.k.slice(-6), s: entry.s.map((slot) => slot.map(Math.round)) }));
+        shown.push(`${link} seq ${message.seq}: ${JSON.stringify(entries).slice(0, 600)}`);
+      }
+    }
+    console.log(`\n### Region ${region.name}: its last ${ids.length} completed gossip jobs\n`);
+    for (const [link, row] of tally) console.log(`${link}: ${row.jobs} jobs, ${row.entries} entries`);
+    for (const line of shown) console.log(line);
+  }
+}
+
 let decisions = 0;
 const end = Date.now() + seconds * 1000;
 await Promise.all(
@@ -57,6 +100,7 @@ await Promise.all(
   }),
 );
 await Promise.all(monitors);
+await Promise.all(jobDumps);
 // Each Redis's SLOWLOG, read before the key census below adds its own commands.
 const slowlogs = new Map<string, [number, number, number, string[]][]>();
 for (const region of fed.regions) {

@@ -27,19 +27,23 @@ local function own_row_ahead(incoming, merged, r, n)
 end
 
 -- protocol.ts relayWorthy: `incoming` (the entry's slots) holds a cell above `held` (this region's slots before the
--- merge, by position; nil for a key it did not hold) other than the sender's own count and time, in a window or epoch
--- the merge takes (a held slot of an older window reads as zeros).
-local function relay_worthy(held, incoming, sender, n)
+-- merge, by position; nil for a key it did not hold) other than the sender's own count and time (`bucket`: none of
+-- the sender's own row, its transfers and the tokens moved with them), in a window or epoch the merge takes (a held
+-- slot of an older window reads as zeros).
+local function relay_worthy(held, incoming, sender, n, bucket)
   for _, sent in ipairs(incoming) do
     local at = held and held[slot_index(sent.id)]
     if sent.id >= 0 and not (at ~= nil and at.id > sent.id) then
       local mine = nil
       if at ~= nil and at.id == sent.id then mine = at end
       for o = 0, n - 1 do
-        if o ~= sender and (sent.c[o] > (mine and mine.c[o] or 0) or sent.t[o] > (mine and mine.t[o] or 0)) then return true end
-        for d = 0, n - 1 do
-          if sent.x[o][d] > (mine and mine.x[o][d] or 0) then return true end
-          if sent.a[o][d] > (mine and mine.a and mine.a[o][d] or 0) then return true end
+        -- A bucket's sender sends its whole row to every peer itself.
+        if not (bucket and o == sender) then
+          if o ~= sender and (sent.c[o] > (mine and mine.c[o] or 0) or sent.t[o] > (mine and mine.t[o] or 0)) then return true end
+          for d = 0, n - 1 do
+            if sent.x[o][d] > (mine and mine.x[o][d] or 0) then return true end
+            if sent.a[o][d] > (mine and mine.a and mine.a[o][d] or 0) then return true end
+          end
         end
       end
     end
@@ -63,9 +67,9 @@ local function apply_gossip(KEYS, ARGV)
   -- The peers but the sender (pending sets end in :p:<region index>): what a merge took from the sender's view the
   -- sender has already; only what this region added (a grant) goes back to it. No echo.
   local sender_suffix = ':p:' .. ARGV[15]
-  local others = {}
+  local others, to_sender = {}, {}
   for _, set in ipairs(pending) do
-    if set:sub(-#sender_suffix) ~= sender_suffix then others[#others + 1] = set end
+    if set:sub(-#sender_suffix) ~= sender_suffix then others[#others + 1] = set else to_sender[#to_sender + 1] = set end
   end
   local fence = shard_fence(KEYS[2], now)
 
@@ -117,7 +121,7 @@ local function apply_gossip(KEYS, ARGV)
     local merged
     local before = 0
     if bucket ~= nil then before = own_given(bucket.slots) end
-    worthy = relay_worthy(bucket and bucket.slots, incoming, sender, n)
+    worthy = relay_worthy(bucket and bucket.slots, incoming, sender, n, true)
     changed, merged = merge_bucket(p, bucket, fence, now, incoming)
     if changed then
       store_bucket(p, state, merged)
@@ -128,7 +132,7 @@ local function apply_gossip(KEYS, ARGV)
   else
     local state = load_state(key, n, true, {})
     local before = own_given(state.slots)
-    worthy = relay_worthy(state.slots, incoming, sender, n)
+    worthy = relay_worthy(state.slots, incoming, sender, n, false)
     changed = merge_window(p, state.slots, fence, now, incoming)
     if changed then
       store_slots(state, state.slots)
@@ -142,12 +146,14 @@ local function apply_gossip(KEYS, ARGV)
   if changed then
     -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
     redis.call('HDEL', key, 'z')
-    -- A grant goes to every peer, the sender included, as does a merge after which the sender's view of this
-    -- region's own row is behind (protocol.ts ownRowAhead); one that gave nothing goes to the others only when it
-    -- brought them more than the sender's own count and time (protocol.ts relayWorthy), which the sender sends them.
+    -- protocol.ts mergeMarks: a grant goes to every peer; a merge that gave nothing goes back to the sender when the
+    -- sender's view of this region's own row is behind (ownRowAhead), and to the others when it brought them more
+    -- than what the sender sends them itself (relayWorthy).
     local marked = granted or ahead or worthy or hungry_peer
-    if granted or ahead then
+    if granted or (ahead and worthy) then
       mark_changed(key, pending, now)
+    elseif ahead then
+      mark_changed(key, to_sender, now)
     elseif worthy then
       mark_changed(key, others, now)
     end

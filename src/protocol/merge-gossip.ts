@@ -1,11 +1,11 @@
-// Which peers a merge's result goes to. A merge in which this region gave (a grant or a return) goes to every peer.
-// One that gave nothing goes to the peers but its sender only when it brought them news (`relayWorthy`: the relay, a
-// third region hears through this one what the sender knew of the others, of transfers and acknowledgements), not
-// when all it brought was the sender's own count and time, which the sender sends every peer itself; and back to the
-// sender only when the sender's view of this region's own row is behind: a silent region's count, or a grant the
-// sender has not merged yet, reaches a peer that is talking about the key now, without echoing a merge back to a
-// sender that has everything it carries.
-// Lua mirror: lua/includes/apply_gossip.lua (own_row_ahead, relay_worthy).
+// Which peers a merge's result goes to (`mergeMarks`). A merge in which this region gave (a grant or a return) goes
+// to every peer. One that gave nothing goes back to the sender only when the sender's view of this region's own row
+// is behind (`ownRowAhead`: a silent region's count, or a grant the sender has not merged yet, reaches a peer that is
+// talking about the key now, without echoing a merge back to a sender that has everything it carries), and to the
+// peers but its sender only when it brought them news (`relayWorthy`: the relay, a third region hears through this
+// one what the sender knew of the others, of transfers and acknowledgements), not when all it brought was what the
+// sender sends every peer itself (its own count and time; a bucket's own transfers).
+// Lua mirror: lua/includes/apply_gossip.lua (own_row_ahead, relay_worthy, the marks after a merge).
 import { slotIndex, type EpochSlot, type Slot, type WindowSlot } from './slots.ts';
 
 /**
@@ -36,13 +36,16 @@ function pairCells(slot: Slot): number[][] {
 
 /**
  * Whether a merge of `incoming` (a sender's slots) into `held` (this region's slots before it) brings the third
- * regions anything beyond the sender's own count and time: a cell of `incoming` above the held one in the same
- * window or epoch (a held slot of an older window counts as zeros; an incoming slot older than the held one is not
- * merged), other than `c[sender]` and `t[sender]`. The sender marks its own count and time for every peer when it
- * sends them (a loud admission), so relaying them only doubles the traffic on a healthy mesh; what else a merge
- * brings (a third region's cells, a transfer, the tokens moved with it, an acknowledgement) is what the relay is for:
+ * regions anything the sender does not send them itself: a cell of `incoming` above the held one in the same window
+ * or epoch (a held slot of an older window counts as zeros; an incoming slot older than the held one is not merged),
+ * other than the sender's own count `c[sender]` and time `t[sender]` and, for a token bucket, the rest of the
+ * sender's own row (its transfers `x[sender][·]` and the tokens moved with them `y[sender][·]`). The sender marks its
+ * count and time for every peer when it sends them (a loud admission), and a bucket's transfer with its tokens when it
+ * makes it (a grant or a return goes to every peer), so relaying them only doubles the traffic on a healthy mesh;
+ * what else a merge brings (a third region's cells, a window's transfer or acknowledgement) is what the relay is for:
  * a peer's rebalance runs when a merge changes its state, and the simulation's accuracy rests on those merges
- * (docs/federation.md §2 "Who hears a merge").
+ * (docs/federation.md §2 "Who hears a merge"; a window's own transfers stay relayed because the fixed window's
+ * sequential case at L = 10 falls to 80% without them).
  *
  * @example
  * ```ts
@@ -62,7 +65,10 @@ export function relayWorthy(held: readonly Slot[], incoming: readonly Slot[], se
     const n = sent.c.length;
     const sentPairs = pairCells(sent);
     const minePairs = mine === undefined ? undefined : pairCells(mine);
+    // A bucket's sender sends its whole row itself (a window's own transfers stay relayed: see above).
+    const ownRowSent = !('a' in sent);
     for (let o = 0; o < n; o++) {
+      if (o === sender && ownRowSent) continue;
       if (o !== sender && (sent.c[o]! > (mine?.c[o] ?? 0) || sent.t[o]! > (mine?.t[o] ?? 0))) return true;
       for (let d = 0; d < n; d++) {
         if (sent.x[o]![d]! > (mine?.x[o]?.[d] ?? 0)) return true;
@@ -71,4 +77,29 @@ export function relayWorthy(held: readonly Slot[], incoming: readonly Slot[], se
     }
   }
   return false;
+}
+
+/** The peers a merge's result is marked for: its sender, and every other peer. */
+export interface MergeMarks {
+  sender: boolean;
+  others: boolean;
+}
+
+/**
+ * Who hears a merge that changed this region's state: every peer when this region gave in it (`gave`: its own
+ * transfers grew, a grant or a return); otherwise the sender when its view of this region's own row is behind
+ * (`ahead`, ownRowAhead) and the others when it brought them news (`worthy`, relayWorthy). The others do not hear of
+ * a merge only because the sender was behind: what this region adds for them (its silent count) is no news the
+ * sender brought, and they hear it when this region next talks to them; before this rule the merge went to every
+ * peer, and a key that turned loud had each idle donor send the hot region the other's grant again (docs/federation.md §2).
+ *
+ * @example
+ * ```ts
+ * mergeMarks(true, false, false); // { sender: true, others: true }: a grant
+ * mergeMarks(false, true, false); // { sender: true, others: false }: the sender had not seen this region's count
+ * mergeMarks(false, false, true); // { sender: false, others: true }: the relay
+ * ```
+ */
+export function mergeMarks(gave: boolean, ahead: boolean, worthy: boolean): MergeMarks {
+  return { sender: gave || ahead, others: gave || worthy };
 }

@@ -32,6 +32,7 @@ import {
   newWindowState,
   ownRowAhead,
   refundBucket,
+  mergeMarks,
   relayWorthy,
   refundWindow,
   resolveLeakageBudget,
@@ -916,13 +917,13 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     expectReply(reply, expected);
     const incoming = entry.s.map((flat) => (windowed ? toWindowSlot(unflattenSlot(flat, n), n) : toEpochSlot(unflattenSlot(flat, n), n)));
     const merged = windowed ? spec[to]!.window.slots : (spec[to]!.bucket?.slots ?? []);
-    const all = expected.changed && (expected.granted || ownRowAhead(incoming, merged, to));
-    const relay = expected.changed && relayWorthy(held, incoming, from);
+    const audience = mergeMarks(expected.granted, ownRowAhead(incoming, merged, to), relayWorthy(held, incoming, from));
     const marks = await Promise.all(
       pendingOf(to).map(async ([peer, set]) => [peer, (await clients[to]!.zscore(set, KEY)) !== null] as const),
     );
     for (const [peer, marked] of marks) {
-      expect(marked, `pending mark for region ${peer} after ${from} → ${to} (${traced})`).toBe(all || (relay && peer !== from));
+      const expectedMark = expected.changed && (peer === from ? audience.sender : audience.others);
+      expect(marked, `pending mark for region ${peer} after ${from} → ${to} (${traced})`).toBe(expectedMark);
     }
   };
 

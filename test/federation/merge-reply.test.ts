@@ -8,7 +8,7 @@ import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { layoutOf, shardOfKey } from '../../src/keys.ts';
-import { emptyEpochSlot, emptyWindowSlot, ownRowAhead, relayWorthy, topologyOf } from '../../src/protocol/index.ts';
+import { emptyEpochSlot, emptyWindowSlot, mergeMarks, ownRowAhead, relayWorthy, topologyOf } from '../../src/protocol/index.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip } from '../../src/store/gossip-calls.ts';
 import { client, useRedis } from '../harness/redis.ts';
@@ -65,6 +65,16 @@ describe('ownRowAhead (spec)', () => {
   });
 });
 
+describe('mergeMarks (spec)', () => {
+  it('sends a grant to every peer, a merge the sender was behind on back to it, and news on to the others', () => {
+    expect(mergeMarks(true, false, false)).toEqual({ sender: true, others: true });
+    expect(mergeMarks(false, true, false)).toEqual({ sender: true, others: false });
+    expect(mergeMarks(false, false, true)).toEqual({ sender: false, others: true });
+    expect(mergeMarks(false, true, true)).toEqual({ sender: true, others: true });
+    expect(mergeMarks(false, false, false)).toEqual({ sender: false, others: false });
+  });
+});
+
 describe('relayWorthy (spec)', () => {
   const held = [{ ...emptyWindowSlot(3, 42), c: [7, 0, 1], t: [100, 0, 50] }];
   const sent = (change: (slot: ReturnType<typeof emptyWindowSlot>) => void) => {
@@ -116,15 +126,46 @@ describe('relayWorthy (spec)', () => {
         0,
       ),
     ).toBe(true);
+    // A token bucket's tokens moved by a third region (region 1 to region 2).
     const epoch = {
       ...emptyEpochSlot(3, 42),
       y: [
-        [0, 0, 0.5],
         [0, 0, 0],
+        [0, 0, 0.5],
         [0, 0, 0],
       ],
     };
     expect(relayWorthy([emptyEpochSlot(3, 42)], [epoch], 0)).toBe(true);
+  });
+
+  it("is false for a token bucket's sender's own transfer and tokens, which it sends every peer itself; a window's stays relayed", () => {
+    // Region 0 granted region 1 (x and the tokens moved with it) and region 2 (x alone): news to region 2 only from
+    // region 0's own row.
+    const epoch = {
+      ...emptyEpochSlot(3, 42),
+      c: [9, 0, 0],
+      t: [120, 0, 0],
+      x: [
+        [0, 300, 200],
+        [0, 0, 0],
+        [0, 0, 0],
+      ],
+      y: [
+        [0, 0.5, 0],
+        [0, 0, 0],
+        [0, 0, 0],
+      ],
+    };
+    expect(relayWorthy([emptyEpochSlot(3, 42)], [epoch], 0)).toBe(false);
+    // The same transfer seen from region 2's side (a third region's row) is news.
+    expect(relayWorthy([emptyEpochSlot(3, 42)], [epoch], 2)).toBe(true);
+    expect(
+      relayWorthy(
+        held,
+        sent((slot) => (slot.x[0]![2] = 3)),
+        0,
+      ),
+    ).toBe(true);
   });
 
   it('is false for a window the merge does not take (an older one where a newer is held)', () => {
@@ -190,8 +231,12 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
     };
   }
 
-  it("goes back to the sender when it had not seen this region's silent admissions", async () => {
-    expect(await mergeSeeing(3, 0)).toEqual({ sender: true, third: true });
+  it("goes back to the sender, and only to it, when it had not seen this region's silent admissions", async () => {
+    expect(await mergeSeeing(3, 0)).toEqual({ sender: true, third: false });
+  });
+
+  it('goes to both when the sender had not seen them and brought the third region news', async () => {
+    expect(await mergeSeeing(3, 0, 2)).toEqual({ sender: true, third: true });
   });
 
   it("is not echoed to a sender that has seen them all, nor relayed when it brought only the sender's own count", async () => {

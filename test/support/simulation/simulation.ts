@@ -13,6 +13,8 @@ import {
   gossipHorizonMs,
   mergeBucket,
   mergeWindow,
+  mergeMarks,
+  type MergeMarks,
   ownRowAhead,
   relayWorthy,
   newBucket,
@@ -242,18 +244,20 @@ class Simulation {
   }
 
   /**
-   * Store a changed state: new version, pending for every peer ("newer state supersedes"), or for every peer but
-   * `except` (apply_gossip.lua: a merge that gave nothing is not sent back to its sender; a send already pending for
-   * it stays, and carries the state as it is when sent).
+   * Store a changed state: new version, pending for every peer ("newer state supersedes"), or after a merge for the
+   * peers `heard.marks` names (apply_gossip.lua, mergeMarks: the sender when its view of this region's row is behind,
+   * the others when the merge brought them news); an unmarked peer's send already pending stays, and carries the
+   * state as it is when sent.
    */
-  private changed(region: RegionSim, key: string, state: KeyState, except?: number, relay = true): void {
+  private changed(region: RegionSim, key: string, state: KeyState, heard?: { from: number; marks: MergeMarks }): void {
     region.keys.set(key, state);
     const version = (region.versions.get(key) ?? 0) + 1;
     region.versions.set(key, version);
     for (const peer of this.regions) {
-      // Without a relay only the peers the key is pending for already (they are sent the state as it is then).
-      if (!relay && !region.pending[peer.index]!.has(key)) continue;
-      if (peer.index !== region.index && peer.index !== except) region.pending[peer.index]!.set(key, version);
+      if (peer.index === region.index) continue;
+      const pending = region.pending[peer.index]!;
+      const marked = heard === undefined || (peer.index === heard.from ? heard.marks.sender : heard.marks.others);
+      if (marked || (peer.index !== heard?.from && pending.has(key))) pending.set(key, version);
     }
   }
 
@@ -434,13 +438,16 @@ class Simulation {
       this.needs.delete(need);
     }
     if (this.hasHungryPeer(region, result.state, local)) region.watch.add(message.key);
-    // apply_gossip.lua (protocol ownRowAhead): a merge in which this region gave goes to every peer (and on the fast
-    // lane); one that gave nothing to the peers but its sender, and to the sender too when its view of this region's
-    // own row is behind.
+    // apply_gossip.lua (protocol mergeMarks): a merge in which this region gave goes to every peer (and on the fast
+    // lane); one that gave nothing to the sender when its view of this region's own row is behind, and to the others
+    // when it brought them news.
     const gave = this.gave(region, held, result.state);
-    const back = gave || ownRowAhead(message.slots, this.slotsOf(result.state), region.index);
-    const relay = back || relayWorthy(held ? this.slotsOf(held) : [], message.slots, message.from);
-    this.changed(region, message.key, result.state, back ? undefined : message.from, relay);
+    const marks = mergeMarks(
+      gave,
+      ownRowAhead(message.slots, this.slotsOf(result.state), region.index),
+      relayWorthy(held ? this.slotsOf(held) : [], message.slots, message.from),
+    );
+    this.changed(region, message.key, result.state, { from: message.from, marks });
     if (gave) this.fastLane(region, message.key);
     const merged = result.state;
     this.lag.resolve(region, message.key, () => this.slotsOf(merged), this.now, this.stats);
