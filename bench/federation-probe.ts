@@ -7,15 +7,17 @@
 //     without it, so compare the rows with each other, not with the bench);
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
 //     with the gossip jobs added there: a receiving region's cost per job;
-//   - the gossip jobs and bytes each region sent each peer;
+//   - the gossip jobs and bytes each region sent each peer (PROBE_ROWS=n: n commands per Redis, 12 by default);
 //   - with `jobs`: at three quarters of the load, each region's last 100 completed gossip jobs by link, and the
 //     first of them per peer link with their entries (key, cells rounded): what the peers send each other.
 // Used for docs/performance.md's tenth pass. Run alone on the machine: it loads both cores.
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { readJob } from '../src/federation/gossip/message.ts';
 import { GOSSIP_QUEUE } from '../src/federation/gossip/peer-link.ts';
 import { layoutOf } from '../src/keys.ts';
+import { SCRIPTS, luaSource, type ScriptName } from '../src/store/commands.ts';
 import { startDemoFederation } from './lib/demo-federation.ts';
 import { keyDraw } from './lib/key-draw.ts';
 import { renderTable, type Row } from './lib/table.ts';
@@ -134,11 +136,19 @@ console.log(
   }),
 );
 
-/** A command's name, scripts by their first characters (EVALSHA by SHA, FCALL by function). */
+// Our scripts by name (their SHA1, as ioredis sends EVALSHA); BullMQ's stay SHAs.
+const scriptNames = new Map(
+  (Object.keys(SCRIPTS) as ScriptName[]).map((name) => [createHash('sha1').update(luaSource(name)).digest('hex').slice(0, 16), name]),
+);
+/** A command's name, scripts by name or their first characters (EVALSHA by SHA, FCALL by function). */
 const commandName = (args: string[]): string => {
   const name = String(args[0]).toLowerCase();
-  return name === 'evalsha' || name === 'fcall' ? `${name} ${String(args[1]).slice(0, 16)}` : name;
+  if (name !== 'evalsha' && name !== 'fcall') return name;
+  const id = String(args[1]).slice(0, 16);
+  return `${name} ${scriptNames.get(id) ?? id}`;
 };
+/** Rows per Redis (PROBE_ROWS): the commands with the most Redis time. */
+const shownRows = Number(process.env.PROBE_ROWS ?? 12);
 for (const region of fed.regions) {
   const log = slowlogs.get(region.name)!;
   const byCommand = new Map<string, { calls: number; micros: number }>();
@@ -157,7 +167,7 @@ for (const region of fed.regions) {
   }
   const rows: Row[] = [...byCommand]
     .sort((x, y) => y[1].micros - x[1].micros)
-    .slice(0, 12)
+    .slice(0, shownRows)
     .map(([command, entry]) => ({
       command,
       'µs per decision': entry.micros / decisions,
