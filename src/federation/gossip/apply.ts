@@ -141,9 +141,9 @@ export function createApplier(deps: ApplierDeps): Applier {
       );
     }
 
-    await recordApplied(redis, keys, message.from, message.seq);
+    // The replay record and the heard mark in one round trip (both are written once the job is applied).
     const now = Date.now();
-    await redis.hset(keys.metaKey, heardField(message.from), now);
+    await Promise.all([recordApplied(redis, keys, message.from, message.seq), redis.hset(keys.metaKey, heardField(message.from), now)]);
     peers.heard(message.from, now);
     metrics.batches.inc({ region, peer: message.from, direction: 'received' });
     metrics.bytes.inc({ region, peer: message.from, direction: 'received' }, bytes);
