@@ -17,14 +17,13 @@
   ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d] (token
   buckets: y[o][d], tokens moved), n values t[o]
 
-  A changed merge marks the key for every peer when this region gave in it (a grant), else for every peer but the
-  sender when the entry brought more than the sender's own count and time (protocol.ts relayWorthy: a third
-  region's cells, a transfer, tokens moved, an acknowledgement; the sender sends its own count and time to every
-  peer itself), else for none: the sender has what the merge took from its view, and this region's
-  acknowledgements (windows' a row) are never read by a decision (protocol.ts acknowledge); the sender hears them
-  with this region's next change. Every peer, the sender included, is marked when the sender's view of this
-  region's own row (c, t, x) is behind (protocol.ts ownRowAhead): a silent count, or a grant it has not merged,
-  reaches the peer that is talking about the key.
+  Who a changed merge marks the key for (protocol.ts mergeMarks): every peer when this region gave in it (a
+  grant); otherwise the sender when its view of this region's own row (c, t, x) is behind (protocol.ts
+  ownRowAhead: a silent count, or a grant it has not merged, reaches the peer that is talking about the key), and
+  every other peer when the entry brought more than what the sender sends them itself (protocol.ts relayWorthy: a
+  third region's cells, a window's transfer or acknowledgement; not the sender's own count and time, nor a token
+  bucket sender's own transfers and tokens moved). A merge that marks nobody leaves this region's
+  acknowledgements (windows' a row, never read by a decision) to its next change.
 
   Returns { changed (1|0), lag ms (now - sender's change time), granted (1|0: this region gave in the merge) }
   An entry whose sender's change time is not after the key's reset mark r (reset_key.lua) + the max clock skew

@@ -64,8 +64,8 @@ local function apply_gossip(KEYS, ARGV)
   local sender_time = tonumber(ARGV[17]) or now
   local pending = {}
   for i = 6, #KEYS do pending[#pending + 1] = KEYS[i] end
-  -- The peers but the sender (pending sets end in :p:<region index>): what a merge took from the sender's view the
-  -- sender has already; only what this region added (a grant) goes back to it. No echo.
+  -- The sender's pending set and the others' (pending sets end in :p:<region index>): what a merge took from the
+  -- sender's view the sender has already; only what this region added (a grant, its row ahead) goes back to it.
   local sender_suffix = ':p:' .. ARGV[15]
   local others, to_sender = {}, {}
   for _, set in ipairs(pending) do

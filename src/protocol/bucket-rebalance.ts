@@ -2,7 +2,7 @@
 // end-of-epoch return of received share), the sweep that repeats it without new gossip, and what a region sends.
 // Lua mirror: lua/includes/bucket_rebalance.lua (bucket_hungry, returning, held_from,
 // return_bucket_share, rebalance_bucket, tokens_received, bucket_has_hungry_peer, merge_bucket, sweep_bucket;
-// bucketSweepIdle: lua/sweep_watch.lua bucket_sweep_idle).
+// bucket_sweep_idle, which sweep_watch.lua calls).
 import {
   bucketCapacity,
   bucketFenceEnd,
