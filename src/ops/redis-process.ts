@@ -72,23 +72,30 @@ function bindable(port: number): Promise<boolean> {
  * A loopback port that is free now, below the ephemeral range: a port the kernel hands out (`listen(0)`) may be
  * taken by any outgoing connection's local end before the caller binds it, which made a service start fail with
  * EADDRINUSE under a busy test run. Ports below the range are taken only by listeners; this process never hands
- * out the same one twice.
+ * out the same one twice. With `clusterBus`, the port 10,000 above it (a Redis Cluster node's bus, which
+ * redis-server binds too) is below the range and free as well: a node's bus in the range was taken by an outgoing
+ * connection once (engine-cluster.test.ts, "Failed listening on port 36766 (cluster)").
  *
  * @example
  * const port = await freePort();
  * const redis = await startRedis({ port });
  */
-export async function freePort(): Promise<number> {
-  const high = ephemeralRangeStart();
+export async function freePort(options: { clusterBus?: boolean } = {}): Promise<number> {
+  const offset = options.clusterBus ? CLUSTER_BUS_OFFSET : 0;
+  const high = ephemeralRangeStart() - offset;
   const low = Math.min(10_000, high - 1_024);
   for (let attempt = 0; attempt < 200; attempt++) {
     const port = low + Math.floor(Math.random() * (high - low));
-    if (handedOut.has(port)) continue;
+    if (handedOut.has(port) || (offset > 0 && handedOut.has(port + offset))) continue;
     handedOut.add(port);
-    if (await bindable(port)) return port;
+    if (offset > 0) handedOut.add(port + offset);
+    if ((await bindable(port)) && (offset === 0 || (await bindable(port + offset)))) return port;
   }
   throw new Error(`no free loopback port between ${low} and ${high} after 200 tries`);
 }
+
+/** A Redis Cluster node's bus port is its port plus this (redis-server's default, `cluster-port 0`). */
+const CLUSTER_BUS_OFFSET = 10_000;
 
 function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -130,7 +137,7 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what:
 
 export async function startRedis(options: RedisProcessOptions = {}): Promise<RedisProcess> {
   if (!redisServerAvailable()) throw new Error(REDIS_MISSING_HINT);
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await freePort({ clusterBus: options.cluster === true }));
   // Without this check a server already on the port would answer our readiness PING for the one that failed.
   if (options.port !== undefined && !(await portIsFree(port)))
     throw new Error(`port ${port} is already in use; cannot start redis-server there`);
