@@ -6,8 +6,7 @@
   ARGV[1]  the job's sequence number   ARGV[2] how many numbers the record keeps (RETAINED)
   Returns 1 when the job is a replay, else 0.
 ]]
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) ~= false then return 1 end
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then return 0 end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if oldest[2] ~= nil and tonumber(ARGV[1]) <= tonumber(oldest[2]) then return 1 end
+--- @include "includes/replay"
+
+if replay_seen(KEYS[1], ARGV[1], ARGV[2]) then return 1 end
 return 0

@@ -5,5 +5,6 @@
   ARGV[1]  the job's sequence number   ARGV[2] how many numbers the record keeps (RETAINED)
   Returns the numbers dropped from the record's old end.
 ]]
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
-return redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[2]) - 1)
+--- @include "includes/replay"
+
+return replay_keep(KEYS[1], ARGV[1], ARGV[2])

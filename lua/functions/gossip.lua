@@ -5,8 +5,11 @@
   apply: bench/apply-gossip-time.ts). src/store/library.ts loads it with {hash} replaced by a hash of this source.
 
   qf_apply_gossip_{hash}  apply_gossip.lua's call: KEYS, ARGV and reply as lua/apply_gossip.lua documents them
+  qf_apply_job_{hash}     one gossip job: replay check, every entry's merge, replay record and heard mark
+                          (includes/apply_job.lua)
 ]]
 --- @include "includes/apply_gossip"
+--- @include "includes/apply_job"
 
 -- A library keeps its upvalues between calls, an EVAL starts with fresh ones: every call renews
 -- federation.lua's memos first, so it merges exactly what apply_gossip.lua would.
@@ -17,3 +20,4 @@ local function apply(KEYS, ARGV)
 end
 
 redis.register_function('qf_apply_gossip_{hash}', apply)
+redis.register_function('qf_apply_job_{hash}', apply_job)

@@ -1,6 +1,7 @@
 // The typed calls of the federation's scripts: apply_gossip.lua (merge a peer's entry), sweep_watch.lua
 // (rebalance watched keys), take_pending.lua / ack_pending.lua (what to send a peer), screen_gossip.lua
 // (refuse oversized queued jobs). Each builder lays out KEYS and ARGV as its script documents them.
+import { Cluster } from 'ioredis';
 import type { Config, Rule } from '../config/schema.ts';
 import { layoutOfKey, shardOfKey, type KeyLayout } from '../keys.ts';
 import { REBALANCE, type RebalancePolicy } from '../protocol/index.ts';
@@ -97,18 +98,23 @@ export function parseApplyGossipReply(raw: unknown): ApplyGossipReply {
   };
 }
 
-/** Sends an apply_gossip.lua call and parses its reply. */
 // One loader per client: the gossip library is loaded once per connection's server, not per call.
 const gossipFunctions = new WeakMap<ScriptedRedis, FunctionsOrScripts>();
 
-export async function runApplyGossip(redis: ScriptedRedis, call: ScriptCall): Promise<ApplyGossipReply> {
-  const { source, applyFn } = gossipLibrary();
+/** The gossip library's runner on this client (loaded once per client). */
+function gossipFunctionsOf(redis: ScriptedRedis): FunctionsOrScripts {
   let run = gossipFunctions.get(redis);
   if (run === undefined) {
-    run = functionsOrScripts(redis, source);
+    run = functionsOrScripts(redis, gossipLibrary().source);
     gossipFunctions.set(redis, run);
   }
-  const reply = await run(
+  return run;
+}
+
+/** Sends an apply_gossip.lua call and parses its reply. */
+export async function runApplyGossip(redis: ScriptedRedis, call: ScriptCall): Promise<ApplyGossipReply> {
+  const { applyFn } = gossipLibrary();
+  const reply = await gossipFunctionsOf(redis)(
     () => redis.fcall(applyFn, call.keys.length, ...call.keys, ...call.args),
     () => runScript(redis, 'applyGossip', call),
   );
@@ -266,4 +272,71 @@ export async function runReplayCheck(redis: Pick<QuotafedCommands, 'replayCheck'
 /** Sends a replay_record.lua call: the job is recorded, the record trimmed to the numbers kept. */
 export async function runReplayRecord(redis: Pick<QuotafedCommands, 'replayRecord'>, call: ScriptCall): Promise<void> {
   integerReply('replay_record', await runScript(redis, 'replayRecord', call));
+}
+
+// ---- one gossip job (includes/apply_job.lua in the gossip library) ----------------------------------------
+
+/** What a job's call writes beside its entries' merges: the replay record and the heard mark. */
+export interface JobRecord {
+  /** The sender's replay record (KeyLayout.replayKey) and the job's sequence number in it. */
+  replayKey: string;
+  seq: number;
+  /** How many numbers the record keeps (replay.ts RETAINED). */
+  retained: number;
+  /** The region's meta hash, the sender's heard field in it and the time it records (ms). */
+  metaKey: string;
+  heardField: string;
+  heardAt: number;
+}
+
+/** A job's outcome: a replay (nothing written), or every entry's merge reply in entry order. */
+export type ApplyJobReply = { replayed: true } | { replayed: false; replies: ApplyGossipReply[] };
+
+/**
+ * The job function's call: KEYS the record and meta keys, then each entry's apply_gossip keys; ARGV the record's
+ * arguments, the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
+ */
+export function applyJobCall(record: JobRecord, entries: readonly ScriptCall[]): ScriptCall {
+  const keys = [record.replayKey, record.metaKey];
+  const args: (string | number)[] = [String(record.seq), record.retained, record.heardField, record.heardAt, entries.length];
+  for (const entry of entries) {
+    keys.push(...entry.keys);
+    args.push(entry.keys.length, entry.args.length, ...entry.args);
+  }
+  return { keys, args };
+}
+
+/** apply_job.lua's reply: { 1 } for a replay, else { 0, apply_gossip reply per entry }. */
+export function parseApplyJobReply(raw: unknown, entries: number): ApplyJobReply {
+  const reply = arrayReply('apply_job', raw, 1);
+  if (numberAt('apply_job', raw, reply[0]) === 1) return { replayed: true };
+  if (reply.length !== entries + 1) throw unexpected('apply_job', `${entries} entry replies`, raw);
+  return { replayed: false, replies: reply.slice(1).map(parseApplyGossipReply) };
+}
+
+/** The job as separate calls, in the job function's order: check, merges, then record and heard mark together. */
+async function applyJobInSteps(redis: ScriptedRedis, record: JobRecord, entries: readonly ScriptCall[]): Promise<ApplyJobReply> {
+  const replay = replayCall(record.replayKey, record.seq, record.retained);
+  if (await runReplayCheck(redis, replay)) return { replayed: true };
+  const replies = await Promise.all(entries.map((call) => runApplyGossip(redis, call)));
+  await Promise.all([runReplayRecord(redis, replay), redis.hset(record.metaKey, record.heardField, record.heardAt)]);
+  return { replayed: false, replies };
+}
+
+/**
+ * Applies one gossip job: its replay check, each entry's apply_gossip call (applyGossipCall) in order, then its
+ * replay record and heard mark. One FCALL where the server runs Functions; on a Redis Cluster (the entries' keys
+ * hash to several slots) or without Functions, the same steps as separate calls.
+ *
+ * @example
+ * const outcome = await runApplyJob(redis, record, entries.map((entry) => applyGossipCall(topology, rule, budget, sender, entry)));
+ * if (outcome.replayed) return reject('replayed');
+ */
+export async function runApplyJob(redis: ScriptedRedis, record: JobRecord, entries: readonly ScriptCall[]): Promise<ApplyJobReply> {
+  if (redis instanceof Cluster) return applyJobInSteps(redis, record, entries);
+  const call = applyJobCall(record, entries);
+  return gossipFunctionsOf(redis)(
+    async () => parseApplyJobReply(await redis.fcall(gossipLibrary().jobFn, call.keys.length, ...call.keys, ...call.args), entries.length),
+    () => applyJobInSteps(redis, record, entries),
+  );
 }

@@ -49,6 +49,8 @@ export interface GossipLibrary {
   library: string;
   /** The function that takes one apply_gossip.lua call (the script's KEYS and ARGV). */
   applyFn: string;
+  /** The function that applies one whole gossip job (includes/apply_job.lua; gossip-calls.ts applyJobCall). */
+  jobFn: string;
 }
 
 let gossip: GossipLibrary | undefined;
@@ -70,6 +72,7 @@ export function gossipLibrary(): GossipLibrary {
     source,
     library: named(file, source, /^#!lua name=(\S+)/),
     applyFn: named(file, source, /^redis\.register_function\('([^']+)', apply\)$/m),
+    jobFn: named(file, source, /^redis\.register_function\('([^']+)', apply_job\)$/m),
   };
   return gossip;
 }

@@ -1,10 +1,12 @@
 // Applies one gossip job to this region's Redis: verify it (message.ts), refuse replays (replay.ts), merge every
 // entry with apply_gossip.lua (which also moves unused allowance to hungry regions), then record the job and
-// when the sender was last heard. A rejected job never reaches a counter.
+// when the sender was last heard: after the check in JavaScript, one call to Redis (apply_job.lua,
+// gossip-calls.ts runApplyJob). A rejected job never reaches a counter.
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
-import { applyGossipCall, runApplyGossip, type ApplyGossipReply } from '../../store/gossip-calls.ts';
+import { applyGossipCall, runApplyJob, type JobRecord } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
+import type { ScriptCall } from '../../store/script-call.ts';
 import { layoutOf, ruleNameOf } from '../../keys.ts';
 import type { FingerprintWatch } from '../fingerprints.ts';
 import { ruleFingerprints } from '../rule-identity.ts';
@@ -13,7 +15,7 @@ import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { verify, type GossipEntry, type RejectReason } from './message.ts';
-import { alreadyApplied, recordApplied } from './replay.ts';
+import { alreadyApplied, RETAINED } from './replay.ts';
 
 /** Meta field the receiver sets to the time it last heard from a region (read by that region's recovery). */
 export function heardField(region: string): string {
@@ -58,21 +60,21 @@ export function createApplier(deps: ApplierDeps): Applier {
 
   const ours = ruleFingerprints(deps.configured ?? config, topology.regions.length);
   /**
-   * An entry of a rule the sender runs with other parameters (its fingerprint differs from ours) is skipped: its
-   * counts were made under another limit, period or algorithm. A sender that sent no fingerprint is trusted.
+   * An entry's apply_gossip call, or why it is skipped: a rule this region does not federate, or one the sender
+   * runs with other parameters (its fingerprint differs from ours: its counts were made under another limit,
+   * period or algorithm). A sender that sent no fingerprint is trusted.
    */
-  const applyEntry = async (
+  const entryCall = (
     entry: GossipEntry,
     senderIndex: number,
     theirs: Record<string, string> | undefined,
-  ): Promise<ApplyGossipReply | 'unknown_rule' | 'rule_mismatch'> => {
+  ): ScriptCall | 'unknown_rule' | 'rule_mismatch' => {
     const name = ruleNameOf(entry.k);
     const rule = rules.get(name);
     if (!rule) return 'unknown_rule';
     const fingerprint = theirs?.[name];
     if (fingerprint !== undefined && fingerprint !== ours.get(name)) return 'rule_mismatch';
-    const call = applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry);
-    return runApplyGossip(redis, call);
+    return applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry);
   };
 
   // A peer on another message version (a rolling upgrade) sends every job in it: said once per peer and version.
@@ -103,27 +105,45 @@ export function createApplier(deps: ApplierDeps): Applier {
     const verdict = verify(data, bytes, topology, region, config.federation.secret, keys);
     if (!verdict.ok) return reject(verdict.reason, verdict.from, verdict.detail);
     const { message, senderIndex } = verdict;
-    if (await alreadyApplied(redis, keys, message.from, message.seq)) return reject('replayed', message.from, `seq ${message.seq}`);
+    const now = Date.now();
+    const record: JobRecord = {
+      replayKey: keys.replayKey(message.from),
+      seq: message.seq,
+      retained: RETAINED,
+      metaKey: keys.metaKey,
+      heardField: heardField(message.from),
+      heardAt: now,
+    };
+    const replayed = () => reject('replayed', message.from, `seq ${message.seq}`);
 
     let changed = 0;
     let skipped = 0;
-    if (message.kind === 'gossip') {
-      // Issued together: ioredis writes them back to back on one connection (a pipeline on the wire).
+    if (message.kind === 'resync') {
+      // The resync marks every key pending for the sender: only once per job, and recorded once it is done.
+      if (await alreadyApplied(redis, keys, message.from, message.seq)) return replayed();
+      const marked = await deps.resync(senderIndex);
+      logger.info(
+        { event: 'federation.resync_served', peer: message.from, keys: marked },
+        `resync for ${message.from}: ${marked} keys marked pending`,
+      );
+      if ((await runApplyJob(redis, record, [])).replayed) return replayed();
+    } else {
       for (const [name, fingerprint] of Object.entries(message.rules ?? {})) {
         const own = ours.get(name);
         if (own !== undefined) deps.ruleWatch?.observe(message.from, name, fingerprint, own);
       }
-      const results = await Promise.all(message.entries.map((entry) => applyEntry(entry, senderIndex, message.rules)));
+      // Every entry's merge, the replay check before them and the record and heard mark after them: one call.
+      const calls: ScriptCall[] = [];
       let mismatched = 0;
-      for (const result of results) {
-        if (result === 'unknown_rule') {
-          skipped++;
-          continue;
-        }
-        if (result === 'rule_mismatch') {
-          mismatched++;
-          continue;
-        }
+      for (const entry of message.entries) {
+        const call = entryCall(entry, senderIndex, message.rules);
+        if (call === 'unknown_rule') skipped++;
+        else if (call === 'rule_mismatch') mismatched++;
+        else calls.push(call);
+      }
+      const job = await runApplyJob(redis, record, calls);
+      if (job.replayed) return replayed();
+      for (const result of job.replies) {
         if (result.changed) {
           changed++;
           metrics.syncLag.observe({ region, peer: message.from }, Math.max(0, result.lagMs) / 1000);
@@ -133,17 +153,8 @@ export function createApplier(deps: ApplierDeps): Applier {
       if (skipped > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'unknown_rule' }, skipped);
       if (mismatched > 0) metrics.skipped.inc({ region, peer: message.from, reason: 'rule_mismatch' }, mismatched);
       skipped += mismatched;
-    } else if (message.kind === 'resync') {
-      const marked = await deps.resync(senderIndex);
-      logger.info(
-        { event: 'federation.resync_served', peer: message.from, keys: marked },
-        `resync for ${message.from}: ${marked} keys marked pending`,
-      );
     }
 
-    // The replay record and the heard mark in one round trip (both are written once the job is applied).
-    const now = Date.now();
-    await Promise.all([recordApplied(redis, keys, message.from, message.seq), redis.hset(keys.metaKey, heardField(message.from), now)]);
     peers.heard(message.from, now);
     metrics.batches.inc({ region, peer: message.from, direction: 'received' });
     metrics.bytes.inc({ region, peer: message.from, direction: 'received' }, bytes);

@@ -1,0 +1,43 @@
+--[[
+  apply_job(KEYS, ARGV): one gossip job in one call (src/federation/gossip/apply.ts): the replay check
+  (replay_check.lua), then each entry's merge (apply_gossip.lua) in order, then the replay record
+  (replay_record.lua) and the mark of when the sender was last heard: what those calls do one after the other,
+  in one round trip. Needs `apply_gossip` (includes/apply_gossip.lua) and `renew_memos` (includes/federation.lua).
+
+  KEYS[1]  the sender's replay record qf:seen:<region>   KEYS[2] the region's meta hash (the heard mark)
+  then per entry its apply_gossip.lua KEYS
+  ARGV[1]  the job's sequence number   ARGV[2] how many numbers the record keeps (RETAINED)
+  ARGV[3]  the heard field (heard:<region>)   ARGV[4] the heard time, ms
+  ARGV[5]  the entry count, then per entry: its key count, its argument count and its apply_gossip.lua ARGV
+  (src/store/gossip-calls.ts applyJobCall lays this out)
+
+  Returns { 1 } for a replay (nothing written); else { 0, reply 1, reply 2, ... }, each entry's apply_gossip.lua
+  reply in entry order. An entry that raises an error ends the call with that error before the record is
+  written, so the job is retried (a merge is a max: the entries applied before it change nothing twice).
+]]
+--- @include "includes/replay"
+
+local function apply_job(KEYS, ARGV)
+  if replay_seen(KEYS[1], ARGV[1], ARGV[2]) then return { 1 } end
+  local reply = { 0 }
+  local k, a = 2, 6
+  for i = 1, tonumber(ARGV[5]) do
+    local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+    a = a + 2
+    local keys, args = {}, {}
+    for j = 1, nk do keys[j] = KEYS[k + j] end
+    for j = 1, na do args[j] = ARGV[a + j - 1] end
+    k, a = k + nk, a + na
+    -- Each merge starts from fresh memos, as a call of its own would.
+    renew_memos()
+    local ok, result = pcall(apply_gossip, keys, args)
+    if not ok then
+      if type(result) == 'table' and result.err then return redis.error_reply(result.err) end
+      return redis.error_reply(tostring(result))
+    end
+    reply[i + 1] = result
+  end
+  replay_keep(KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  return reply
+end

@@ -1,0 +1,139 @@
+// One gossip job in one call (lua/includes/apply_job.lua, gossip-calls.ts runApplyJob): the replay check, every
+// entry's merge in order, then the replay record and the heard mark. It must leave a Redis exactly as the separate
+// calls do (the path a Redis Cluster and a server without Functions take), answer the same replies, write nothing
+// for a replay, and write no record when an entry fails (so the job is retried). Two real redis-servers: one runs
+// the job function, the other the separate calls (its user may not load functions, so the client falls back to
+// EVALSHA).
+import type { Cluster, Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.ts';
+import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
+import { markShardsIntact } from '../../src/federation/recovery.ts';
+import { layoutOf } from '../../src/keys.ts';
+import { topologyOf } from '../../src/protocol/index.ts';
+import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
+import { applyGossipCall, runApplyJob, runReplayCheck, replayCall, type JobRecord } from '../../src/store/gossip-calls.ts';
+import type { ScriptCall } from '../../src/store/script-call.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const MINUTE = 60_000;
+const T0 = 1_800_000_000_000 - (1_800_000_000_000 % MINUTE) + 10_000;
+
+const config = parseConfig({
+  region: 'b',
+  federation: {
+    leakageBudget: '5%',
+    peers: [
+      { name: 'a', redisUrl: 'redis://127.0.0.1:1' },
+      { name: 'c', redisUrl: 'redis://127.0.0.1:1' },
+    ],
+  },
+  rules: [
+    { name: 'tb', by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: MINUTE },
+    { name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: MINUTE },
+  ],
+});
+const topology = topologyOf(config);
+const layout = layoutOf(config);
+const n = topology.regions.length;
+const sender = topology.peerIndexes[0]!;
+const third = topology.peerIndexes[1]!;
+const epoch = Math.floor(T0 / MINUTE);
+const [bucketRule, windowRule] = config.rules as [(typeof config.rules)[0], (typeof config.rules)[0]];
+
+/** A job from `sender` seen at T0: a hungry bucket key (this idle region grants it), two merges of one window key. */
+function jobCalls(prefix: string): ScriptCall[] {
+  const hungry = emptySlotCells(epoch, n);
+  hungry.c[sender] = 330;
+  hungry.t[sender] = T0 - 1_000;
+  const first = emptySlotCells(epoch, n);
+  first.c[sender] = 7;
+  first.t[sender] = T0 - 2_000;
+  first.c[third] = 2;
+  first.t[third] = T0 - 3_000;
+  const later = { ...first, c: [...first.c], t: [...first.t] };
+  later.c[sender] = 9;
+  later.t[sender] = T0 - 500;
+  const bucketKey = layout.ruleKey('tb', { principal: `${prefix}-hot`, dimensions: [`${prefix}-hot`] });
+  const windowKey = layout.ruleKey('fw', { principal: `${prefix}-w`, dimensions: [`${prefix}-w`] });
+  const call = (rule: typeof bucketRule, k: string, slot: typeof first, t: number) =>
+    applyGossipCall(topology, rule, config.federation.leakageBudget, sender, { k, t, s: [flattenSlot(slot)] }, { now: T0 });
+  return [
+    call(bucketRule, bucketKey, hungry, T0 - 1_000),
+    call(windowRule, windowKey, first, T0 - 2_000),
+    call(windowRule, windowKey, later, T0 - 500),
+  ];
+}
+
+function recordOf(seq: number): JobRecord {
+  return { replayKey: layout.replayKey('a'), seq, retained: 20_000, metaKey: layout.metaKey, heardField: 'heard:a', heardAt: T0 };
+}
+
+/** Every key of the server with its type, its content (sorted) and whether it expires. */
+async function snapshot(redis: Redis | Cluster): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const key of (await redis.keys('*')).sort()) {
+    const type = await redis.type(key);
+    let value: unknown;
+    if (type === 'hash') value = Object.entries(await redis.hgetall(key)).sort();
+    else if (type === 'zset') value = await redis.zrange(key, '0', '-1', 'WITHSCORES');
+    else if (type === 'set') value = (await redis.smembers(key)).sort();
+    else if (type === 'string') value = await redis.get(key);
+    else value = type;
+    out[key] = { type, value, expires: (await redis.pttl(key)) > 0 };
+  }
+  return out;
+}
+
+describe('one gossip job in one call (apply_job.lua)', async () => {
+  const jobServer = await useRedis();
+  const stepsServer = await useRedis();
+  const jobRedis = withScripts(client(jobServer.url));
+  const admin = client(stepsServer.url);
+  // A user without FUNCTION: the client's library load is refused (NOPERM) and it runs the separate scripts.
+  await admin.call('ACL', 'SETUSER', 'steps', 'on', 'nopass', '~*', '&*', '+@all', '-function');
+  const stepsRedis: ScriptedRedis = withScripts(client(stepsServer.url.replace('redis://', 'redis://steps:x@')));
+
+  const run = async (redis: ScriptedRedis, seq: number, prefix: string) => runApplyJob(redis, recordOf(seq), jobCalls(prefix));
+
+  it('leaves the Redis and answers exactly as the separate calls do', async () => {
+    await markShardsIntact(jobRedis);
+    await markShardsIntact(stepsRedis);
+    const viaJob = await run(jobRedis, 1_000_001, 'same');
+    const viaSteps = await run(stepsRedis, 1_000_001, 'same');
+    // The separate calls really ran as scripts: the steps server holds no library.
+    expect(await admin.call('FUNCTION', 'LIST')).toEqual([]);
+    expect((await jobRedis.call('FUNCTION', 'LIST')) as unknown[]).toHaveLength(1);
+    expect(viaJob).toEqual(viaSteps);
+    expect(viaJob.replayed).toBe(false);
+    if (viaJob.replayed) return;
+    // Every merge changed its key; this idle region granted the hungry bucket and the window on its first merge,
+    // and had nothing more to give on the second.
+    expect(viaJob.replies.map((reply) => [reply.changed, reply.granted])).toEqual([
+      [true, true],
+      [true, true],
+      [true, false],
+    ]);
+    expect(await snapshot(jobRedis)).toEqual(await snapshot(stepsRedis));
+    expect(await jobRedis.hget(layout.metaKey, 'heard:a')).toBe(String(T0));
+    expect(await runReplayCheck(jobRedis, replayCall(layout.replayKey('a'), 1_000_001, 20_000))).toBe(true);
+  });
+
+  it('writes nothing for a job it applied already', async () => {
+    const before = await snapshot(jobRedis);
+    expect(await runApplyJob(jobRedis, { ...recordOf(1_000_001), heardAt: T0 + 5 }, jobCalls('other'))).toEqual({ replayed: true });
+    expect(await snapshot(jobRedis)).toEqual(before);
+  });
+
+  it('writes no record when an entry fails, so the retried job applies', async () => {
+    const calls = jobCalls('broken');
+    // The window key is a list: its merge raises WRONGTYPE.
+    await jobRedis.rpush(calls[1]!.keys[0]!, 'not a state key');
+    await expect(runApplyJob(jobRedis, recordOf(1_000_002), calls)).rejects.toThrow(/WRONGTYPE/);
+    expect(await runReplayCheck(jobRedis, replayCall(layout.replayKey('a'), 1_000_002, 20_000))).toBe(false);
+    await jobRedis.del(calls[1]!.keys[0]!);
+    const retried = await runApplyJob(jobRedis, recordOf(1_000_002), calls);
+    expect(retried.replayed).toBe(false);
+    expect(await runReplayCheck(jobRedis, replayCall(layout.replayKey('a'), 1_000_002, 20_000))).toBe(true);
+  });
+});
