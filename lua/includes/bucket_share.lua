@@ -245,3 +245,21 @@ local function store_bucket(p, state, bucket)
   end
   redis.call('PEXPIRE', state.key, ttl)
 end
+
+--[[
+  An admission's write (commit_bucket's bucket, epoch slot k): what store_bucket would write when slot k still
+  holds the epoch it was loaded with, without comparing every cell read: tokens, last_refill and sig, and this
+  region's c and t of slot k (an admission changes no other cell; the same values store_slots would set). A slot
+  the admission started anew (another epoch, or none), or a zero cell (not stored), goes through store_bucket.
+]]
+local function store_admission(p, state, bucket, k)
+  local slot = bucket.slots[k]
+  local r = p.self
+  if p.n == 1 or state.silent or slot.id ~= state.held[k] or slot.c[r] == 0 or slot.t[r] == 0 then
+    return store_bucket(p, state, bucket)
+  end
+  local kl, own = label(k), '.' .. label(r)
+  redis.call('HSET', state.key, 'tokens', fmt(bucket.tokens), 'last_refill', fmt(bucket.last), 'sig', fmt(bucket.sig),
+    'c' .. kl .. own, fmt(slot.c[r]), 't' .. kl .. own, fmt(slot.t[r]))
+  redis.call('PEXPIRE', state.key, federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit))
+end

@@ -39,7 +39,7 @@ local function federated_bucket(rule, ctx, now)
   local verdict = decide_bucket(p, bucket, ctx.fence, now, rule.cost)
   local share = share_at(p, verdict.bucket.slots, ctx.fence, now)
   local function store()
-    store_bucket(p, state, commit_bucket(p, verdict, ctx.fence, now, rule.cost))
+    store_admission(p, state, commit_bucket(p, verdict, ctx.fence, now, rule.cost), slot_index(math.floor(now / p.period)))
   end
   -- A false denial of a stored bucket is demand (protocol decideBucket): this region's t in the epoch, after the
   -- bucket is refilled to now (the slot the epoch takes may hold an older epoch the refill still integrates).
