@@ -6,7 +6,6 @@
 // EVALSHA).
 import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.ts';
 import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { layoutOf } from '../../src/keys.ts';
@@ -15,24 +14,15 @@ import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyJob, runReplayCheck, replayCall, type JobRecord } from '../../src/store/gossip-calls.ts';
 import type { ScriptCall } from '../../src/store/script-call.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { middleRegion } from '../support/middle-region.ts';
 
 const MINUTE = 60_000;
 const T0 = 1_800_000_000_000 - (1_800_000_000_000 % MINUTE) + 10_000;
 
-const config = parseConfig({
-  region: 'b',
-  federation: {
-    leakageBudget: '5%',
-    peers: [
-      { name: 'a', redisUrl: 'redis://127.0.0.1:1' },
-      { name: 'c', redisUrl: 'redis://127.0.0.1:1' },
-    ],
-  },
-  rules: [
-    { name: 'tb', by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: MINUTE },
-    { name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: MINUTE },
-  ],
-});
+const config = middleRegion([
+  { name: 'tb', by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: MINUTE },
+  { name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 300, period: MINUTE },
+]);
 const topology = topologyOf(config);
 const layout = layoutOf(config);
 const n = topology.regions.length;

@@ -3,7 +3,6 @@
 // sender's own count and time, and to every peer when the sender's view of this region's own row is behind, as when
 // this region admitted silently. Spec and Lua, on a real redis-server.
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
@@ -12,6 +11,7 @@ import { emptyEpochSlot, emptyWindowSlot, mergeMarks, ownRowAhead, relayWorthy, 
 import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip } from '../../src/store/gossip-calls.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { middleRegion } from '../support/middle-region.ts';
 import { stateFields } from '../support/state-key.ts';
 
 const MINUTE = 60_000;
@@ -178,18 +178,8 @@ describe('relayWorthy (spec)', () => {
 describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => {
   const server = await useRedis();
   const redis = withScripts(client(server.url));
-  const rule = { name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow' as const, limit: 300, period: MINUTE };
-  const config = parseConfig({
-    region: 'b',
-    federation: {
-      leakageBudget: '5%',
-      peers: [
-        { name: 'a', redisUrl: 'redis://127.0.0.1:1' },
-        { name: 'c', redisUrl: 'redis://127.0.0.1:1' },
-      ],
-    },
-    rules: [rule],
-  });
+  const rule = { name: 'fw', by: ['apiKey' as const], algorithm: 'fixedWindow' as const, limit: 300, period: MINUTE };
+  const config = middleRegion([rule]);
   const topology = topologyOf(config);
   const layout = layoutOf(config);
   const self = topology.selfIndex;
