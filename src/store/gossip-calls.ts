@@ -168,9 +168,14 @@ export function parseSweepReply(raw: unknown): SweepReply {
   return { rebalanced: numberAt('sweep_watch', raw, reply[0]), unwatched: numberAt('sweep_watch', raw, reply[1]), stranded };
 }
 
-/** Sends a sweep_watch.lua call and parses its reply. */
+/** Sends a sweep_watch.lua call (a function of the gossip library where the server runs Functions) and parses its reply. */
 export async function runSweepWatch(redis: ScriptedRedis, call: ScriptCall): Promise<SweepReply> {
-  return parseSweepReply(await runScript(redis, 'sweepWatch', call));
+  const { sweepFn } = gossipLibrary();
+  const reply = await gossipFunctionsOf(redis)(
+    () => redis.fcall(sweepFn, call.keys.length, ...call.keys, ...call.args),
+    () => runScript(redis, 'sweepWatch', call),
+  );
+  return parseSweepReply(reply);
 }
 
 // ---- take_pending.lua / ack_pending.lua ------------------------------------------------------------------

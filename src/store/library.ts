@@ -43,7 +43,7 @@ function librarySource(file: string): string {
   return template.replaceAll(HASH_MARK, hash);
 }
 
-/** The apply_gossip.lua library (lua/functions/gossip.lua). */
+/** The gossip library (lua/functions/gossip.lua): apply_gossip.lua, the whole job, sweep_watch.lua. */
 export interface GossipLibrary {
   source: string;
   library: string;
@@ -51,13 +51,15 @@ export interface GossipLibrary {
   applyFn: string;
   /** The function that applies one whole gossip job (includes/apply_job.lua; gossip-calls.ts applyJobCall). */
   jobFn: string;
+  /** The function that takes one sweep_watch.lua call (the script's KEYS and ARGV). */
+  sweepFn: string;
 }
 
 let gossip: GossipLibrary | undefined;
 
 /**
- * apply_gossip.lua as a Redis Functions library: `applyFn` answers exactly what the script answers. Built once
- * per process.
+ * apply_gossip.lua and sweep_watch.lua as a Redis Functions library: `applyFn` and `sweepFn` answer exactly what
+ * the scripts answer, `jobFn` applies a whole job. Built once per process.
  *
  * @example
  * const { source, applyFn } = gossipLibrary();
@@ -73,6 +75,7 @@ export function gossipLibrary(): GossipLibrary {
     library: named(file, source, /^#!lua name=(\S+)/),
     applyFn: named(file, source, /^redis\.register_function\('([^']+)', apply\)$/m),
     jobFn: named(file, source, /^redis\.register_function\('([^']+)', apply_job\)$/m),
+    sweepFn: named(file, source, /^redis\.register_function\('([^']+)', sweep\)$/m),
   };
   return gossip;
 }
