@@ -24,6 +24,8 @@ export interface ServerProcess {
   url: string;
   /** CPU time (user + system, µs) the server process has used so far; undefined where /proc is missing. */
   cpuMicros(): number | undefined;
+  /** Its write system calls and its main thread's wake-ups so far (processIo); undefined where /proc is missing. */
+  io(): ProcessIo | undefined;
   stop(): Promise<void>;
 }
 
@@ -36,6 +38,28 @@ export function processCpuMicros(pid: number | undefined): number | undefined {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const ticks = Number(fields[11]) + Number(fields[12]);
     return (ticks * 1_000_000) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A process's system calls that wrote (sockets, pipes, files) and its voluntary context switches (wake-ups from a wait) so far. */
+export interface ProcessIo {
+  writes: number;
+  wakeups: number;
+}
+
+/**
+ * `syscw` of /proc/<pid>/io and `voluntary_ctxt_switches` of /proc/<pid>/status (the main thread's): on this loopback setup each command
+ * sent to Redis or answer written is a write, and each wait that ends (a reply, a request, a timer) a wake-up.
+ */
+export function processIo(pid: number | undefined): ProcessIo | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const writes = /^syscw:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1];
+    const wakeups = /^voluntary_ctxt_switches:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    if (writes === undefined || wakeups === undefined) return undefined;
+    return { writes: Number(writes), wakeups: Number(wakeups) };
   } catch {
     return undefined;
   }
@@ -71,6 +95,7 @@ export async function startServer(mode: ServerMode, options: ServerOptions = {},
   return {
     url,
     cpuMicros: () => processCpuMicros(child.pid),
+    io: () => processIo(child.pid),
     stop: () => stopChild(child, 15_000),
   };
 }

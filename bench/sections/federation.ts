@@ -22,7 +22,7 @@ import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { newClient, type BenchContext, type Section } from '../lib/context.ts';
 import type { KeyDistribution } from '../lib/key-draw.ts';
 import type { KeyedLoadFigures, KeyedLoadOptions } from '../lib/keyed-load.ts';
-import { processCpuMicros, runKeyedLoad, startServer, type ServerProcess } from '../lib/processes.ts';
+import { processCpuMicros, runKeyedLoad, startServer, type ProcessIo, type ServerProcess } from '../lib/processes.ts';
 import { progress } from '../lib/progress.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../lib/prom-text.ts';
 import { callsDelta, commandCalls, commandMicros, netBytes, totalCalls, usedMemory, type CommandCalls } from '../lib/redis-stats.ts';
@@ -238,6 +238,8 @@ async function drain(sender: RegionUnderTest, maxMs: number): Promise<number> {
 
 interface Snapshot {
   cpu: { service: number; redis: number }[];
+  /** Per region: its service's write system calls and wake-ups. */
+  io: ProcessIo[];
   calls: CommandCalls[];
   /** The sending Redis's µs inside each command. */
   senderMicros: CommandCalls;
@@ -253,7 +255,8 @@ async function snapshot(regions: readonly RegionUnderTest[], withMetrics: boolea
   const memory = await Promise.all(regions.map((region) => usedMemory(region.admin)));
   const netInput = (await Promise.all(regions.map((region) => netBytes(region.admin)))).map((net) => net.input);
   const metrics = withMetrics ? await Promise.all(regions.map(metricsText)) : [];
-  return { cpu: regions.map(cpuOf), calls, senderMicros, memory, netInput, metrics };
+  const io = regions.map((region) => region.service.io() ?? { writes: Number.NaN, wakeups: Number.NaN });
+  return { cpu: regions.map(cpuOf), io, calls, senderMicros, memory, netInput, metrics };
 }
 
 /** Figures of one side (standalone or federated) of one case. */
@@ -285,6 +288,12 @@ interface SideFigures {
   idleCommandsPerSec?: number;
   /** CPU of the busiest region (service + Redis) while idle, ms per second. */
   idleCpuMsPerSec?: number;
+  /** The sending service's write system calls and wake-ups per decision. */
+  senderWrites: number;
+  senderWakeups: number;
+  /** The peers' services' write system calls and wake-ups per decision of the sender (the sum over the peers). */
+  peerWrites?: number;
+  peerWakeups?: number;
   /** The peers' CPU per decision of the sender (services, Redis: the sum over the peers). */
   peerServiceUs?: number;
   peerRedisUs?: number;
@@ -306,6 +315,8 @@ interface SideTotals {
   non200: number;
   /** Per region: CPU µs of the service and of its Redis. */
   cpu: { service: number; redis: number }[];
+  /** Per region: its service's write system calls and wake-ups. */
+  io: ProcessIo[];
   /** The sending Redis: calls and µs inside each command. */
   calls: CommandCalls;
   micros: CommandCalls;
@@ -368,6 +379,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
       seconds: 0,
       non200: 0,
       cpu: regions.map(() => ({ service: 0, redis: 0 })),
+      io: regions.map(() => ({ writes: 0, wakeups: 0 })),
       calls: {},
       micros: {},
       netInput: 0,
@@ -442,6 +454,8 @@ async function saturationRound(
   for (let i = 0; i < regions.length; i++) {
     totals.cpu[i]!.service += after.cpu[i]!.service - before.cpu[i]!.service;
     totals.cpu[i]!.redis += after.cpu[i]!.redis - before.cpu[i]!.redis;
+    totals.io[i]!.writes += after.io[i]!.writes - before.io[i]!.writes;
+    totals.io[i]!.wakeups += after.io[i]!.wakeups - before.io[i]!.wakeups;
     totals.netInput += after.netInput[i]! - before.netInput[i]!;
   }
   addCalls(totals.calls, callsDelta(before.calls[0]!, after.calls[0]!));
@@ -479,6 +493,8 @@ function finishSide(side: Side, rate: number): SideFigures {
     decisions,
     senderServiceUs: totals.cpu[0]!.service / decisions,
     senderRedisUs: totals.cpu[0]!.redis / decisions,
+    senderWrites: totals.io[0]!.writes / decisions,
+    senderWakeups: totals.io[0]!.wakeups / decisions,
     wholeUs: whole / decisions,
     commandsPerDecision: totalCalls(totals.calls) / decisions,
     byCommand: byCommand(totals.calls, totals.micros, decisions),
@@ -504,6 +520,8 @@ function finishSide(side: Side, rate: number): SideFigures {
     }
     figures.peerServiceUs = service / decisions;
     figures.peerRedisUs = redis / decisions;
+    figures.peerWrites = totals.io.slice(1).reduce((sum, io) => sum + io.writes, 0) / decisions;
+    figures.peerWakeups = totals.io.slice(1).reduce((sum, io) => sum + io.wakeups, 0) / decisions;
     const peers = regions.slice(1).map((_, j) => memoryPerKey(j + 1));
     figures.peerMemoryPerKey = peers.reduce((a, b) => a + b, 0) / peers.length;
     figures.gossipBytesPerDecision = totals.gossipBytes / decisions;
@@ -622,6 +640,18 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row('whole federation CPU µs/decision (all services + all Redis)', standalone.wholeUs, federated.wholeUs),
       row("  of which the peers' services", undefined, federated.peerServiceUs, null),
       row("  of which the peers' Redis", undefined, federated.peerRedisUs, null),
+      row(
+        'sending service: write system calls per 1,000 decisions (Redis commands, answers)',
+        per1000(standalone.senderWrites),
+        per1000(federated.senderWrites),
+      ),
+      row(
+        '  wake-ups per 1,000 decisions (voluntary context switches)',
+        per1000(standalone.senderWakeups),
+        per1000(federated.senderWakeups),
+      ),
+      row("peers' services: write system calls per 1,000 decisions of the sender", undefined, per1000(federated.peerWrites), null),
+      row('  wake-ups per 1,000 decisions of the sender', undefined, per1000(federated.peerWakeups), null),
       row("Redis commands/decision (sending region's, INFO commandstats)", standalone.commandsPerDecision, federated.commandsPerDecision),
       row('gossip bytes/decision, all links (JSON of the jobs sent)', 0, federated.gossipBytesPerDecision, null),
       row('gossip jobs sent per 1,000 decisions, all links', 0, per1000(federated.gossipJobsPerDecision), null),
@@ -649,7 +679,9 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
         'state keys held then (SCAN), so the gossip queue, pending and watch sets count against the keys; MEMORY USAGE: key and ' +
         `value of up to ${MEMORY_SAMPLE_KEYS} state keys. A token bucket's key lives until it has refilled, so at large K a ` +
         'standalone region holds only the keys of the last moments and its per-key figure carries fixed overheads. ' +
-        'autocannon reports latency in whole milliseconds.',
+        'autocannon reports latency in whole milliseconds. Write system calls: syscw of /proc/<pid>/io of the service process ' +
+        '(a command to Redis or an answer is one, unless pipelined); wake-ups: voluntary_ctxt_switches of its main thread ' +
+        "(/proc/<pid>/status). On two loaded cores each costs the service far more than its own code: the peers' CPU follows them.",
     ],
   };
 }

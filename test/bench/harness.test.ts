@@ -1,10 +1,11 @@
 // The bench harness end to end in a tiny configuration: the command-count section against a real
 // redis-server (its figures are exact counts, not timings), the targets table built from them, and one
 // server the HTTP bench spawns (the service under node:cluster) answering and stopping cleanly.
+import { openSync, writeSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { BenchContext } from '../../bench/lib/context.ts';
 import { keyDraw } from '../../bench/lib/key-draw.ts';
-import { runLoad, startServer } from '../../bench/lib/processes.ts';
+import { processIo, runLoad, startServer } from '../../bench/lib/processes.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../../bench/lib/prom-text.ts';
 import { renderTable } from '../../bench/lib/table.ts';
 import { commandsSection } from '../../bench/sections/commands.ts';
@@ -12,6 +13,7 @@ import { federationSizes } from '../../bench/sections/federation.ts';
 import { targetsTable } from '../../bench/sections/targets.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
+const devNull = openSync('/dev/null', 'w');
 const server = await useRedis();
 const admin = client(server.url);
 
@@ -40,6 +42,17 @@ describe('bench harness', () => {
     expect(rows['1. /v1/check >= 1.0x Hono + rate-limiter-flexible, same route and body, fresh API key per request']).toBe('–');
     expect(renderTable(targets)).toContain('| target | measured | result |');
   }, 30_000);
+
+  it("counts a process's write system calls and wake-ups from /proc (the federation section's per-decision rows)", async () => {
+    const before = processIo(process.pid)!;
+    for (let i = 0; i < 20; i++) writeSync(devNull, 'x');
+    // A wait that ends: a timer wakes the main thread.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const after = processIo(process.pid)!;
+    expect(after.writes - before.writes).toBeGreaterThanOrEqual(20);
+    expect(after.wakeups).toBeGreaterThan(before.wakeups);
+    expect(processIo(undefined)).toBeUndefined();
+  });
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
     expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20'], {})).toEqual({
