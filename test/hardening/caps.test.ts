@@ -9,7 +9,8 @@ import { createLocalFallback, DEFAULT_LOCAL_CAPACITY } from '../../src/engine/lo
 import { createOverLimitCache } from '../../src/engine/over-limit-cache.ts';
 import { matchRules } from '../../src/engine/rules.ts';
 import type { RuleOutcome } from '../../src/engine/types.ts';
-import { alreadyApplied, recordApplied, RETAINED } from '../../src/federation/gossip/replay.ts';
+import { alreadyApplied, RETAINED } from '../../src/federation/gossip/replay.ts';
+import { runApplyJob } from '../../src/store/gossip-calls.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { keyLayout, replayKey } from '../../src/keys.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
@@ -142,7 +143,19 @@ describe('caps in Redis and on a running service', async () => {
     for (let start = 0; start < total; start += 1_000) {
       await Promise.all(
         Array.from({ length: Math.min(1_000, total - start) }, (_, i) =>
-          recordApplied(scripted, keyLayout(), 'eu-west', 1_000_000 + start + i),
+          // A job with no entries, as the receiver applies it: the record and the heard mark.
+          runApplyJob(
+            scripted,
+            {
+              replayKey: keyLayout().replayKey('eu-west'),
+              seq: 1_000_000 + start + i,
+              retained: RETAINED,
+              metaKey: keyLayout().metaKey,
+              heardField: 'heard:eu-west',
+              heardAt: Date.now(),
+            },
+            [],
+          ),
         ),
       );
     }

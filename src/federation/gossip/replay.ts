@@ -5,10 +5,11 @@
 // still sends numbers above the ones recorded.
 //
 // Replays of genuine jobs could not change a counter anyway (merging is a max), but the record lets a replay
-// be seen, counted and logged rather than silently absorbed.
+// be seen, counted and logged rather than silently absorbed. A job is checked and recorded in the call that
+// applies it (gossip-calls.ts runApplyJob, lua/includes/replay.lua); a resync job is checked here first.
 import type { KeyLayout } from '../../keys.ts';
 import type { QuotafedCommands } from '../../store/commands.ts';
-import { replayCall, runReplayCheck, runReplayRecord } from '../../store/gossip-calls.ts';
+import { replayCall, runReplayCheck } from '../../store/gossip-calls.ts';
 
 /** Jobs remembered per sender: with one job per sync interval per peer, 20k covers ≥ 30 min at 100 ms. */
 export const RETAINED = 20_000;
@@ -27,20 +28,4 @@ export async function alreadyApplied(
   seq: number,
 ): Promise<boolean> {
   return runReplayCheck(redis, replayCall(keys.replayKey(from), seq, RETAINED));
-}
-
-/**
- * Recorded after the job's effects are applied, so a failed apply is retried rather than taken for a replay. One
- * script call (replay_record.lua).
- *
- * @example
- * await recordApplied(redis, keys, 'eu-west', 1_796_000_000_000_000);
- */
-export async function recordApplied(
-  redis: Pick<QuotafedCommands, 'replayRecord'>,
-  keys: KeyLayout,
-  from: string,
-  seq: number,
-): Promise<void> {
-  await runReplayRecord(redis, replayCall(keys.replayKey(from), seq, RETAINED));
 }
