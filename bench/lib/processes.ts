@@ -50,8 +50,12 @@ export interface ProcessIo {
 }
 
 /**
- * `syscw` of /proc/<pid>/io and `voluntary_ctxt_switches` of /proc/<pid>/status (the main thread's): on this loopback setup each command
- * sent to Redis or answer written is a write, and each wait that ends (a reply, a request, a timer) a wake-up.
+ * `syscw` of /proc/<pid>/io and `voluntary_ctxt_switches` of /proc/<pid>/status (the main thread's): on this loopback
+ * setup each command sent to Redis or answer written is a write, and each wait that ends (a reply, a request, a timer)
+ * a wake-up.
+ *
+ * @example
+ * const before = processIo(child.pid); // ... load ...; const after = processIo(child.pid);
  */
 export function processIo(pid: number | undefined): ProcessIo | undefined {
   if (pid === undefined) return undefined;

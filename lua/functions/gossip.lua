@@ -1,8 +1,9 @@
 #!lua name=quotafed_gossip_{hash}
 --[[
-  apply_gossip.lua and sweep_watch.lua as a Redis Functions library (FUNCTION LOAD, then FCALL): the includes' functions, and the
-  field plans federation.lua caches by state shape, are created once instead of on every EVALSHA (Redis µs per
-  apply: bench/apply-gossip-time.ts). src/store/library.ts loads it with {hash} replaced by a hash of this source.
+  apply_gossip.lua and sweep_watch.lua as a Redis Functions library (FUNCTION LOAD, then FCALL): the includes'
+  functions, and the field plans federation.lua caches by state shape, are created once instead of on every EVALSHA
+  (Redis µs per apply: bench/apply-gossip-time.ts). src/store/library.ts loads it with {hash} replaced by a hash of
+  this source.
 
   qf_apply_gossip_{hash}  apply_gossip.lua's call: KEYS, ARGV and reply as lua/apply_gossip.lua documents them
   qf_apply_job_{hash}     one gossip job: replay check, every entry's merge, replay record and heard mark
