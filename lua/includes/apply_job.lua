@@ -1,14 +1,16 @@
 --[[
-  apply_job(KEYS, ARGV): one gossip job in one call (src/federation/gossip/apply.ts): the replay check
-  (replay_check.lua), then each entry's merge (apply_gossip.lua) in order, then the replay record
-  (replay_record.lua) and the mark of when the sender was last heard: what those calls do one after the other,
-  in one round trip. Needs `apply_gossip` (includes/apply_gossip.lua) and `renew_memos` (includes/federation.lua).
+  apply_job(KEYS, ARGV): a gossip job, or one part of it, in one call (src/federation/gossip/apply.ts): the replay check
+  (replay_check.lua), then each entry's merge (apply_gossip.lua) in order, then the replay record (replay_record.lua)
+  and the mark of when the sender was last heard: what those calls do one after the other, in one round trip. A long
+  job goes in parts (gossip-calls.ts runApplyJob), so no call holds Redis for long: the first part checks, the last
+  records. Needs `apply_gossip` (includes/apply_gossip.lua) and `renew_memos` (includes/federation.lua).
 
   KEYS[1]  the sender's replay record qf:seen:<region>   KEYS[2] the region's meta hash (the heard mark)
   then per entry its apply_gossip.lua KEYS
   ARGV[1]  the job's sequence number   ARGV[2] how many numbers the record keeps (RETAINED)
   ARGV[3]  the heard field (heard:<region>)   ARGV[4] the heard time, ms
-  ARGV[5]  the entry count, then per entry: its key count, its argument count and its apply_gossip.lua ARGV
+  ARGV[5]  1: check the record first (the job's first part)   ARGV[6] 1: record the job after (its last part)
+  ARGV[7]  the entry count, then per entry: its key count, its argument count and its apply_gossip.lua ARGV
   (src/store/gossip-calls.ts applyJobCall lays this out)
 
   Returns { 1 } for a replay (nothing written); else { 0, reply 1, reply 2, ... }, each entry's apply_gossip.lua
@@ -18,10 +20,10 @@
 --- @include "includes/replay"
 
 local function apply_job(KEYS, ARGV)
-  if replay_seen(KEYS[1], ARGV[1], ARGV[2]) then return { 1 } end
+  if ARGV[5] == '1' and replay_seen(KEYS[1], ARGV[1], ARGV[2]) then return { 1 } end
   local reply = { 0 }
-  local k, a = 2, 6
-  for i = 1, tonumber(ARGV[5]) do
+  local k, a = 2, 8
+  for i = 1, tonumber(ARGV[7]) do
     local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
     a = a + 2
     local keys, args = {}, {}
@@ -37,7 +39,9 @@ local function apply_job(KEYS, ARGV)
     end
     reply[i + 1] = result
   end
-  replay_keep(KEYS[1], ARGV[1], ARGV[2])
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  if ARGV[6] == '1' then
+    replay_keep(KEYS[1], ARGV[1], ARGV[2])
+    redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  end
   return reply
 end

@@ -298,12 +298,31 @@ export interface JobRecord {
 export type ApplyJobReply = { replayed: true } | { replayed: false; replies: ApplyGossipReply[] };
 
 /**
- * The job function's call: KEYS the record and meta keys, then each entry's apply_gossip keys; ARGV the record's
- * arguments, the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
+ * Entries merged in one call of a job: a long job (up to LIMITS.maxEntries) goes in parts, so no call holds Redis
+ * much longer than a pipeline of single merges did before other clients are served again.
  */
-export function applyJobCall(record: JobRecord, entries: readonly ScriptCall[]): ScriptCall {
+export const JOB_PART_ENTRIES = 16;
+
+/**
+ * The job function's call: KEYS the record and meta keys, then each entry's apply_gossip keys; ARGV the record's
+ * arguments, whether this part checks the record first and records the job after (the first and the last part; both
+ * by default), the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
+ */
+export function applyJobCall(
+  record: JobRecord,
+  entries: readonly ScriptCall[],
+  part: { check: boolean; record: boolean } = { check: true, record: true },
+): ScriptCall {
   const keys = [record.replayKey, record.metaKey];
-  const args: (string | number)[] = [String(record.seq), record.retained, record.heardField, record.heardAt, entries.length];
+  const args: (string | number)[] = [
+    String(record.seq),
+    record.retained,
+    record.heardField,
+    record.heardAt,
+    part.check ? 1 : 0,
+    part.record ? 1 : 0,
+    entries.length,
+  ];
   for (const entry of entries) {
     keys.push(...entry.keys);
     args.push(entry.keys.length, entry.args.length, ...entry.args);
@@ -330,8 +349,9 @@ async function applyJobInSteps(redis: ScriptedRedis, record: JobRecord, entries:
 
 /**
  * Applies one gossip job: its replay check, each entry's apply_gossip call (applyGossipCall) in order, then its
- * replay record and heard mark. One FCALL where the server runs Functions; on a Redis Cluster (the entries' keys
- * hash to several slots) or without Functions, the same steps as separate calls.
+ * replay record and heard mark. One FCALL where the server runs Functions (one per JOB_PART_ENTRIES entries for a
+ * long job: the first checks, the last records); on a Redis Cluster (the entries' keys hash to several slots) or
+ * without Functions, the same steps as separate calls.
  *
  * @example
  * const outcome = await runApplyJob(redis, record, entries.map((entry) => applyGossipCall(topology, rule, budget, sender, entry)));
@@ -339,9 +359,18 @@ async function applyJobInSteps(redis: ScriptedRedis, record: JobRecord, entries:
  */
 export async function runApplyJob(redis: ScriptedRedis, record: JobRecord, entries: readonly ScriptCall[]): Promise<ApplyJobReply> {
   if (redis instanceof Cluster) return applyJobInSteps(redis, record, entries);
-  const call = applyJobCall(record, entries);
-  return gossipFunctionsOf(redis)(
-    async () => parseApplyJobReply(await redis.fcall(gossipLibrary().jobFn, call.keys.length, ...call.keys, ...call.args), entries.length),
-    () => applyJobInSteps(redis, record, entries),
-  );
+  const { jobFn } = gossipLibrary();
+  const inParts = async (): Promise<ApplyJobReply> => {
+    const replies: ApplyGossipReply[] = [];
+    // At least one part: a job without entries still checks and records.
+    for (let from = 0; from === 0 || from < entries.length; from += JOB_PART_ENTRIES) {
+      const part = entries.slice(from, from + JOB_PART_ENTRIES);
+      const call = applyJobCall(record, part, { check: from === 0, record: from + JOB_PART_ENTRIES >= entries.length });
+      const reply = parseApplyJobReply(await redis.fcall(jobFn, call.keys.length, ...call.keys, ...call.args), part.length);
+      if (reply.replayed) return reply;
+      replies.push(...reply.replies);
+    }
+    return { replayed: false, replies };
+  };
+  return gossipFunctionsOf(redis)(inParts, () => applyJobInSteps(redis, record, entries));
 }

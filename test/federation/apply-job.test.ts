@@ -11,7 +11,14 @@ import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { layoutOf } from '../../src/keys.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
-import { applyGossipCall, runApplyJob, runReplayCheck, replayCall, type JobRecord } from '../../src/store/gossip-calls.ts';
+import {
+  applyGossipCall,
+  JOB_PART_ENTRIES,
+  runApplyJob,
+  runReplayCheck,
+  replayCall,
+  type JobRecord,
+} from '../../src/store/gossip-calls.ts';
 import type { ScriptCall } from '../../src/store/script-call.ts';
 import { client, useRedis } from '../harness/redis.ts';
 import { middleRegion } from '../support/middle-region.ts';
@@ -84,7 +91,8 @@ describe('one gossip job in one call (apply_job.lua)', async () => {
   await admin.call('ACL', 'SETUSER', 'steps', 'on', 'nopass', '~*', '&*', '+@all', '-function');
   const stepsRedis: ScriptedRedis = withScripts(client(stepsServer.url.replace('redis://', 'redis://steps:x@')));
 
-  const run = async (redis: ScriptedRedis, seq: number, prefix: string) => runApplyJob(redis, recordOf(seq), jobCalls(prefix));
+  const run = async (redis: ScriptedRedis, seq: number, prefix: string, calls = jobCalls(prefix)) =>
+    runApplyJob(redis, recordOf(seq), calls);
 
   it('leaves the Redis and answers exactly as the separate calls do', async () => {
     await markShardsIntact(jobRedis);
@@ -107,6 +115,20 @@ describe('one gossip job in one call (apply_job.lua)', async () => {
     expect(await snapshot(jobRedis)).toEqual(await snapshot(stepsRedis));
     expect(await jobRedis.hget(layout.metaKey, 'heard:a')).toBe(String(T0));
     expect(await runReplayCheck(jobRedis, replayCall(layout.replayKey('a'), 1_000_001, 20_000))).toBe(true);
+  });
+
+  it('applies a long job in parts, one call per JOB_PART_ENTRIES entries, exactly as the separate calls do', async () => {
+    const calls = Array.from({ length: 14 }, (_, i) => jobCalls(`long-${i}`)).flat();
+    expect(calls.length).toBeGreaterThan(2 * JOB_PART_ENTRIES);
+    const fcalls = async () => Number(/cmdstat_fcall:calls=(\d+)/.exec(String(await jobRedis.info('commandstats')))?.[1] ?? 0);
+    const before = await fcalls();
+    const viaJob = await run(jobRedis, 1_000_003, 'long-job', calls);
+    expect((await fcalls()) - before).toBe(Math.ceil(calls.length / JOB_PART_ENTRIES));
+    const viaSteps = await run(stepsRedis, 1_000_003, 'long-job', calls);
+    expect(viaJob).toEqual(viaSteps);
+    expect(viaJob.replayed === false && viaJob.replies.length).toBe(calls.length);
+    expect(await snapshot(jobRedis)).toEqual(await snapshot(stepsRedis));
+    expect(await runApplyJob(jobRedis, recordOf(1_000_003), calls)).toEqual({ replayed: true });
   });
 
   it('writes nothing for a job it applied already', async () => {
