@@ -305,13 +305,13 @@ export const JOB_PART_ENTRIES = 16;
 
 /**
  * The job function's call: KEYS the record and meta keys, then each entry's apply_gossip keys; ARGV the record's
- * arguments, whether this part checks the record first and records the job after (the first and the last part; both
- * by default), the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
+ * arguments, whether this part checks the record first and records the job after (the first and the last part),
+ * the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
  */
 export function applyJobCall(
   record: JobRecord,
   entries: readonly ScriptCall[],
-  part: { check: boolean; record: boolean } = { check: true, record: true },
+  part: { check: boolean; record: boolean },
 ): ScriptCall {
   const keys = [record.replayKey, record.metaKey];
   const args: (string | number)[] = [
