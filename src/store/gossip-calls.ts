@@ -308,11 +308,7 @@ export const JOB_PART_ENTRIES = 16;
  * arguments, whether this part checks the record first and records the job after (the first and the last part),
  * the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
  */
-export function applyJobCall(
-  record: JobRecord,
-  entries: readonly ScriptCall[],
-  part: { check: boolean; record: boolean },
-): ScriptCall {
+export function applyJobCall(record: JobRecord, entries: readonly ScriptCall[], part: { check: boolean; record: boolean }): ScriptCall {
   const keys = [record.replayKey, record.metaKey];
   const args: (string | number)[] = [
     String(record.seq),
