@@ -14,6 +14,7 @@ import type { FederationMetrics } from '../metrics.ts';
 import { fastLaneTargets, type FastLaneTargets, type Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot, type DecodedState } from './cells.ts';
 import type { DirtyShards } from './dirty-shards.ts';
+import type { InFlight } from './in-flight.ts';
 import type { GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
 import { fitToSize, type Sender } from './sender.ts';
@@ -34,10 +35,22 @@ export interface FastLaneDeps {
   sender: Sender;
   /** The shards to look at. */
   dirty: DirtyShards;
+  /** The keys the lanes have in flight (shared with the sync round). */
+  inFlight: InFlight;
 }
 
 /** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
-export function createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty }: FastLaneDeps): () => Promise<number> {
+export function createFastLane({
+  config,
+  topology,
+  redis,
+  links,
+  metrics,
+  logger,
+  sender,
+  dirty,
+  inFlight,
+}: FastLaneDeps): () => Promise<number> {
   const region = config.region;
   const keys = layoutOf(config);
   const n = topology.regions.length;
@@ -75,29 +88,40 @@ export function createFastLane({ config, topology, redis, links, metrics, logger
         targets.push(fastTargets(state, topology.selfIndex, n));
       });
       if (entries.length === 0) return 0;
+      /** Sends the entries `mine` to one peer and forgets them in its pending sets. */
+      const sendAndForget = async (link: PeerLink, mine: number[]): Promise<void> => {
+        const chunk = mine.map((i) => entries[i]!);
+        if (
+          !(await sender.send(
+            link,
+            fitToSize(chunk, (part) => sender.build(link, 'gossip', part)),
+          ))
+        )
+          return;
+        metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
+        // Sent: forget each key in this peer's pending set if that version is still the newest.
+        const byShard = new Map<number, { key: string; version: string }[]>();
+        for (const i of mine) {
+          const [key, version] = versions[i]!;
+          const shard = shardOfKey(key);
+          const ack = byShard.get(shard) ?? [];
+          ack.push({ key, version: String(version) });
+          byShard.set(shard, ack);
+        }
+        await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(keys, shard, link.index, ack))));
+      };
       await Promise.all(
         links.map(async (link) => {
-          const mine = entries.flatMap((_, i) => (targets[i] === 'all' || targets[i]!.includes(link.index) ? [i] : []));
+          // The key's targets, less what the sync round has in flight to this peer already (in-flight.ts).
+          const mine = entries.flatMap((_, i) =>
+            (targets[i] === 'all' || targets[i]!.includes(link.index)) && inFlight.claim(link.index, ...versions[i]!) ? [i] : [],
+          );
           if (mine.length === 0) return;
-          const chunk = mine.map((i) => entries[i]!);
-          if (
-            !(await sender.send(
-              link,
-              fitToSize(chunk, (part) => sender.build(link, 'gossip', part)),
-            ))
-          )
-            return;
-          metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
-          // Sent: forget each key in this peer's pending set if that version is still the newest.
-          const byShard = new Map<number, { key: string; version: string }[]>();
-          for (const i of mine) {
-            const [key, version] = versions[i]!;
-            const shard = shardOfKey(key);
-            const ack = byShard.get(shard) ?? [];
-            ack.push({ key, version: String(version) });
-            byShard.set(shard, ack);
+          try {
+            await sendAndForget(link, mine);
+          } finally {
+            for (const i of mine) inFlight.release(link.index, ...versions[i]!);
           }
-          await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(keys, shard, link.index, ack))));
         }),
       );
       return entries.length;

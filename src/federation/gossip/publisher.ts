@@ -10,6 +10,7 @@ import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { pollingShards, type DirtyShards } from './dirty-shards.ts';
 import { createFastLane } from './fast-lane.ts';
+import { createInFlight } from './in-flight.ts';
 import type { PeerLink } from './peer-link.ts';
 import { createSender } from './sender.ts';
 import { createSyncRound } from './sync-round.ts';
@@ -69,8 +70,10 @@ export function createPublisher(deps: PublisherDeps): Publisher {
     logger,
     dirty,
   });
-  const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty });
-  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty });
+  // Both lanes send through one sender and claim what they send (in-flight.ts), so a key goes to a peer once.
+  const inFlight = createInFlight();
+  const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty, inFlight });
+  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty, inFlight });
   return {
     sampleBacklog: sync.sampleBacklog,
     fastRound,

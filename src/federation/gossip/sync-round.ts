@@ -14,6 +14,7 @@ import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
 import { decodeState, flattenSlot } from './cells.ts';
 import type { DirtyShards } from './dirty-shards.ts';
+import type { InFlight } from './in-flight.ts';
 import { LIMITS, type GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
 import { fitToSize, type Sender } from './sender.ts';
@@ -30,6 +31,8 @@ export interface SyncRoundDeps {
   heartbeatMs: number;
   /** The shards to look at, per peer. */
   dirty: DirtyShards;
+  /** The keys the lanes have in flight (shared with the fast lane). */
+  inFlight: InFlight;
 }
 
 export interface SyncRound {
@@ -41,7 +44,18 @@ export interface SyncRound {
   sampleBacklog(): Promise<Map<number, number[]>>;
 }
 
-export function createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs, dirty }: SyncRoundDeps): SyncRound {
+export function createSyncRound({
+  config,
+  topology,
+  redis,
+  links,
+  peers,
+  logger,
+  sender,
+  heartbeatMs,
+  dirty,
+  inFlight,
+}: SyncRoundDeps): SyncRound {
   const keys = layoutOf(config);
   const n = topology.regions.length;
   const maxKeys = Math.min(config.federation.maxBatchKeys, LIMITS.maxEntries);
@@ -123,18 +137,37 @@ export function createSyncRound({ config, topology, redis, links, peers, logger,
     const replies = await Promise.all(
       allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(keys, shard, link.index, take))),
     );
+    const claimed: [key: string, version: number][] = [];
     allotted.forEach(([shard], i) => {
       const ack: { key: string; version: string }[] = [];
       for (const { key, version, fields } of replies[i]!) {
-        ack.push({ key, version });
         // An expired key has nothing left to say; it is only forgotten.
-        if (fields.length === 0) continue;
+        if (fields.length === 0) {
+          ack.push({ key, version });
+          continue;
+        }
         const state = decodeState(fields, n);
+        // In flight to this peer on the fast lane already (in-flight.ts): that lane sends and forgets it.
+        if (!inFlight.claim(link.index, key, state.version)) continue;
+        claimed.push([key, state.version]);
+        ack.push({ key, version });
         if (state.slots.length > 0) entries.push({ k: key, t: state.changedAt, s: state.slots.map(flattenSlot) });
       }
       acks.set(shard, ack);
     });
+    try {
+      return await sendAndForget(link, entries, acks);
+    } finally {
+      for (const [key, version] of claimed) inFlight.release(link.index, key, version);
+    }
+  };
 
+  /** Sends the entries (or a heartbeat) and forgets what was sent; false when the send failed. */
+  const sendAndForget = async (
+    link: PeerLink,
+    entries: GossipEntry[],
+    acks: Map<number, { key: string; version: string }[]>,
+  ): Promise<boolean> => {
     if (entries.length > 0) {
       if (
         !(await sender.send(
