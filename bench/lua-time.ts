@@ -47,6 +47,20 @@ for i = 3, #ARGV do argv[i - 2] = ARGV[i] end
 local last = #keys
 local base = keys[last]
 local loud = ARGV[2] == 'loud'
+if ARGV[2] == 'hotloud' then
+  -- A hot key as a Zipf run leaves it: both peers granted their share to this region (x and a cells), which
+  -- spends them; the timed loop decides this one key again and again.
+  local k = label(slot_index(math.floor(now_ms(nil) / 60000)))
+  keys[last] = base .. 1
+  renew_memos()
+  decide(keys, argv)
+  silent_string_to_hash(keys[last])
+  local s = k .. '.'
+  redis.call('HSET', keys[last], 'x' .. s .. '2.0', '333333', 'a' .. s .. '2.0', '333.33300000000003',
+    'x' .. s .. '1.0', '333333', 'a' .. s .. '1.0', '333.33300000000003', 'v', '3')
+  redis.call('HDEL', keys[last], 'z')
+  base = keys[last]
+end
 if loud then
   -- A peer's count in this epoch's slot (and no z): the key is loud, the general path reads it.
   local k = label(slot_index(math.floor(now_ms(nil) / 60000)))
@@ -64,9 +78,11 @@ if loud then
     redis.call('HDEL', keys[last], 'z')
   end
 end
+local hot = ARGV[2]:sub(1, 3) == 'hot'
+local hotloud = ARGV[2] == 'hotloud'
 local t0 = redis.call('TIME')
 for i = 1, n do
-  keys[last] = base .. i
+  keys[last] = hot and base or base .. i
   renew_memos()
   decide(keys, argv)
 end
@@ -80,6 +96,9 @@ for (let rep = 0; rep < Number(process.env.REPS ?? 5); rep++) {
     ['solo', solo.keys, solo.argv],
     ['fed', fed.keys, fed.argv],
     ['loud', fed.keys, fed.argv],
+    ['hot', fed.keys, fed.argv],
+    ['hotsolo', solo.keys, solo.argv],
+    ['hotloud', fed.keys, fed.argv],
   ] as const) {
     await redis.flushdb();
     await redis.hset(layout.shardMarkerKey(46), 'fence', 0);
