@@ -9,6 +9,13 @@
 local MAX_REFILL_SEGMENTS = 32
 -- A bucket's fields beside its slots.
 local BUCKET_FIELDS = { 'tokens', 'last_refill', 'sig' }
+-- A bucket's read plans (federation.lua decision_shape, load_state) name its kind and extra fields: built at the
+-- first call (a Functions library's load runs without the table library).
+local bucket_shape = nil
+local function bucket_shape_of()
+  if bucket_shape == nil then bucket_shape = 'tb|' .. table.concat(BUCKET_FIELDS, ',') end
+  return bucket_shape
+end
 
 -- Share moves need the sender to regain a share `skew` after the epoch, within the kept epochs.
 local function transfers_allowed(p)
@@ -195,9 +202,9 @@ local function load_bucket(p, key, for_decision, now)
     -- Every region's count of the current and the previous epoch too: the false-denial test
     -- (bucket_false_denial) sums them.
     cells = function(plan, k) plan_row_cells(plan, p.n, k, p.self, false, k == current, k == current or k == previous) end
-    shape = 'tb' .. p.n .. ':' .. p.self .. ':' .. current .. ':' .. previous
+    shape = decision_shape(bucket_shape_of(), p.n, p.self, current, previous)
   elseif p.n == 1 then
-    shape = 'tb1'
+    shape = decision_shape(bucket_shape_of(), 1, 0, -1, -1)
   end
   local read, state = pcall(load_state, key, p.n, not for_decision, BUCKET_FIELDS, ids, cells, shape)
   if not read then
@@ -258,8 +265,8 @@ local function store_admission(p, state, bucket, k)
   if p.n == 1 or state.silent or slot.id ~= state.held[k] or slot.c[r] == 0 or slot.t[r] == 0 then
     return store_bucket(p, state, bucket)
   end
-  local kl, own = label(k), '.' .. label(r)
+  local names = own_cell_names(r, k)
   redis.call('HSET', state.key, 'tokens', fmt(bucket.tokens), 'last_refill', fmt(bucket.last), 'sig', fmt(bucket.sig),
-    'c' .. kl .. own, fmt(slot.c[r]), 't' .. kl .. own, fmt(slot.t[r]))
+    names[1], fmt(slot.c[r]), names[2], fmt(slot.t[r]))
   redis.call('PEXPIRE', state.key, federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit))
 end

@@ -158,6 +158,23 @@ local function label(i)
   return text
 end
 
+-- Region r's count and time field names in slot k (c<k>.<r>, t<k>.<r>), built once per library load.
+local own_names = {}
+local function own_cell_names(r, k)
+  local by_region = own_names[r]
+  if by_region == nil then
+    by_region = {}
+    own_names[r] = by_region
+  end
+  local names = by_region[k]
+  if names == nil then
+    local own = '.' .. tostring(r)
+    names = { 'c' .. tostring(k) .. own, 't' .. tostring(k) .. own }
+    by_region[k] = names
+  end
+  return names
+end
+
 -- Renews the memos above (zero_slots, labels). An EVAL starts with fresh tables; a Functions library keeps its
 -- upvalues between calls, so decide renews them first and every call sees what an EVAL would.
 local function renew_memos()
@@ -265,6 +282,26 @@ end
 -- (store_slots reads names, kinds and indexes).
 local cached_plans = {}
 
+-- The shape (load_state) of a decision's read plan: `kind` names the key's kind and the extra fields read (a constant
+-- string per caller), then region `r` of `n` (r < 1024) and the slots of the current window/epoch and of the one
+-- before it that are read (-1: none). Built once per library load: building the string per decision cost a loud
+-- one about a tenth.
+local decision_shapes = {}
+local function decision_shape(kind, n, r, current, previous)
+  local by_kind = decision_shapes[kind]
+  if by_kind == nil then
+    by_kind = {}
+    decision_shapes[kind] = by_kind
+  end
+  local code = ((n * 1024 + r) * (KEPT_WINDOWS + 1) + current + 1) * (KEPT_WINDOWS + 1) + previous + 1
+  local shape = by_kind[code]
+  if shape == nil then
+    shape = kind .. ':' .. n .. ':' .. r .. ':' .. current .. ':' .. previous
+    by_kind[code] = shape
+  end
+  return shape
+end
+
 -- Cell i of the plan, read as `raw`, into its slot (and into `old`, what store_slots compares with).
 local function place_cell(state, slots, plan, i, raw)
   local value = tonumber(raw) or 0
@@ -277,22 +314,20 @@ local function place_cell(state, slots, plan, i, raw)
   end
 end
 
--- `shape` names everything `ids` and `cells` depend on (nil: build the plan for this call alone); a whole-key
--- read (ids and cells nil) is cached by n, with_a and the extra names.
+-- `shape` names everything `ids`, `cells` and `extra_names` depend on (nil: build the plan for this call alone);
+-- a whole-key read (ids and cells nil) is cached by n, with_a and the extra names.
 local function load_state(key, n, with_a, extra_names, ids, cells, shape)
-  if shape == nil and ids == nil and cells == nil then shape = tostring(n) .. (with_a and 'a' or 'x') end
-  local whole = ids == nil and cells == nil
+  if shape == nil and ids == nil and cells == nil then
+    shape = tostring(n) .. (with_a and 'a' or 'x') .. '|' .. table.concat(extra_names, ',')
+  end
   local plan, id_fields, slot_fields, index
   if shape ~= nil then
-    shape = shape .. '|' .. table.concat(extra_names, ',')
     local cached = cached_plans[shape]
     if cached == nil then
       cached = { build_plan(n, with_a, extra_names, ids, cells) }
-      if whole then
-        -- Field name -> its place in the plan, for reading the key with HGETALL.
-        cached[4] = {}
-        for i, name in ipairs(cached[1].names) do cached[4][name] = i end
-      end
+      -- Field name -> its place in the plan, for reading the key with HGETALL.
+      cached[4] = {}
+      for i, name in ipairs(cached[1].names) do cached[4][name] = i end
       cached_plans[shape] = cached
     end
     plan, id_fields, slot_fields, index = cached[1], cached[2], cached[3], cached[4]
@@ -303,8 +338,9 @@ local function load_state(key, n, with_a, extra_names, ids, cells, shape)
   local slots = empty_slots(n, with_a)
   state.slots = slots
   if index ~= nil then
-    -- A whole read: the fields the key holds (a few dozen at most) instead of every name it may hold (75 for
-    -- three regions), and only those are looked at; `old` is sparse (a cell not held is 0: store_slots).
+    -- The fields the key holds (a few dozen at most) instead of every name the plan may read (28 for a bucket
+    -- decision of three regions, 75 for a whole read), and only the plan's are looked at: one pass over the hash
+    -- where HMGET searches it once per name; `old` is sparse (a cell not held is 0: store_slots).
     local flat = redis.call('HGETALL', key)
     for k = 0, KEPT_WINDOWS - 1 do state.held[k] = -1 end
     for _, name in ipairs(extra_names) do state.extra[name] = false end
