@@ -82,14 +82,25 @@ local function empty_slot(n, id, with_a)
 end
 
 --[[
-  One shared empty slot (id -1) per shape: empty slots and the zeros of cells_of are read many times per call
-  and must never be mutated. Every write path first puts a slot of its own in place (a new window, a join).
+  One shared empty slot (id -1) per region count and shape: empty slots and the zeros of cells_of are read many
+  times per call and must never be mutated. Every write path first puts a slot of its own in place (a new window, a
+  join). A Functions library keeps them between calls (building them was a twentieth of a loud decision); the
+  differential test runs its steps through the library, so a slot written in place would show there.
 ]]
 local zero_slots = {}
 local function zero_slot(n, with_a)
+  local by_count = zero_slots[n]
+  if by_count == nil then
+    by_count = {}
+    zero_slots[n] = by_count
+  end
   local shape = with_a and 'a' or 'x'
-  if zero_slots[shape] == nil then zero_slots[shape] = empty_slot(n, -1, with_a) end
-  return zero_slots[shape]
+  local zero = by_count[shape]
+  if zero == nil then
+    zero = empty_slot(n, -1, with_a)
+    by_count[shape] = zero
+  end
+  return zero
 end
 
 local function empty_slots(n, with_a)
@@ -175,10 +186,10 @@ local function own_cell_names(r, k)
   return names
 end
 
--- Renews the memos above (zero_slots, labels). An EVAL starts with fresh tables; a Functions library keeps its
--- upvalues between calls, so decide renews them first and every call sees what an EVAL would.
+-- Renews the labels memo. An EVAL starts with fresh tables; a Functions library keeps its upvalues between calls,
+-- so decide renews them first and every call sees what an EVAL would (the memos of names, shapes, plans and zero
+-- slots depend on nothing a call changes and are kept).
 local function renew_memos()
-  zero_slots = {}
   labels = {}
 end
 
