@@ -265,7 +265,7 @@ local function store_admission(p, state, bucket, k)
   if p.n == 1 or state.silent or slot.id ~= state.held[k] or slot.c[r] == 0 or slot.t[r] == 0 then
     return store_bucket(p, state, bucket)
   end
-  local names = own_cell_names(r, k)
+  local names = own_slot_names(r, k)
   redis.call('HSET', state.key, 'tokens', fmt(bucket.tokens), 'last_refill', fmt(bucket.last), 'sig', fmt(bucket.sig),
     names[1], fmt(slot.c[r]), names[2], fmt(slot.t[r]))
   redis.call('PEXPIRE', state.key, federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit))

@@ -169,9 +169,10 @@ local function label(i)
   return text
 end
 
--- Region r's count and time field names in slot k (c<k>.<r>, t<k>.<r>), built once per library load.
+-- Region r's own field names of slot k: its count and time (c<k>.<r>, t<k>.<r>), its count in the slot before
+-- (c<kp>.<r>, kp the previous epoch's or window's slot) and the slot's id (w<k>). Built once per library load.
 local own_names = {}
-local function own_cell_names(r, k)
+local function own_slot_names(r, k)
   local by_region = own_names[r]
   if by_region == nil then
     by_region = {}
@@ -180,7 +181,8 @@ local function own_cell_names(r, k)
   local names = by_region[k]
   if names == nil then
     local own = '.' .. tostring(r)
-    names = { 'c' .. tostring(k) .. own, 't' .. tostring(k) .. own }
+    local kp = (k + KEPT_WINDOWS - 1) % KEPT_WINDOWS
+    names = { 'c' .. tostring(k) .. own, 't' .. tostring(k) .. own, 'c' .. tostring(kp) .. own, 'w' .. tostring(k) }
     by_region[k] = names
   end
   return names

@@ -12,24 +12,6 @@
   slot ids, this region's c and t of the current epoch's slot and its c of the previous epoch's. Returns nil
   when the key holds state without z (the general path decides it), else what federated_bucket returns.
 ]]
--- This region's field names of slot k (c, t) and of the slot before (its c), by region and slot: built once per
--- library load (they depend on nothing else).
-local silent_names = {}
-local function silent_fields(r, k, kp)
-  local by_region = silent_names[r]
-  if by_region == nil then
-    by_region = {}
-    silent_names[r] = by_region
-  end
-  local names = by_region[k]
-  if names == nil then
-    local own = '.' .. tostring(r)
-    names = { 'c' .. tostring(k) .. own, 't' .. tostring(k) .. own, 'c' .. tostring(kp) .. own, 'w' .. tostring(k) }
-    by_region[k] = names
-  end
-  return names
-end
-
 -- The silent view's share, capacity and rate (bucket_share.lua share_at, bucket_capacity, bucket_rate): `v` holds
 -- units (σ outside the fence span), b (this region's budget part), fence_end, C, L and P.
 local function silent_share_at(v, t)
@@ -62,7 +44,7 @@ local function silent_bucket(p, rule, fence, now)
   local r, P, C, L, cost = p.self, p.period, p.capacity, p.limit, rule.cost
   local epoch = math.floor(now / P)
   local k, kp = slot_index(epoch), slot_index(epoch - 1)
-  local names = silent_fields(r, k, kp)
+  local names = own_slot_names(r, k)
   -- The key's one string (silent_string.lua: absent, or this region's silent string), else its hash. Another
   -- region's string (the regions were renumbered), a window's or a single region's number (gcra.lua, this region
   -- before it federated the rule): the hash they stand for, from now on.
