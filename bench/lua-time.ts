@@ -1,6 +1,8 @@
 // Lua time per decide call inside one EVAL (no network, no client), token bucket: fresh keys for one region
-// ("solo") beside a federated region's silent keys ("fed"), and a federated region's loud keys ("loud": each key
-// decided once, then given the grants and returns a hot key of a Zipf run holds, so the general path decides it), the minimum over REPS runs.
+// ("solo") beside a federated region's silent keys ("fed": new; "again": each decided once before), and a federated
+// region's loud keys ("loud": each key decided once, then given the grants and returns a hot key of a Zipf run holds,
+// so the general path decides it); "hot"/"hotsolo": one key again and again; "hotloud": one key holding both donors'
+// grants. The minimum over REPS runs.
 // `npx tsx bench/lua-time.ts [decisions]`; PATCH='from=>to;;from2=>to2' replaces source text first (to see what a
 // part of the script costs by stubbing it). Run on a quiet machine: it measures wall time inside Redis.
 import { Redis } from 'ioredis';
@@ -61,6 +63,14 @@ if ARGV[2] == 'hotloud' then
   redis.call('HDEL', keys[last], 'z')
   base = keys[last]
 end
+if ARGV[2] == 'again' then
+  -- Each key decided once before the timed loop: it holds this region's silent string, as most keys of a Zipf run do.
+  for i = 1, n do
+    keys[last] = base .. i
+    renew_memos()
+    decide(keys, argv)
+  end
+end
 if loud then
   -- A peer's count in this epoch's slot (and no z): the key is loud, the general path reads it.
   local k = label(slot_index(math.floor(now_ms(nil) / 60000)))
@@ -99,6 +109,7 @@ for (let rep = 0; rep < Number(process.env.REPS ?? 5); rep++) {
     ['hot', fed.keys, fed.argv],
     ['hotsolo', solo.keys, solo.argv],
     ['hotloud', fed.keys, fed.argv],
+    ['again', fed.keys, fed.argv],
   ] as const) {
     await redis.flushdb();
     await redis.hset(layout.shardMarkerKey(46), 'fence', 0);
