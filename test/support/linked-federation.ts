@@ -22,6 +22,21 @@ export async function startLinkedFederation(root: string, output: string[] = [])
     eventually(check, 30_000, what, 100).catch((error: Error) => {
       throw new Error(`${error.message}:\n${output.slice(-20).join('\n')}`);
     });
+  try {
+    await untilLinked(federation, waitFor);
+  } catch (error) {
+    // The caller never gets the federation to stop: stop it here, or its processes outlive the test run.
+    await federation.stop().catch(() => undefined);
+    throw error;
+  }
+  return federation;
+}
+
+/** Every region ready and every region's Redis has applied gossip from each of its peers. */
+async function untilLinked(
+  federation: LocalFederation,
+  waitFor: (what: string, check: () => Promise<boolean>) => Promise<unknown>,
+): Promise<void> {
   const names = federation.regions.map((region) => region.name);
   for (const region of federation.regions) {
     await waitFor(`${region.name} not ready`, async () => {
@@ -42,5 +57,4 @@ export async function startLinkedFederation(root: string, output: string[] = [])
       redis.disconnect();
     }
   }
-  return federation;
 }
