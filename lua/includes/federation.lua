@@ -81,6 +81,16 @@ local function empty_slot(n, id, with_a)
   return slot
 end
 
+-- The table at memo[key], made empty on first use: the memos below are keyed twice (memo[a][b]).
+local function memo_row(memo, key)
+  local row = memo[key]
+  if row == nil then
+    row = {}
+    memo[key] = row
+  end
+  return row
+end
+
 --[[
   One shared empty slot (id -1) per region count and shape: empty slots and the zeros of cells_of are read many
   times per call and must never be mutated. Every write path first puts a slot of its own in place (a new window, a
@@ -89,11 +99,7 @@ end
 ]]
 local zero_slots = {}
 local function zero_slot(n, with_a)
-  local by_count = zero_slots[n]
-  if by_count == nil then
-    by_count = {}
-    zero_slots[n] = by_count
-  end
+  local by_count = memo_row(zero_slots, n)
   local shape = with_a and 'a' or 'x'
   local zero = by_count[shape]
   if zero == nil then
@@ -173,11 +179,7 @@ end
 -- (c<kp>.<r>, kp the previous epoch's or window's slot) and the slot's id (w<k>). Built once per library load.
 local own_names = {}
 local function own_slot_names(r, k)
-  local by_region = own_names[r]
-  if by_region == nil then
-    by_region = {}
-    own_names[r] = by_region
-  end
+  local by_region = memo_row(own_names, r)
   local names = by_region[k]
   if names == nil then
     local own = '.' .. tostring(r)
@@ -301,11 +303,7 @@ local cached_plans = {}
 -- one about a tenth.
 local decision_shapes = {}
 local function decision_shape(kind, n, r, current, previous)
-  local by_kind = decision_shapes[kind]
-  if by_kind == nil then
-    by_kind = {}
-    decision_shapes[kind] = by_kind
-  end
+  local by_kind = memo_row(decision_shapes, kind)
   local code = ((n * 1024 + r) * (KEPT_WINDOWS + 1) + current + 1) * (KEPT_WINDOWS + 1) + previous + 1
   local shape = by_kind[code]
   if shape == nil then
