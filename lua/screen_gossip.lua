@@ -4,16 +4,23 @@
   reading it. A job above the limit is taken off the wait list, its data dropped (the memory is freed in Redis
   too) and it is put in the failed set with a reason, as BullMQ would record a failed job.
 
+  It also tells whether BullMQ's take (moveToActive) could find a job at all: a job waits (after the screen), is
+  delayed (a retry's backoff: the take promotes it when due) or is prioritized. When none is, the worker skips
+  the take and blocks on the queue's marker at once (src/federation/gossip/worker.ts).
+
   KEYS[1]  the queue's wait list ({qf}:gossip:wait)
   KEYS[2]  the queue's failed set ({qf}:gossip:failed)
+  KEYS[3]  the queue's delayed set ({qf}:gossip:delayed)
+  KEYS[4]  the queue's prioritized set ({qf}:gossip:prioritized)
   ARGV[1]  job key prefix ({qf}:gossip:)    ARGV[2] most bytes of `data`
   ARGV[3]  how many jobs at the tail to look at    ARGV[4] now (ms)
 
-  Returns { id, size, id, size, ... } of the jobs refused.
+  Returns { takeable, id, size, id, size, ... }: takeable 1 when a take may find a job (0: none waits, none is
+  delayed or prioritized), then the jobs refused.
 ]]
 local ids = redis.call('LRANGE', KEYS[1], -tonumber(ARGV[3]), -1)
 local limit = tonumber(ARGV[2])
-local refused = {}
+local refused = { 0 }
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id
   local size = redis.call('HSTRLEN', key, 'data')
@@ -24,5 +31,8 @@ for _, id in ipairs(ids) do
     refused[#refused + 1] = id
     refused[#refused + 1] = size
   end
+end
+if redis.call('LLEN', KEYS[1]) > 0 or redis.call('ZCARD', KEYS[3]) > 0 or redis.call('ZCARD', KEYS[4]) > 0 then
+  refused[1] = 1
 end
 return refused

@@ -232,6 +232,9 @@ export interface ScreenInputs {
   /** The queue's wait list and failed set. */
   waitKey: string;
   failedKey: string;
+  /** The queue's delayed and prioritized sets (a take may find a job there too). */
+  delayedKey: string;
+  prioritizedKey: string;
   /** The queue's job key prefix. */
   jobPrefix: string;
   maxBytes: number;
@@ -240,25 +243,35 @@ export interface ScreenInputs {
   now: number;
 }
 
-/** Fails queued gossip jobs whose data is oversized: KEYS wait, failed; ARGV prefix, most bytes, depth, now. */
-export function screenGossipCall(input: ScreenInputs): ScriptCall {
-  return { keys: [input.waitKey, input.failedKey], args: [input.jobPrefix, input.maxBytes, input.depth, input.now] };
+/** What screen_gossip.lua did: the jobs it failed, and whether a take may find a job. */
+export interface ScreenOutcome {
+  refused: { id: string; bytes: number }[];
+  /** A job waits, is delayed or is prioritized: BullMQ's take may find one (false: it would find none). */
+  takeable: boolean;
 }
 
-/** screen_gossip.lua's reply: id, size, id, size, ... of the jobs it failed. */
-export function parseScreenGossipReply(raw: unknown): { id: string; bytes: number }[] {
+/**
+ * Fails queued gossip jobs whose data is oversized: KEYS wait, failed, delayed, prioritized; ARGV prefix, most bytes,
+ * depth, now.
+ */
+export function screenGossipCall(input: ScreenInputs): ScriptCall {
+  return {
+    keys: [input.waitKey, input.failedKey, input.delayedKey, input.prioritizedKey],
+    args: [input.jobPrefix, input.maxBytes, input.depth, input.now],
+  };
+}
+
+/** screen_gossip.lua's reply: takeable (1 or 0), then id, size, id, size, ... of the jobs it failed. */
+export function parseScreenGossipReply(raw: unknown): ScreenOutcome {
   const reply = arrayReply('screen_gossip', raw);
-  if (reply.length % 2 !== 0) throw unexpected('screen_gossip', 'id, size pairs', raw);
+  if (reply.length % 2 !== 1) throw unexpected('screen_gossip', 'takeable, then id, size pairs', raw);
   const refused: { id: string; bytes: number }[] = [];
-  for (let i = 0; i < reply.length; i += 2) refused.push({ id: String(reply[i]), bytes: numberAt('screen_gossip', raw, reply[i + 1]) });
-  return refused;
+  for (let i = 1; i < reply.length; i += 2) refused.push({ id: String(reply[i]), bytes: numberAt('screen_gossip', raw, reply[i + 1]) });
+  return { refused, takeable: numberAt('screen_gossip', raw, reply[0]) === 1 };
 }
 
 /** Sends a screen_gossip.lua call (on a client with only that script registered) and parses its reply. */
-export async function runScreenGossip(
-  redis: Pick<QuotafedCommands, 'screenGossip'>,
-  call: ScriptCall,
-): Promise<{ id: string; bytes: number }[]> {
+export async function runScreenGossip(redis: Pick<QuotafedCommands, 'screenGossip'>, call: ScriptCall): Promise<ScreenOutcome> {
   return parseScreenGossipReply(await runScript(redis, 'screenGossip', call));
 }
 

@@ -76,7 +76,8 @@ describe('reply parsers', () => {
     expect(parseDecideReply([0, 5, 0, 0, 60_000, 40, 1, 12, 0], 1).rules[0]!.falseDenial).toBe(true);
     expect(parseApplyGossipReply([0, -3, 1])).toEqual({ changed: false, lagMs: -3, granted: true });
     expect(parseTakePendingReply([['k', '7', ['f', 'v']]])).toEqual([{ key: 'k', version: '7', fields: ['f', 'v'] }]);
-    expect(parseScreenGossipReply(['12', 70_000])).toEqual([{ id: '12', bytes: 70_000 }]);
+    expect(parseScreenGossipReply([1, '12', 70_000])).toEqual({ takeable: true, refused: [{ id: '12', bytes: 70_000 }] });
+    expect(parseScreenGossipReply([0])).toEqual({ takeable: false, refused: [] });
     // And a real reply: take_pending on an empty set.
     expect(parseTakePendingReply(await runScript(redis, 'takePending', { keys: ['qf:{s0}:p:1'], args: [10] }))).toEqual([]);
   });
@@ -88,6 +89,6 @@ describe('reply parsers', () => {
     expect(() => parseDecideReply([1, 5, 'x', 9, 0, 0, 0, 9, 0], 1)).toThrow(/decide\.lua.*a number/);
     expect(() => parseApplyGossipReply('OK')).toThrow(/apply_gossip\.lua/);
     expect(() => parseTakePendingReply([['k', '7']])).toThrow(/take_pending\.lua/);
-    expect(() => parseScreenGossipReply(['12'])).toThrow(/screen_gossip\.lua/);
+    expect(() => parseScreenGossipReply([1, '12'])).toThrow(/screen_gossip\.lua/);
   });
 });

@@ -1,7 +1,7 @@
 // The inbound gossip worker on BullMQ's public manual-processing API, against a real redis-server: it applies
 // jobs two at a time, retries a job whose apply failed, fails a rejected one without retry, takes no job in the
-// script that finishes another (BullMQ's own run loop is never started), and closes promptly while it waits
-// for work.
+// script that finishes another (BullMQ's own run loop is never started), skips a take that could find nothing
+// (yet takes a retry after its backoff), and closes promptly while it waits for work.
 import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
@@ -61,6 +61,45 @@ describe('gossip worker', () => {
     expect(await redis.hget(`${base}:${badJob.id}`, 'failedReason')).toBe('rejected: invalid');
     expect(await redis.zscore(`${base}:completed`, flakyJob.id!)).not.toBeNull();
     expect(await redis.llen(`${base}:active`)).toBe(0);
+  });
+
+  it('skips the take when nothing waits, yet takes a retry that waits out its backoff', async () => {
+    await worker?.close();
+    await redis.flushall();
+    let tries = 0;
+    worker = startGossipWorker(
+      config.redis,
+      async (data) => {
+        if ((data as { n: string }).n === 'late' && tries++ === 0) throw new Error('transient');
+        return applied;
+      },
+      silentLogger(),
+    );
+    // Every command the server runs goes to the slow log, the commands scripts run included: each take of BullMQ's
+    // (its moveToActive script) tries RPOPLPUSH from the wait list to the active list.
+    await redis.config('SET', 'slowlog-log-slower-than', '0');
+    await redis.config('SET', 'slowlog-max-len', '100000');
+    await redis.slowlog('RESET');
+    const takes = async () =>
+      ((await redis.slowlog('GET', -1)) as [number, number, number, string[]][]).filter(
+        ([, , , args]) => args[0]?.toLowerCase() === 'rpoplpush' && args[1] === `${base}:wait` && args[2] === `${base}:active`,
+      ).length;
+    try {
+      // Jobs one at a time, each after the worker went back to waiting: one take each, not a take that finds it
+      // and empty takes after it (15 takes for these 5 jobs before the screen answered the empty ones).
+      for (let i = 0; i < 5; i++) {
+        const job = await queue.add('gossip', { n: String(i) });
+        await eventually(async () => ((await redis.zscore(`${base}:completed`, job.id!)) !== null ? true : undefined), 5_000, `job ${i}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(await takes()).toBe(5);
+      // A failed try goes to the delayed set for its backoff: the screen must not call that nothing to take.
+      const late = await queue.add('gossip', { n: 'late' }, { attempts: 3, backoff: { type: 'fixed', delay: 300 } });
+      await eventually(async () => ((await redis.zscore(`${base}:completed`, late.id!)) !== null ? true : undefined), 5_000, 'retried');
+      expect(tries).toBe(2);
+    } finally {
+      await redis.config('SET', 'slowlog-log-slower-than', '10000');
+    }
   });
 
   it('closes within a second or two while waiting for work', async () => {

@@ -15,7 +15,10 @@
 //     The screen and BullMQ's take are two calls, so a job pushed to the wait list between them is taken
 //     unscreened: it is read once (never parsed), and its data is dropped in Redis before it is failed.
 // Two protected hooks of BullMQ's Worker remain (createJob: refuse before parsing; moveToActive: screen right
-// before each take, also after a blocking wait), both pinned by test/federation/gossip-hostile.test.ts.
+// before each take, also after a blocking wait), both pinned by test/federation/gossip-hostile.test.ts. The screen
+// also says whether a take could find a job; when none waits, is delayed or prioritized, the take is skipped and
+// answered empty through the protected nextJobFromJobData, as BullMQ's own take answers it (after each job the
+// worker tries a take before it blocks: that empty take was one of a job's round trips).
 import { UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -72,7 +75,9 @@ class GossipQueueWorker extends Worker {
   }
 
   protected override async moveToActive(token: string, name?: string): Promise<Job> {
-    await this.screen();
+    // Nothing waits, is delayed or prioritized: BullMQ's take would find nothing. Answer it as the take would (the
+    // worker is drained), so the next take blocks on the queue's marker, which a job added meanwhile has set.
+    if (!(await this.screen())) return this.nextJobFromJobData(undefined, undefined, token);
     return super.moveToActive(token, name);
   }
 
@@ -85,20 +90,26 @@ class GossipQueueWorker extends Worker {
     await (await this.redis()).hset(this.toKey(job.id!), 'data', '{}');
   }
 
-  private async screen(): Promise<void> {
+  /** Screens the next jobs; returns whether a take may find a job (true when the screen could not tell). */
+  private async screen(): Promise<boolean> {
     try {
       const client = withScript(await this.redis(), 'screenGossip');
       const call = screenGossipCall({
         waitKey: this.keys.wait!,
         failedKey: this.keys.failed!,
+        delayedKey: this.keys.delayed!,
+        prioritizedKey: this.keys.prioritized!,
         jobPrefix: this.toKey(''),
         maxBytes: LIMITS.maxBytes,
         depth: SCREEN_DEPTH,
         now: Date.now(),
       });
-      for (const { id, bytes } of await runScreenGossip(client, call)) this.onScreened(id, bytes);
+      const { refused, takeable } = await runScreenGossip(client, call);
+      for (const { id, bytes } of refused) this.onScreened(id, bytes);
+      return takeable;
     } catch {
       // The screen is a guard, not a gate: the size check in createJob still refuses an oversized job.
+      return true;
     }
   }
 }
