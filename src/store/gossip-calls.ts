@@ -232,9 +232,10 @@ export interface ScreenInputs {
   /** The queue's wait list and failed set. */
   waitKey: string;
   failedKey: string;
-  /** The queue's delayed and prioritized sets (a take may find a job there too). */
+  /** The queue's delayed and prioritized sets (a take may find a job there too), and its marker. */
   delayedKey: string;
   prioritizedKey: string;
+  markerKey: string;
   /** The queue's job key prefix. */
   jobPrefix: string;
   maxBytes: number;
@@ -251,12 +252,12 @@ export interface ScreenOutcome {
 }
 
 /**
- * Fails queued gossip jobs whose data is oversized: KEYS wait, failed, delayed, prioritized; ARGV prefix, most bytes,
- * depth, now.
+ * Fails queued gossip jobs whose data is oversized, and drops a marker no job stands behind: KEYS wait, failed,
+ * delayed, prioritized, marker; ARGV prefix, most bytes, depth, now.
  */
 export function screenGossipCall(input: ScreenInputs): ScriptCall {
   return {
-    keys: [input.waitKey, input.failedKey, input.delayedKey, input.prioritizedKey],
+    keys: [input.waitKey, input.failedKey, input.delayedKey, input.prioritizedKey, input.markerKey],
     args: [input.jobPrefix, input.maxBytes, input.depth, input.now],
   };
 }

@@ -80,10 +80,13 @@ describe('gossip worker', () => {
     await redis.config('SET', 'slowlog-log-slower-than', '0');
     await redis.config('SET', 'slowlog-max-len', '100000');
     await redis.slowlog('RESET');
-    const takes = async () =>
-      ((await redis.slowlog('GET', -1)) as [number, number, number, string[]][]).filter(
-        ([, , , args]) => args[0]?.toLowerCase() === 'rpoplpush' && args[1] === `${base}:wait` && args[2] === `${base}:active`,
-      ).length;
+    const logged = async (match: (args: string[]) => boolean) =>
+      ((await redis.slowlog('GET', -1)) as [number, number, number, string[]][]).filter(([, , , args]) => match(args)).length;
+    const takes = () =>
+      logged((args) => args[0]?.toLowerCase() === 'rpoplpush' && args[1] === `${base}:wait` && args[2] === `${base}:active`);
+    // The screen: the EVALSHA whose first keys are the wait list and the failed set.
+    const screens = () =>
+      logged((args) => args[0]?.toLowerCase() === 'evalsha' && args[3] === `${base}:wait` && args[4] === `${base}:failed`);
     try {
       // Jobs one at a time, each after the worker went back to waiting: one take each, not a take that finds it
       // and empty takes after it (15 takes for these 5 jobs before the screen answered the empty ones).
@@ -93,6 +96,9 @@ describe('gossip worker', () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       expect(await takes()).toBe(5);
+      // Two screens a job: before the take that finds it and before the one that would not. Before the screen dropped
+      // the marker BullMQ's take sets again, the worker woke on it once more after each job (14 or 15 screens).
+      expect(await screens()).toBeLessThanOrEqual(10);
       // A failed try goes to the delayed set for its backoff: the screen must not call that nothing to take.
       const late = await queue.add('gossip', { n: 'late' }, { attempts: 3, backoff: { type: 'fixed', delay: 300 } });
       await eventually(async () => ((await redis.zscore(`${base}:completed`, late.id!)) !== null ? true : undefined), 5_000, 'retried');

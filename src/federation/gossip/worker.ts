@@ -18,7 +18,8 @@
 // before each take, also after a blocking wait), both pinned by test/federation/gossip-hostile.test.ts. The screen
 // also says whether a take could find a job; when none waits, is delayed or prioritized, the take is skipped and
 // answered empty through the protected nextJobFromJobData, as BullMQ's own take answers it (after each job the
-// worker tries a take before it blocks: that empty take was one of a job's round trips).
+// worker tries a take before it blocks: that empty take was one of a job's round trips), and the screen drops the
+// base marker BullMQ's take set again after the job (which woke the blocked worker at once to find nothing).
 import { UnrecoverableError, Worker, type Job, type JobJson } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -99,6 +100,7 @@ class GossipQueueWorker extends Worker {
         failedKey: this.keys.failed!,
         delayedKey: this.keys.delayed!,
         prioritizedKey: this.keys.prioritized!,
+        markerKey: this.keys.marker!,
         jobPrefix: this.toKey(''),
         maxBytes: LIMITS.maxBytes,
         depth: SCREEN_DEPTH,
