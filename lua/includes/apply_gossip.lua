@@ -28,17 +28,17 @@ end
 
 -- protocol.ts relayWorthy: `incoming` (the entry's slots) holds a cell above `held` (this region's slots before the
 -- merge, by position; nil for a key it did not hold) other than the sender's own count and time (`bucket`: none of
--- the sender's own row, its transfers and the tokens moved with them), in a window or epoch the merge takes (a held
--- slot of an older window reads as zeros).
-local function relay_worthy(held, incoming, sender, n, bucket)
+-- the sender's own row, its transfers and the tokens moved with them) and the `target` peer's own row (nil: none left
+-- out), in a window or epoch the merge takes (a held slot of an older window reads as zeros).
+local function relay_worthy(held, incoming, sender, n, bucket, target)
   for _, sent in ipairs(incoming) do
     local at = held and held[slot_index(sent.id)]
     if sent.id >= 0 and not (at ~= nil and at.id > sent.id) then
       local mine = nil
       if at ~= nil and at.id == sent.id then mine = at end
       for o = 0, n - 1 do
-        -- A bucket's sender sends its whole row to every peer itself.
-        if not (bucket and o == sender) then
+        -- A bucket's sender sends its whole row to every peer itself; the target wrote its own.
+        if not (bucket and o == sender) and o ~= target then
           if o ~= sender and (sent.c[o] > (mine and mine.c[o] or 0) or sent.t[o] > (mine and mine.t[o] or 0)) then return true end
           for d = 0, n - 1 do
             if sent.x[o][d] > (mine and mine.x[o][d] or 0) then return true end
@@ -49,6 +49,19 @@ local function relay_worthy(held, incoming, sender, n, bucket)
     end
   end
   return false
+end
+
+-- protocol.ts relayTargets for each peer d but the sender and this region, computed on the slots before the merge for
+-- both cases of `idle` (known after it): strict[d] leaves d's own row out (an idle region), loose[d] counts it.
+local function relay_targets(held, incoming, sender, self, n, bucket)
+  local strict, loose = {}, {}
+  for d = 0, n - 1 do
+    if d ~= sender and d ~= self then
+      strict[d] = relay_worthy(held, incoming, sender, n, bucket, d)
+      loose[d] = strict[d] or relay_worthy(held, incoming, sender, n, bucket, nil)
+    end
+  end
+  return strict, loose
 end
 
 local function apply_gossip(KEYS, ARGV)
@@ -64,13 +77,6 @@ local function apply_gossip(KEYS, ARGV)
   local sender_time = tonumber(ARGV[17]) or now
   local pending = {}
   for i = 6, #KEYS do pending[#pending + 1] = KEYS[i] end
-  -- The sender's pending set and the others' (pending sets end in :p:<region index>): what a merge took from the
-  -- sender's view the sender has already; only what this region added (a grant, its row ahead) goes back to it.
-  local sender_suffix = ':p:' .. ARGV[15]
-  local others, to_sender = {}, {}
-  for _, set in ipairs(pending) do
-    if set:sub(-#sender_suffix) ~= sender_suffix then others[#others + 1] = set else to_sender[#to_sender + 1] = set end
-  end
   local fence = shard_fence(KEYS[2], now)
 
   local incoming = {}
@@ -90,18 +96,35 @@ local function apply_gossip(KEYS, ARGV)
     incoming[i] = slot
   end
 
-  -- What this region has given (its own x row, every slot): a grant is a merge after which it grew.
+  -- What this region has given to each peer (its own x row summed over the kept slots), and its total: a grant is a
+  -- merge after which the total grew; its grantees the peers whose part grew (protocol.ts granteesOf).
   local function own_given(slots)
-    local total = 0
+    local row, total = {}, 0
+    for d = 0, n - 1 do row[d] = 0 end
     for k = 0, KEPT_WINDOWS - 1 do
       if slots[k].id >= 0 then
-        for d = 0, n - 1 do total = total + slots[k].x[ctx.self][d] end
+        for d = 0, n - 1 do
+          row[d] = row[d] + slots[k].x[ctx.self][d]
+          total = total + slots[k].x[ctx.self][d]
+        end
       end
     end
-    return total
+    return total, row
+  end
+  -- protocol.ts admitsIn: this region admitted in a kept slot (it is not idle in the key).
+  local function admits_in(slots)
+    for k = 0, KEPT_WINDOWS - 1 do
+      if slots[k].id >= 0 and slots[k].c[ctx.self] > 0 then return true end
+    end
+    return false
   end
 
-  local changed, hungry_peer, granted, ahead, worthy = false, false, false, false, false
+  local changed, hungry_peer, granted, ahead, admits = false, false, false, false, false
+  -- The merge is news to peer d (relay_targets): worthy_strict[d] when this region is idle in the key, else
+  -- worthy_loose[d].
+  local worthy_strict, worthy_loose = {}, {}
+  -- grew[d]: this region's transfer to peer d grew in the merge (d a grantee).
+  local grew = {}
   local sender = tonumber(ARGV[15])
   -- An operator reset the key (reset_key.lua): what the sender changed before it (within the skew) is what the
   -- reset forgot, and stays forgotten.
@@ -119,26 +142,32 @@ local function apply_gossip(KEYS, ARGV)
   if is_bucket then
     local state, bucket = load_bucket(p, key, false, now)
     local merged
-    local before = 0
-    if bucket ~= nil then before = own_given(bucket.slots) end
-    worthy = relay_worthy(bucket and bucket.slots, incoming, sender, n, true)
+    local before, before_row = 0, {}
+    if bucket ~= nil then before, before_row = own_given(bucket.slots) end
+    worthy_strict, worthy_loose = relay_targets(bucket and bucket.slots, incoming, sender, ctx.self, n, true)
     changed, merged = merge_bucket(p, bucket, fence, now, incoming)
     if changed then
       store_bucket(p, state, merged)
       hungry_peer = bucket_has_hungry_peer(p, merged.slots, now)
-      granted = own_given(merged.slots) > before
+      local after, after_row = own_given(merged.slots)
+      granted = after > before
+      for d = 0, n - 1 do grew[d] = after_row[d] > (before_row[d] or 0) end
+      admits = admits_in(merged.slots)
       ahead = own_row_ahead(incoming, merged.slots, ctx.self, n)
     end
   else
     local state = load_state(key, n, true, {})
-    local before = own_given(state.slots)
-    worthy = relay_worthy(state.slots, incoming, sender, n, false)
+    local before, before_row = own_given(state.slots)
+    worthy_strict, worthy_loose = relay_targets(state.slots, incoming, sender, ctx.self, n, false)
     changed = merge_window(p, state.slots, fence, now, incoming)
     if changed then
       store_slots(state, state.slots)
       redis.call('PEXPIRE', key, window_ttl(p))
       hungry_peer = window_has_hungry_peer(p, state.slots, now)
-      granted = own_given(state.slots) > before
+      local after, after_row = own_given(state.slots)
+      granted = after > before
+      for d = 0, n - 1 do grew[d] = after_row[d] > before_row[d] end
+      admits = admits_in(state.slots)
       ahead = own_row_ahead(incoming, state.slots, ctx.self, n)
     end
   end
@@ -146,17 +175,24 @@ local function apply_gossip(KEYS, ARGV)
   if changed then
     -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
     redis.call('HDEL', key, 'z')
-    -- protocol.ts mergeMarks: a grant goes to every peer; a merge that gave nothing goes back to the sender when the
-    -- sender's view of this region's own row is behind (ownRowAhead), and to the others when it brought them more
-    -- than what the sender sends them itself (relayWorthy).
-    local marked = granted or ahead or worthy or hungry_peer
-    if granted or (ahead and worthy) then
-      mark_changed(key, pending, now)
-    elseif ahead then
-      mark_changed(key, to_sender, now)
-    elseif worthy then
-      mark_changed(key, others, now)
+    -- protocol.ts mergeMarks and marksPeer: what this region gave goes to its grantees, and to every peer when it
+    -- admits in the key itself (an idle donor's grant is not passed on); besides, the merge goes back to the sender
+    -- when the sender's view of this region's own row is behind (ownRowAhead), and to each other peer it brought
+    -- more than what the sender sends it itself and what it wrote itself (relayTargets).
+    local any_grantee = false
+    for d = 0, n - 1 do any_grantee = any_grantee or (grew[d] == true) end
+    local broadcast = admits and any_grantee
+    local worthy = worthy_strict
+    if admits then worthy = worthy_loose end
+    local marks = {}
+    for _, set in ipairs(pending) do
+      local d = tonumber(set:match(':p:(%d+)$'))
+      local to_it
+      if d == sender then to_it = broadcast or ahead else to_it = broadcast or worthy[d] == true end
+      if grew[d] or to_it then marks[#marks + 1] = set end
     end
+    local marked = granted or hungry_peer or #marks > 0
+    if #marks > 0 then mark_changed(key, marks, now) end
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
     -- The bell is for the publisher: rung only when this merge gave it something to send or sweep.

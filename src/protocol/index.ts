@@ -105,4 +105,4 @@ export {
   type WindowState,
 } from './window-decide.ts';
 export { mergeWindow, rebalanceWindow, sweepWindow, windowGossip, windowHasHungryPeer } from './window-rebalance.ts';
-export { mergeMarks, ownRowAhead, relayWorthy, type MergeMarks } from './merge-gossip.ts';
+export { admitsIn, granteesOf, marksPeer, mergeMarks, ownRowAhead, relayTargets, relayWorthy, type MergeMarks } from './merge-gossip.ts';

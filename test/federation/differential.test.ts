@@ -32,8 +32,11 @@ import {
   newWindowState,
   ownRowAhead,
   refundBucket,
+  admitsIn,
+  granteesOf,
+  marksPeer,
   mergeMarks,
-  relayWorthy,
+  relayTargets,
   refundWindow,
   resolveLeakageBudget,
   settleWindow,
@@ -917,12 +920,17 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     expectReply(reply, expected);
     const incoming = entry.s.map((flat) => (windowed ? toWindowSlot(unflattenSlot(flat, n), n) : toEpochSlot(unflattenSlot(flat, n), n)));
     const merged = windowed ? spec[to]!.window.slots : (spec[to]!.bucket?.slots ?? []);
-    const audience = mergeMarks(expected.granted, ownRowAhead(incoming, merged, to), relayWorthy(held, incoming, from));
+    const audience = mergeMarks(
+      granteesOf(held, merged, to),
+      ownRowAhead(incoming, merged, to),
+      relayTargets(held, incoming, from, to, !admitsIn(merged, to)),
+      admitsIn(merged, to),
+    );
     const marks = await Promise.all(
       pendingOf(to).map(async ([peer, set]) => [peer, (await clients[to]!.zscore(set, KEY)) !== null] as const),
     );
     for (const [peer, marked] of marks) {
-      const expectedMark = expected.changed && (peer === from ? audience.sender : audience.others);
+      const expectedMark = expected.changed && marksPeer(audience, peer, from);
       expect(marked, `pending mark for region ${peer} after ${from} → ${to} (${traced})`).toBe(expectedMark);
     }
   };

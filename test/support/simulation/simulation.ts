@@ -13,10 +13,13 @@ import {
   gossipHorizonMs,
   mergeBucket,
   mergeWindow,
+  admitsIn,
+  granteesOf,
+  marksPeer,
   mergeMarks,
   type MergeMarks,
   ownRowAhead,
-  relayWorthy,
+  relayTargets,
   newBucket,
   refill,
   sweepBucket,
@@ -245,8 +248,8 @@ class Simulation {
 
   /**
    * Store a changed state: new version, pending for every peer ("newer state supersedes"), or after a merge for the
-   * peers `heard.marks` names (apply_gossip.lua, mergeMarks: the sender when its view of this region's row is behind,
-   * the others when the merge brought them news); an unmarked peer's send already pending stays, and carries the
+   * peers `heard.marks` names (apply_gossip.lua, mergeMarks: the peers it gave to, the sender when its view of this
+   * region's row is behind, the others when the merge brought them news); an unmarked peer's send already pending stays, and carries the
    * state as it is when sent.
    */
   private changed(region: RegionSim, key: string, state: KeyState, heard?: { from: number; marks: MergeMarks }): void {
@@ -256,7 +259,7 @@ class Simulation {
     for (const peer of this.regions) {
       if (peer.index === region.index) continue;
       const pending = region.pending[peer.index]!;
-      const marked = heard === undefined || (peer.index === heard.from ? heard.marks.sender : heard.marks.others);
+      const marked = heard === undefined || marksPeer(heard.marks, peer.index, heard.from);
       if (marked || (peer.index !== heard?.from && pending.has(key))) pending.set(key, version);
     }
   }
@@ -438,14 +441,21 @@ class Simulation {
       this.needs.delete(need);
     }
     if (this.hasHungryPeer(region, result.state, local)) region.watch.add(message.key);
-    // apply_gossip.lua (protocol mergeMarks): a merge in which this region gave goes to every peer (and on the fast
-    // lane); one that gave nothing to the sender when its view of this region's own row is behind, and to the others
+    // apply_gossip.lua (protocol mergeMarks): a merge in which this region gave goes to the peers it gave to (and on
+    // the fast lane); besides, to the sender when its view of this region's own row is behind, and to the others
     // when it brought them news.
     const gave = this.gave(region, held, result.state);
     const marks = mergeMarks(
-      gave,
+      granteesOf(held ? this.slotsOf(held) : [], this.slotsOf(result.state), region.index),
       ownRowAhead(message.slots, this.slotsOf(result.state), region.index),
-      relayWorthy(held ? this.slotsOf(held) : [], message.slots, message.from),
+      relayTargets(
+        held ? this.slotsOf(held) : [],
+        message.slots,
+        message.from,
+        region.index,
+        !admitsIn(this.slotsOf(result.state), region.index),
+      ),
+      admitsIn(this.slotsOf(result.state), region.index),
     );
     this.changed(region, message.key, result.state, { from: message.from, marks });
     if (gave) this.fastLane(region, message.key);
