@@ -1,8 +1,9 @@
 // `[PROBE_START_SECOND=s] npx tsx bench/federation-probe.ts [seconds] [callers] [jobs]`: where a federated region's work goes under Zipf(1.0) load
 // over 1 M keys, in one process (three real redis-servers and federations, test/support/federation.ts; the per-key
 // token bucket of regions/*.yaml, 1,000/min, budget 5%, sync 100 ms, load on region a only). It prints:
-//   - which keys ended loud (a hash: a peer wrote to it, or it ran past its watermark or its pace) and the share of
-//     the decisions they took, beside the silent ones (one string);
+//   - which keys ended loud (a hash: a peer wrote to it, or it ran past its watermark or its pace; still marked
+//     silent, z, when no peer's cell is in it yet) and the share of the decisions they took, beside the silent ones
+//     (one string);
 //   - each region's Redis time per decision by command and script (every command in the SLOWLOG: slower than
 //     without it, so compare the rows with each other, not with the bench);
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
@@ -114,7 +115,10 @@ for (const region of fed.regions) {
 const layout = layoutOf(a.config);
 const byType = new Map<string, { keys: number; decisions: number; denied: number }>();
 for (const [rank, tally] of perKey) {
-  const type = await a.redis.type(layout.ruleKey('per-key', { principal: `key-${rank}`, dimensions: [`key-${rank}`] }));
+  const key = layout.ruleKey('per-key', { principal: `key-${rank}`, dimensions: [`key-${rank}`] });
+  let type = await a.redis.type(key);
+  // A hash still marked silent (z): it turned loud by its own admissions, no peer's cell merged into it yet.
+  if (type === 'hash' && (await a.redis.hexists(key, 'z')) === 1) type = 'hash-z';
   const row = byType.get(type) ?? { keys: 0, decisions: 0, denied: 0 };
   row.keys++;
   row.decisions += tally.n;
@@ -127,7 +131,14 @@ console.log(
     title: `Keys of region a after ${decisions.toLocaleString('en-US')} decisions (${Math.round(decisions / seconds)}/s, ${callers} callers)`,
     columns: ['state', 'keys', 'decisions', 'share of decisions', 'denied'],
     rows: [...byType].map(([type, row]) => ({
-      state: type === 'hash' ? 'loud (hash)' : type === 'string' ? 'silent (string)' : type,
+      state:
+        type === 'hash'
+          ? 'loud (hash)'
+          : type === 'hash-z'
+            ? 'loud (hash still marked silent: no peer cell yet)'
+            : type === 'string'
+              ? 'silent (string)'
+              : type,
       keys: row.keys,
       decisions: row.decisions,
       'share of decisions': `${((100 * row.decisions) / decisions).toFixed(1)}%`,
