@@ -238,46 +238,14 @@ describe('relayWorthy and relayTargets (spec)', () => {
   });
 
   it('relays to the peers but the sender and this region that the merge is news to', () => {
-    // Idle region 1 merges region 0's message carrying region 2's count: news to nobody of three (region 2 wrote it).
-    expect(
-      relayTargets(
-        held,
-        sent((slot) => (slot.c[2] = 2)),
-        0,
-        1,
-        true,
-      ),
-    ).toEqual([]);
-    // A region that admits in the key relays it (the relay carries region 0's latest count to region 2 as well).
-    expect(
-      relayTargets(
-        held,
-        sent((slot) => (slot.c[2] = 2)),
-        0,
-        1,
-        false,
-      ),
-    ).toEqual([2]);
-    // Idle region 2 merges region 0's message carrying region 1's time: no news to region 1 either.
-    expect(
-      relayTargets(
-        held,
-        sent((slot) => (slot.t[1] = 10)),
-        0,
-        2,
-        true,
-      ),
-    ).toEqual([]);
-    // Idle region 1 merges region 0's message carrying its window transfer to region 2: news to region 2.
-    expect(
-      relayTargets(
-        held,
-        sent((slot) => (slot.x[0]![2] = 3)),
-        0,
-        1,
-        true,
-      ),
-    ).toEqual([2]);
+    type Case = [why: string, change: (slot: ReturnType<typeof emptyWindowSlot>) => void, self: number, idle: boolean, to: number[]];
+    const cases: Case[] = [
+      ["idle region 1, region 2's count: news to nobody of three (region 2 wrote it)", (slot) => (slot.c[2] = 2), 1, true, []],
+      ["region 1 admitting in the key relays it (the relay carries region 0's latest count too)", (slot) => (slot.c[2] = 2), 1, false, [2]],
+      ["idle region 2, region 1's time: no news to region 1 either", (slot) => (slot.t[1] = 10), 2, true, []],
+      ["idle region 1, region 0's window transfer to region 2: news to region 2", (slot) => (slot.x[0]![2] = 3), 1, true, [2]],
+    ];
+    for (const [why, change, self, idle, to] of cases) expect(relayTargets(held, sent(change), 0, self, idle), why).toEqual(to);
   });
 });
 
