@@ -1,14 +1,13 @@
-// Which peers a merge's result goes to (`mergeMarks`). A merge in which this region gave (a grant or a return) goes
-// to every peer when this region admits in the key itself, and only to the peers it gave to (`granteesOf`) when it is
-// idle there: an idle donor's grant is not passed on (the others hear of it with the next message this region sends
-// them, which carries its whole row). Otherwise it goes back to the sender only
-// when the sender's view of this region's own row is behind (`ownRowAhead`: a silent region's count, or a grant the
-// sender has not merged yet, reaches a peer that is talking about the key now, without echoing a merge back to a
-// sender that has everything it carries), and to each other peer only when it brought that peer news
-// (`relayWorthy`, `relayTargets`: the relay, a third region hears through this one what the sender knew of the
-// others, of transfers and acknowledgements), not when all it brought was what the sender sends them itself (its
-// own count and time; a bucket's own transfers, which reach the others with the sender's next message to them) or
-// the peer's own row.
+// Which peers a merge's result goes to (`mergeMarks`). A merge in which this region gave (a grant or a return) goes to
+// every peer when this region admits in the key itself, and only to the peers it gave to (`granteesOf`) when it is idle
+// there: an idle donor's grant is not passed on (the others hear of it with the next message this region sends them,
+// which carries its whole row). Otherwise it goes back to the sender only when the sender's view of this region's own
+// row is behind (`ownRowAhead`: a silent region's count, or a grant the sender has not merged yet, reaches a peer that
+// is talking about the key now, without echoing a merge back to a sender that has everything it carries), and to each
+// other peer only when it brought that peer news (`relayWorthy`, `relayTargets`: the relay, a third region hears
+// through this one what the sender knew of the others, of transfers and acknowledgements), not when all it brought was
+// what the sender sends them itself (its own count and time; a bucket's own transfers, which reach the others with the
+// sender's next message to them) or the peer's own row.
 // Lua mirror: lua/includes/apply_gossip.lua (own_row_ahead, relay_worthy, own_given, the marks after a merge).
 import { slotIndex, type EpochSlot, type Slot, type WindowSlot } from './slots.ts';
 
@@ -40,19 +39,19 @@ function pairCells(slot: Slot): number[][] {
 
 /**
  * Whether a merge of `incoming` (a sender's slots) into `held` (this region's slots before it) brings peer `target`
- * anything the sender does not send it itself and it does not hold already: a cell of `incoming` above the held one
- * in the same window or epoch (a held slot of an older window counts as zeros; an incoming slot older than the held
- * one is not merged), other than the sender's own count `c[sender]` and time `t[sender]`, for a token bucket the
- * rest of the sender's own row (its transfers `x[sender][·]` and the tokens moved with them `y[sender][·]`), and
- * the target's own row when `target` is given (its count, time, transfers and acknowledgements or tokens moved: only
- * the target writes them, so they are never news to it; relayTargets gives it for an idle relaying region). The sender marks its count and time for every peer when it sends them (a loud
- * admission), and a bucket's transfer with its tokens goes to its grantee when it is made and to the others with
- * the sender's next message, so relaying them only doubles the traffic on a healthy mesh; what else a merge brings
- * (a third region's cells, a window's transfer or acknowledgement) is what the relay is for: a peer's rebalance runs
- * when a merge changes its state, and the simulation's accuracy rests on those merges (docs/federation.md §2 "Who
- * hears a merge"; a window's own transfers stay relayed because the fixed window's sequential case at L = 10 falls
- * to 80% without them). Until 2026-12-05 the target's own row counted: an idle donor heard its own grant back from
- * the other donor, through whom the hot region's view of it had passed.
+ * anything the sender does not send it itself and it does not hold already: a cell of `incoming` above the held one in
+ * the same window or epoch (a held slot of an older window counts as zeros; an incoming slot older than the held one
+ * is not merged), other than the sender's own count `c[sender]` and time `t[sender]`, for a token bucket the rest of
+ * the sender's own row (its transfers `x[sender][·]` and the tokens moved with them `y[sender][·]`), and the target's
+ * own row when `target` is given (its count, time, transfers and acknowledgements or tokens moved: only the target
+ * writes them, so they are never news to it; relayTargets gives it for an idle relaying region). The sender marks its
+ * count and time for every peer when it sends them (a loud admission), and a bucket's transfer with its tokens goes to
+ * its grantee when it is made and to the others with the sender's next message, so relaying them only doubles the
+ * traffic on a healthy mesh; what else a merge brings (a third region's cells, a window's transfer or acknowledgement)
+ * is what the relay is for: a peer's rebalance runs when a merge changes its state, and the simulation's accuracy
+ * rests on those merges (docs/federation.md §2 "Who hears a merge"; a window's own transfers stay relayed because the
+ * fixed window's sequential case at L = 10 falls to 80% without them). Until 2026-12-05 the target's own row counted:
+ * an idle donor heard its own grant back from the other donor, through whom the hot region's view of it had passed.
  *
  * @example
  * ```ts
