@@ -21,6 +21,7 @@ import { layoutOf } from '../src/keys.ts';
 import { SCRIPTS, luaSource, type ScriptName } from '../src/store/commands.ts';
 import { startDemoFederation } from './lib/demo-federation.ts';
 import { keyDraw } from './lib/key-draw.ts';
+import { untilSecondOfMinute } from './lib/minute-start.ts';
 import { renderTable, type Row } from './lib/table.ts';
 
 const seconds = Number(process.argv[2] ?? 8);
@@ -30,11 +31,7 @@ const a = fed.region('a');
 const draw = keyDraw({ distribution: 'zipf', keys: 1_000_000 });
 // PROBE_START_SECOND=s: the load starts at second s of a minute, so runs compare at the same point of the token
 // bucket's epoch (a minute: at its start every loud key draws its grants again).
-const startSecond = process.env.PROBE_START_SECOND;
-if (startSecond !== undefined) {
-  const wait = (Number(startSecond) * 1000 - (Date.now() % 60_000) + 60_000) % 60_000;
-  await new Promise((resolve) => setTimeout(resolve, wait));
-}
+await untilSecondOfMinute(process.env.PROBE_START_SECOND);
 
 for (const region of fed.regions) {
   await region.redis.config('SET', 'slowlog-log-slower-than', '0');

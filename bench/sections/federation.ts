@@ -23,6 +23,7 @@ import { newClient, type BenchContext, type Section } from '../lib/context.ts';
 import type { KeyDistribution } from '../lib/key-draw.ts';
 import type { KeyedLoadFigures, KeyedLoadOptions } from '../lib/keyed-load.ts';
 import { processCpuMicros, runKeyedLoad, startServer, type ProcessIo, type ServerProcess } from '../lib/processes.ts';
+import { untilSecondOfMinute } from '../lib/minute-start.ts';
 import { progress } from '../lib/progress.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../lib/prom-text.ts';
 import { callsDelta, commandCalls, commandMicros, netBytes, totalCalls, usedMemory, type CommandCalls } from '../lib/redis-stats.ts';
@@ -563,6 +564,11 @@ async function measureCase(bench: BenchCase, sizes: FederationBenchSizes): Promi
   let federated: Side | undefined;
   try {
     federated = await openSide(bench, sizes, true);
+    // BENCH_START_SECOND=s: the measured rounds start at second s of a minute, so runs of other code compare at the
+    // same point of the token bucket's epoch (docs/performance.md, sixteenth pass: unaligned runs scatter with it).
+    if (process.env.BENCH_START_SECOND)
+      progress(`federation ${bench.label}: waiting for second ${process.env.BENCH_START_SECOND} of the minute`);
+    await untilSecondOfMinute(process.env.BENCH_START_SECOND);
     const rounds = sizes.rounds;
     const seconds = Math.max(1, sizes.seconds / rounds);
     for (let round = 0; round < rounds; round++) {
