@@ -17,7 +17,7 @@
   ARGV[18] slot count, then per slot: id, n values c[o], n·n values x[o][d], n·n values a[o][d] (token
   buckets: y[o][d], tokens moved), n values t[o]
 
-  Who a changed merge marks the key for (protocol.ts mergeMarks, marksPeer): the peers this region gave to in it
+  Who a changed merge marks the key for (protocol.ts marksOfMerge, marksPeer): the peers this region gave to in it
   (granteesOf: a grant or a return), and every peer when it gave while it admits in the key itself (admitsIn; an
   idle donor's grant is not passed on); besides, the sender when its view of this region's own row (c, t, x) is
   behind (protocol.ts ownRowAhead: a silent count, or a grant it has not merged, reaches the peer that is talking

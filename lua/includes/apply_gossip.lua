@@ -175,7 +175,7 @@ local function apply_gossip(KEYS, ARGV)
   if changed then
     -- A peer's cells or a transfer may now be in the hash: the key is no longer silent (federation.lua load_silent).
     redis.call('HDEL', key, 'z')
-    -- protocol.ts mergeMarks and marksPeer: what this region gave goes to its grantees, and to every peer when it
+    -- protocol.ts marksOfMerge and marksPeer: what this region gave goes to its grantees, and to every peer when it
     -- admits in the key itself (an idle donor's grant is not passed on); besides, the merge goes back to the sender
     -- when the sender's view of this region's own row is behind (ownRowAhead), and to each other peer it brought
     -- more than what the sender sends it itself and what it wrote itself (relayTargets).

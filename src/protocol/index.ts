@@ -105,4 +105,14 @@ export {
   type WindowState,
 } from './window-decide.ts';
 export { mergeWindow, rebalanceWindow, sweepWindow, windowGossip, windowHasHungryPeer } from './window-rebalance.ts';
-export { admitsIn, granteesOf, marksPeer, mergeMarks, ownRowAhead, relayTargets, relayWorthy, type MergeMarks } from './merge-gossip.ts';
+export {
+  admitsIn,
+  granteesOf,
+  marksOfMerge,
+  marksPeer,
+  mergeMarks,
+  ownRowAhead,
+  relayTargets,
+  relayWorthy,
+  type MergeMarks,
+} from './merge-gossip.ts';

@@ -171,6 +171,32 @@ export function mergeMarks(grantees: readonly number[], ahead: boolean, relayTo:
   return { sender: broadcast || ahead, others: broadcast, relayTo, grantees };
 }
 
+/**
+ * The marks of a merge at region `self` of the message `incoming` from region `from`: `held` its slots before the
+ * merge, `merged` after (apply_gossip.lua decides the same from the same reads).
+ *
+ * @example
+ * ```ts
+ * const marks = marksOfMerge(held, message.slots, merged, message.from, self);
+ * const pendingFor = peers.filter((peer) => marksPeer(marks, peer, message.from));
+ * ```
+ */
+export function marksOfMerge(
+  held: readonly Slot[],
+  incoming: readonly Slot[],
+  merged: readonly Slot[],
+  from: number,
+  self: number,
+): MergeMarks {
+  const admits = admitsIn(merged, self);
+  return mergeMarks(
+    granteesOf(held, merged, self),
+    ownRowAhead(incoming, merged, self),
+    relayTargets(held, incoming, from, self, !admits),
+    admits,
+  );
+}
+
 /** Whether `marks` (a merge of a message from region `from`) names `peer`. */
 export function marksPeer(marks: MergeMarks, peer: number, from: number): boolean {
   if (marks.grantees.includes(peer)) return true;

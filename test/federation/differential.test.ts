@@ -30,13 +30,9 @@ import {
   mergeBucket,
   mergeWindow,
   newWindowState,
-  ownRowAhead,
   refundBucket,
-  admitsIn,
-  granteesOf,
+  marksOfMerge,
   marksPeer,
-  mergeMarks,
-  relayTargets,
   refundWindow,
   resolveLeakageBudget,
   settleWindow,
@@ -920,12 +916,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     expectReply(reply, expected);
     const incoming = entry.s.map((flat) => (windowed ? toWindowSlot(unflattenSlot(flat, n), n) : toEpochSlot(unflattenSlot(flat, n), n)));
     const merged = windowed ? spec[to]!.window.slots : (spec[to]!.bucket?.slots ?? []);
-    const audience = mergeMarks(
-      granteesOf(held, merged, to),
-      ownRowAhead(incoming, merged, to),
-      relayTargets(held, incoming, from, to, !admitsIn(merged, to)),
-      admitsIn(merged, to),
-    );
+    const audience = marksOfMerge(held, incoming, merged, from, to);
     const marks = await Promise.all(
       pendingOf(to).map(async ([peer, set]) => [peer, (await clients[to]!.zscore(set, KEY)) !== null] as const),
     );

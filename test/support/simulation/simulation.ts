@@ -13,13 +13,9 @@ import {
   gossipHorizonMs,
   mergeBucket,
   mergeWindow,
-  admitsIn,
-  granteesOf,
+  marksOfMerge,
   marksPeer,
-  mergeMarks,
   type MergeMarks,
-  ownRowAhead,
-  relayTargets,
   newBucket,
   refill,
   sweepBucket,
@@ -445,18 +441,7 @@ class Simulation {
     // the fast lane); besides, to the sender when its view of this region's own row is behind, and to the others
     // when it brought them news.
     const gave = this.gave(region, held, result.state);
-    const marks = mergeMarks(
-      granteesOf(held ? this.slotsOf(held) : [], this.slotsOf(result.state), region.index),
-      ownRowAhead(message.slots, this.slotsOf(result.state), region.index),
-      relayTargets(
-        held ? this.slotsOf(held) : [],
-        message.slots,
-        message.from,
-        region.index,
-        !admitsIn(this.slotsOf(result.state), region.index),
-      ),
-      admitsIn(this.slotsOf(result.state), region.index),
-    );
+    const marks = marksOfMerge(held ? this.slotsOf(held) : [], message.slots, this.slotsOf(result.state), message.from, region.index);
     this.changed(region, message.key, result.state, { from: message.from, marks });
     if (gave) this.fastLane(region, message.key);
     const merged = result.state;
