@@ -192,8 +192,9 @@ end
   and its write touch: every slot id, the transfers to and from this region, every region's cost and its own
   admission time in the epoch of `now`. A single region reads no slots at all. Merges and sweeps read every cell, with the
   token transfers y[o][d] in the slots' `a` cells (fields a<k>.<o>.<d>; token buckets have no acknowledgements).
+  `flat`: the key's HGETALL reply, read already by a decision's silent test (silent_bucket.lua); nil reads the key.
 ]]
-local function load_bucket(p, key, for_decision, now)
+local function load_bucket(p, key, for_decision, now, flat)
   local ids, cells, shape = nil, nil, nil
   if p.n == 1 then ids = {} end
   if for_decision then
@@ -206,7 +207,7 @@ local function load_bucket(p, key, for_decision, now)
   elseif p.n == 1 then
     shape = decision_shape(bucket_shape_of(), 1, 0, -1, -1)
   end
-  local read, state = pcall(load_state, key, p.n, not for_decision, BUCKET_FIELDS, ids, cells, shape)
+  local read, state = pcall(load_state, key, p.n, not for_decision, BUCKET_FIELDS, ids, cells, shape, flat)
   if not read then
     -- A single region's bucket (gcra.lua: this region decided the rule alone before): its hash from now on.
     if not gcra_to_hash(key, p.capacity, p.limit, p.period, now) then error(state) end

@@ -326,8 +326,9 @@ local function place_cell(state, slots, plan, i, raw)
 end
 
 -- `shape` names everything `ids`, `cells` and `extra_names` depend on (nil: build the plan for this call alone);
--- a whole-key read (ids and cells nil) is cached by n, with_a and the extra names.
-local function load_state(key, n, with_a, extra_names, ids, cells, shape)
+-- a whole-key read (ids and cells nil) is cached by n, with_a and the extra names. `flat`: the key's HGETALL reply
+-- when the caller has read it already (silent_bucket.lua, a loud hash); a plan with a shape reads it, not the key.
+local function load_state(key, n, with_a, extra_names, ids, cells, shape, flat)
   if shape == nil and ids == nil and cells == nil then
     shape = tostring(n) .. (with_a and 'a' or 'x') .. '|' .. table.concat(extra_names, ',')
   end
@@ -352,7 +353,7 @@ local function load_state(key, n, with_a, extra_names, ids, cells, shape)
     -- The fields the key holds (a few dozen at most) instead of every name the plan may read (28 for a bucket
     -- decision of three regions, 75 for a whole read), and only the plan's are looked at: one pass over the hash
     -- where HMGET searches it once per name; `old` is sparse (a cell not held is 0: store_slots).
-    local flat = redis.call('HGETALL', key)
+    if flat == nil then flat = redis.call('HGETALL', key) end
     for k = 0, KEPT_WINDOWS - 1 do state.held[k] = -1 end
     for _, name in ipairs(extra_names) do state.extra[name] = false end
     for j = 1, #flat, 2 do

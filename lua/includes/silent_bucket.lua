@@ -8,9 +8,9 @@
   through here against protocol.ts.
 
   Reads one GET: a new key or this region's silent string (silent_string.lua), written back with one SET PX. A
-  hash (a key written by an older release, a reset mark) is read with one HMGET: z, tokens, last_refill, sig, the
-  slot ids, this region's c and t of the current epoch's slot and its c of the previous epoch's. Returns nil
-  when the key holds state without z (the general path decides it), else what federated_bucket returns.
+  hash is read with one HGETALL (silent_hash_read): z, tokens, last_refill, sig, the slot ids, this region's c and t
+  of the current epoch's slot and its c of the previous epoch's. Returns nil and that HGETALL reply when the key
+  holds state without z (the general path decides it from the reply), else what federated_bucket returns.
 ]]
 -- The silent view's share, capacity and rate (bucket_share.lua share_at, bucket_capacity, bucket_rate): `v` holds
 -- units (σ outside the fence span), b (this region's budget part), fence_end, C, L and P.
@@ -38,6 +38,43 @@ local function silent_refill(p, v, fence, tokens, t, latest, now)
   return math.min(tokens, silent_capacity(v, s))
 end
 
+-- Where silent_bucket's read puts a field of the hash (besides z and this region's cells): HMGET's order.
+local SILENT_HASH_AT = { tokens = 2, last_refill = 3, sig = 4, w0 = 5, w1 = 6, w2 = 7 }
+
+--[[
+  A bucket's hash, read once with HGETALL: the values of z, tokens, last_refill, sig, w0 to w2 and this region's
+  cells `names` 1 to 3 (own_slot_names), as HMGET of those names answers them; or nil and the HGETALL reply when the
+  key is loud (no z, and one of those fields held): load_bucket reads that reply instead of the key. A loud key's
+  decision read its hash twice before (a short HMGET that found no z, then HGETALL).
+]]
+local function silent_hash_read(key, names)
+  local flat = redis.call('HGETALL', key)
+  local held = { false, false, false, false, false, false, false, false, false, false }
+  local c, t, before = names[1], names[2], names[3]
+  for j = 1, #flat, 2 do
+    local name = flat[j]
+    local i
+    if name == 'z' then
+      i = 1
+    elseif name == c then
+      i = 8
+    elseif name == t then
+      i = 9
+    elseif name == before then
+      i = 10
+    else
+      i = SILENT_HASH_AT[name]
+    end
+    if i ~= nil then held[i] = flat[j + 1] end
+  end
+  if held[1] == false then
+    for i = 2, 10 do
+      if held[i] ~= false then return nil, flat end
+    end
+  end
+  return held, nil
+end
+
 local function silent_bucket(p, rule, fence, now)
   -- An unbounded rule's share is the whole (share_at), and its keys are never silent (admission_gossip).
   if p.unbounded then return nil end
@@ -50,19 +87,15 @@ local function silent_bucket(p, rule, fence, now)
   -- before it federated the rule): the hash they stand for, from now on.
   local values, other = own_silent_values(rule.key, label(r), silent_string_values)
   if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
-  local held
+  local held, flat
   if values ~= nil then
     -- HMGET's reply for the string: z = 1, then as the names below ask.
     held = { '1', silent_field(values, 2), silent_field(values, 3), silent_field(values, 4), silent_field(values, 5),
       silent_field(values, 6), silent_field(values, 7), silent_field(values, 8 + 2 * k), silent_field(values, 9 + 2 * k),
       silent_field(values, 8 + 2 * kp) }
   else
-    held = redis.call('HMGET', rule.key, 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', names[1], names[2], names[3])
-  end
-  if held[1] == false then
-    for i = 2, 10 do
-      if held[i] ~= false then return nil end
-    end
+    held, flat = silent_hash_read(rule.key, names)
+    if held == nil then return nil, flat end
   end
   local id0, id1, id2 = tonumber(held[5]) or -1, tonumber(held[6]) or -1, tonumber(held[7]) or -1
   local held_k, held_kp = id0, id0
