@@ -40,6 +40,8 @@ local function prepare_call(ARGV)
     now_override = now_override,
     -- A peek answers the decision and writes nothing.
     peek = read_peek(ARGV, 0, rule_count),
+    -- The shard fences read so far in this script call (shard_fence's memo), when the caller keeps one.
+    fences = nil,
   }
 end
 
@@ -49,7 +51,7 @@ local function decide_prepared(call, KEYS, now)
   local n = ctx.n
   local peers = n - 1
   -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
-  if n > 1 then ctx.fence = shard_fence(KEYS[1], now) end
+  if n > 1 then ctx.fence = shard_fence(KEYS[1], now, call.fences) end
 
   local pending = {}
   for i = 1, peers do pending[i] = KEYS[1 + i] end

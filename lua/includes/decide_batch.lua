@@ -10,8 +10,8 @@
 
   Returns one reply per call, in call order: decide's reply, or the error that call raised (the others still
   decide). Each call runs through decide's own steps in order (its arguments read once for a run of calls that
-  share them; decide_prepared then sets each call's keys and fence), so the batch answers exactly what the calls
-  would one by one. Calls without a pinned clock (now override '') are decided at one Redis TIME read once per batch: they
+  share them; decide_prepared then sets each call's keys and fence, each shard's marker read once per batch), so the
+  batch answers exactly what the calls would one by one. Calls without a pinned clock (now override '') are decided at one Redis TIME read once per batch: they
   are decided in the same instant anyway.
 ]]
 --- @include "includes/batch"
@@ -21,6 +21,8 @@ local function decide_batch(keys, args)
   local replies = {}
   -- The batch's clock: one TIME read, on first need.
   local clock = batch_clock_once()
+  -- Each shard's fence, read once per batch (federation.lua shard_fence): the batch is one script call.
+  local fences = {}
   -- The current arguments, prepared once for the run of calls that share them (prepare_call).
   local call, prepare_error
   local k, a = 0, 1
@@ -35,7 +37,12 @@ local function decide_batch(keys, args)
       for j = 1, na do call_args[j] = args[a + j] end
       local prepared, result = pcall(prepare_call, call_args)
       call, prepare_error = nil, nil
-      if prepared then call = result else prepare_error = result end
+      if prepared then
+        call = result
+        call.fences = fences
+      else
+        prepare_error = result
+      end
     end
     k, a = k + nk, a + math.max(na, 0)
     if call ~= nil then

@@ -591,14 +591,25 @@ local function store_slots(state, slots, sets)
   if #sets > 0 then call_chunked('HSET', state.key, sets) end
 end
 
--- The recovery fence of the shard; a missing marker means this Redis lost its data: fence at `now`.
-local function shard_fence(marker, now)
+--[[
+  The recovery fence of the shard; a missing marker means this Redis lost its data: fence at `now`. `memo` (a table
+  of one script call, or nil) keeps each marker's fence once read: within one call a marker changes only here, so
+  reading it again would answer the same (decide_batch.lua reads each shard's marker once per batch).
+]]
+local function shard_fence(marker, now, memo)
+  if memo ~= nil then
+    local known = memo[marker]
+    if known ~= nil then return known end
+  end
   local fence = redis.call('HGET', marker, 'fence')
   if fence == false then
     redis.call('HSET', marker, 'fence', fmt(now))
-    return now
+    fence = now
+  else
+    fence = tonumber(fence)
   end
-  return tonumber(fence)
+  if memo ~= nil then memo[marker] = fence end
+  return fence
 end
 
 -- Marks a changed federated key for delivery to every peer (pending ZSETs scored by change version).
