@@ -23,6 +23,7 @@ import { LIST_HEADER, denialOf, listDeniedResponse } from './denial.ts';
 import { rateLimitHeaders, type RuleLookup } from './headers.ts';
 import { apiKeyFromHeaders, clientAddress, ipKey, ipv6PrefixOf, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
+import { answerTurn } from './answer-turn.ts';
 
 export const AUTH_REQUEST_PATH = '/v1/auth';
 /** With admin.protectCheck, nginx presents the admin token here (the client's Authorization is its API key). */
@@ -81,6 +82,7 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
       path: canonical.path,
     };
     const decision = await options.engine.decide(request);
+    await answerTurn(decision);
     // On the deny list: 403 in both modes, marked so nginx answers the client 403 and not its 429 (docs/nginx.md).
     if (decision.list?.list === 'deny') return listDeniedResponse(decision.list);
     // nginx sends no completion for the original request: concurrency leases go back at once.

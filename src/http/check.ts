@@ -27,6 +27,7 @@ import { DEFAULT_PATH_SETTINGS, canonicalPath, pathBytes, type PathSettings } fr
 import { readBodyText } from './read-body.ts';
 import type { SettleTokens } from './settle-token.ts';
 import type { Rule } from '../config/schema.ts';
+import { answerTurn } from './answer-turn.ts';
 
 export const CHECK_BODY_LIMIT_BYTES = 16 * 1024;
 
@@ -256,6 +257,7 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     if (!built.ok) return c.json({ allowed: false, status: built.status, error: built.reason }, 200);
     const request = built.request;
     const decision = await options.engine.decide(request);
+    await answerTurn(decision);
     const settle =
       decision.refund && options.settle && options.engine.settleResponse ? options.settle.tokens.issue(decision.refund) : undefined;
     const { headers, json } = checkAnswer(decision, now(), { cost: request.cost, rules: options.rules, peek: request.peek, settle });

@@ -19,6 +19,7 @@ import { applyHeaders, costExceedsLimit, costExceedsLimitResponse, rateLimitHead
 import { DEFAULT_IDENTITY, identifyRequest, type IdentitySettings } from './identity.ts';
 import { jsonError } from './json-error.ts';
 import { DEFAULT_PATH_SETTINGS, canonicalRequestPath, invalidPath, type PathSettings } from './path.ts';
+import { answerTurn } from './answer-turn.ts';
 
 /**
  * Options of the {@link quotafed} middleware: the engine that decides, and how a request becomes a
@@ -151,6 +152,7 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     const identified = await identify(c);
     if (identified instanceof Response) return identified;
     const decision = await options.engine.decide(identified);
+    await answerTurn(decision);
     c.set('quotafed', decision);
 
     if (!decision.allowed) {

@@ -1,0 +1,43 @@
+// An answer decided in process (cache, lease, list, fail modes, no rule) waits for the event loop's check phase; one
+// Redis decided is written at once (src/http/answer-turn.ts; why: docs/performance.md "Answers ready at once").
+import { describe, expect, it } from 'vitest';
+import type { DecisionSource, RuleOutcome } from '../../src/engine/types.ts';
+import { answerTurn, decidedInProcess } from '../../src/http/answer-turn.ts';
+
+function outcome(source: DecisionSource): RuleOutcome {
+  return {
+    rule: 'per-key',
+    algorithm: 'tokenBucket',
+    allowed: source !== 'cache',
+    limit: 10,
+    remaining: 0,
+    resetAtMs: 0,
+    retryAfterMs: 0,
+    periodMs: 60_000,
+    shadow: false,
+    failMode: 'open',
+    source,
+  };
+}
+
+describe('answerTurn', () => {
+  it('answers a decision with a verdict from Redis at once', () => {
+    expect(answerTurn({ outcomes: [outcome('cache'), outcome('redis')] })).toBeUndefined();
+    expect(decidedInProcess({ outcomes: [outcome('redis')] })).toBe(false);
+  });
+
+  it('holds an answer decided in process until the check phase: after every pending microtask, before I/O of the next turn', async () => {
+    for (const outcomes of [[outcome('cache')], [outcome('lease')], [outcome('fail-open')], []]) {
+      expect(decidedInProcess({ outcomes })).toBe(true);
+      const order: string[] = [];
+      const turn = answerTurn({ outcomes });
+      expect(turn).toBeInstanceOf(Promise);
+      void turn!.then(() => order.push('answer'));
+      // Microtasks queued after it still run first; the answer comes in the check phase, with setImmediate's order.
+      void Promise.resolve().then(() => order.push('microtask'));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      await Promise.resolve();
+      expect(order).toEqual(['microtask', 'answer']);
+    }
+  });
+});
