@@ -6,21 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { createGrantWaits, waitBudgetMs } from '../../src/engine/wait-for-grant.ts';
 import type { Rule } from '../../src/config/schema.ts';
 import type { Decision, RuleOutcome } from '../../src/engine/types.ts';
+import { ruleOutcome } from '../support/outcome.ts';
 
-const outcome = (allowed: boolean, falseDenial: boolean): RuleOutcome => ({
-  rule: 'r',
-  algorithm: 'fixedWindow',
-  allowed,
-  limit: 10,
-  remaining: 0,
-  resetAtMs: 0,
-  retryAfterMs: 0,
-  periodMs: 60_000,
-  shadow: false,
-  failMode: 'open',
-  source: 'redis',
-  ...(falseDenial ? { falseDenial: true } : {}),
-});
+const outcome = (allowed: boolean, falseDenial: boolean): RuleOutcome =>
+  ruleOutcome({ allowed, ...(falseDenial ? { falseDenial: true } : {}) });
 const decision = (allowed: boolean, falseDenial = false, remaining = 0): Decision => {
   const only = { ...outcome(allowed, falseDenial), remaining };
   return { allowed, outcomes: [only], binding: only, leases: [] };

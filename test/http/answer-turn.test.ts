@@ -3,22 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import type { DecisionSource, RuleOutcome } from '../../src/engine/types.ts';
 import { answerTurn, decidedInProcess } from '../../src/http/answer-turn.ts';
+import { ruleOutcome } from '../support/outcome.ts';
 
-function outcome(source: DecisionSource): RuleOutcome {
-  return {
-    rule: 'per-key',
-    algorithm: 'tokenBucket',
-    allowed: source !== 'cache',
-    limit: 10,
-    remaining: 0,
-    resetAtMs: 0,
-    retryAfterMs: 0,
-    periodMs: 60_000,
-    shadow: false,
-    failMode: 'open',
-    source,
-  };
-}
+const outcome = (source: DecisionSource): RuleOutcome => ruleOutcome({ allowed: source !== 'cache', source });
 
 describe('answerTurn', () => {
   it('answers a decision with a verdict from Redis at once', () => {
