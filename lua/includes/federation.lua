@@ -190,6 +190,45 @@ local function own_slot_names(r, k)
   return names
 end
 
+--[[
+  A list of field names with `at` (name -> its place in the list), for picking HMGET's reply out of an HGETALL reply
+  (picked_fields). Built by the memoized name lists below, once per library load.
+]]
+local function field_list(names)
+  names.at = {}
+  for i, name in ipairs(names) do names.at[name] = i end
+  return names
+end
+
+-- HMGET's reply for `names` (a field_list), out of `flat`, an HGETALL reply: one pass over the hash.
+local function picked_fields(flat, names)
+  local values, at = {}, names.at
+  for i = 1, #names do values[i] = false end
+  for j = 1, #flat, 2 do
+    local i = at[flat[j]]
+    if i ~= nil then values[i] = flat[j + 1] end
+  end
+  return values
+end
+
+--[[
+  A key's hash for a decision's silent test (load_silent; silent_bucket.lua): read once with HGETALL, then HMGET's
+  reply for `names` (a field_list whose first name is z) when the key is silent, or nil and the HGETALL reply when it
+  is loud (no z, and one of the other names held): load_state reads that reply (`flat`) instead of the key. A loud
+  key's decision read its hash twice before (a short HMGET that found no z, then HGETALL). `flat` is an HGETALL reply
+  already read (nil: read the key).
+]]
+local function silent_hash_read(key, names, flat)
+  if flat == nil then flat = redis.call('HGETALL', key) end
+  local values = picked_fields(flat, names)
+  if values[1] == false then
+    for i = 2, #names do
+      if values[i] ~= false then return nil, flat end
+    end
+  end
+  return values, nil
+end
+
 -- Renews the labels memo. An EVAL starts with fresh tables; a Functions library keeps its upvalues between calls,
 -- so decide renews them first and every call sees what an EVAL would (the memos of names, shapes, plans and zero
 -- slots depend on nothing a call changes and are kept).
@@ -414,7 +453,8 @@ end
   Loads a silent key for a decision at slot `current` (and `previous`, whose own count it reads too). Returns nil
   when the key holds state but no z (load_state then reads it); a key with no state at all loads as silent.
   Given `ttl` (a window's decision), a new key and this region's window string (silent_string.lua) are read with
-  one GET and written back with one SET PX `ttl` (store_silent returns true then); a hash with one short HMGET.
+  one GET and written back with one SET PX `ttl` (store_silent returns true then); a hash with one HGETALL
+  (silent_hash_read), whose reply comes back as the second value beside nil when the key is loud.
 ]]
 -- A string a window does not read as its own (a bucket's state under a rule redefined as a window, docs/federation.md
 -- §7; another region's string, the regions renumbered): the hash it stands for, as a bucket's hash always was to a
@@ -423,13 +463,33 @@ local function window_hash_of_other(key)
   if not silent_string_to_hash(key) then redis.call('DEL', key) end
 end
 
+-- The names load_silent reads (a field_list), once per library load: z, the slot ids, region r's c and t of slot
+-- `current`, its c of slot `previous` and (with_a) its a of `current`.
+local window_silent_names = {}
+local function window_silent_names_of(r, current, previous, with_a)
+  local row = memo_row(memo_row(window_silent_names, r), with_a)
+  local code = current * KEPT_WINDOWS + previous
+  local names = row[code]
+  if names == nil then
+    local own = '.' .. tostring(r)
+    local kc = tostring(current)
+    names = { 'z', 'w0', 'w1', 'w2', 'c' .. kc .. own, 't' .. kc .. own, 'c' .. tostring(previous) .. own }
+    if with_a then names[8] = 'a' .. kc .. own .. own end
+    row[code] = field_list(names)
+  end
+  return names
+end
+
 local function load_silent(key, n, r, with_a, extra_names, current, previous, ttl)
-  local own = '.' .. label(r)
-  local kc = label(current)
-  local names = { 'z', 'w0', 'w1', 'w2', 'c' .. kc .. own, 't' .. kc .. own, 'c' .. label(previous) .. own }
-  if with_a then names[8] = 'a' .. kc .. own .. own end
+  local names = window_silent_names_of(r, current, previous, with_a)
   local first_extra = #names
-  for i, name in ipairs(extra_names) do names[first_extra + i] = name end
+  if #extra_names > 0 then
+    local own_names = names
+    names = {}
+    for i, name in ipairs(own_names) do names[i] = name end
+    for i, name in ipairs(extra_names) do names[first_extra + i] = name end
+    field_list(names)
+  end
   local text, other = nil, false
   if ttl ~= nil and with_a and #extra_names == 0 then text, other = own_silent_values(key, label(r), window_string_values) end
   if other then window_hash_of_other(key) end
@@ -440,17 +500,15 @@ local function load_silent(key, n, r, with_a, extra_names, current, previous, tt
     values = { '1', silent_field(text, 2), silent_field(text, 3), silent_field(text, 4), silent_field(text, at),
       silent_field(text, at + 1), silent_field(text, 5 + 3 * previous), silent_field(text, at + 2) }
   else
-    values = redis.pcall('HMGET', key, unpack(names))
-    if values.err then
+    local flat = redis.pcall('HGETALL', key)
+    if flat.err then
       -- Not a hash (read without `ttl`).
       window_hash_of_other(key)
-      values = redis.call('HMGET', key, unpack(names))
+      flat = redis.call('HGETALL', key)
     end
-  end
-  if values[1] == false then
-    for i = 2, #names do
-      if values[i] ~= false then return nil end
-    end
+    local loud
+    values, loud = silent_hash_read(key, names, flat)
+    if values == nil then return nil, loud end
   end
   local slots = empty_slots(n, with_a)
   local held = {}

@@ -50,7 +50,7 @@ local function federated_window(p, rule, ctx, now, sliding)
   local ids = { [current] = true }
   if sliding then ids[previous] = true end
   -- A silent key (federation.lua load_silent): this region's cells alone, in one short read.
-  local state = load_silent(rule.key, n, r, true, {}, current, previous, window_ttl(p))
+  local state, flat = load_silent(rule.key, n, r, true, {}, current, previous, window_ttl(p))
   if state == nil then
     state = load_state(rule.key, n, true, {}, ids, function(plan, k)
       if k == current then
@@ -58,7 +58,7 @@ local function federated_window(p, rule, ctx, now, sliding)
       else
         for o = 0, n - 1 do plan_add(plan, 'c' .. label(k) .. '.' .. label(o), k, 'c', o) end
       end
-    end, decision_shape('w|', n, r, current, sliding and previous or -1))
+    end, decision_shape('w|', n, r, current, sliding and previous or -1), flat)
   end
   local verdict = decide_window(p, state.slots, ctx.fence, now, rule.cost, sliding)
   -- Both return true when they wrote the key's TTL too (a silent string: federation.lua store_silent).

@@ -38,41 +38,18 @@ local function silent_refill(p, v, fence, tokens, t, latest, now)
   return math.min(tokens, silent_capacity(v, s))
 end
 
--- Where silent_bucket's read puts a field of the hash (besides z and this region's cells): HMGET's order.
-local SILENT_HASH_AT = { tokens = 2, last_refill = 3, sig = 4, w0 = 5, w1 = 6, w2 = 7 }
-
---[[
-  A bucket's hash, read once with HGETALL: the values of z, tokens, last_refill, sig, w0 to w2 and this region's
-  cells `names` 1 to 3 (own_slot_names), as HMGET of those names answers them; or nil and the HGETALL reply when the
-  key is loud (no z, and one of those fields held): load_bucket reads that reply instead of the key. A loud key's
-  decision read its hash twice before (a short HMGET that found no z, then HGETALL).
-]]
-local function silent_hash_read(key, names)
-  local flat = redis.call('HGETALL', key)
-  local held = { false, false, false, false, false, false, false, false, false, false }
-  local c, t, before = names[1], names[2], names[3]
-  for j = 1, #flat, 2 do
-    local name = flat[j]
-    local i
-    if name == 'z' then
-      i = 1
-    elseif name == c then
-      i = 8
-    elseif name == t then
-      i = 9
-    elseif name == before then
-      i = 10
-    else
-      i = SILENT_HASH_AT[name]
-    end
-    if i ~= nil then held[i] = flat[j + 1] end
+-- The names silent_bucket reads from a hash (a field_list), once per library load: z, tokens, last_refill, sig, the
+-- slot ids, region r's c and t of slot k and its c of the slot before (own_slot_names).
+local bucket_silent_names = {}
+local function bucket_silent_names_of(r, k)
+  local row = memo_row(bucket_silent_names, r)
+  local names = row[k]
+  if names == nil then
+    local own = own_slot_names(r, k)
+    names = field_list({ 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', own[1], own[2], own[3] })
+    row[k] = names
   end
-  if held[1] == false then
-    for i = 2, 10 do
-      if held[i] ~= false then return nil, flat end
-    end
-  end
-  return held, nil
+  return names
 end
 
 local function silent_bucket(p, rule, fence, now)
@@ -89,12 +66,12 @@ local function silent_bucket(p, rule, fence, now)
   if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
   local held, flat
   if values ~= nil then
-    -- HMGET's reply for the string: z = 1, then as the names below ask.
+    -- HMGET's reply for the string: z = 1, then as bucket_silent_names_of's names ask.
     held = { '1', silent_field(values, 2), silent_field(values, 3), silent_field(values, 4), silent_field(values, 5),
       silent_field(values, 6), silent_field(values, 7), silent_field(values, 8 + 2 * k), silent_field(values, 9 + 2 * k),
       silent_field(values, 8 + 2 * kp) }
   else
-    held, flat = silent_hash_read(rule.key, names)
+    held, flat = silent_hash_read(rule.key, bucket_silent_names_of(r, k))
     if held == nil then return nil, flat end
   end
   local id0, id1, id2 = tonumber(held[5]) or -1, tonumber(held[6]) or -1, tonumber(held[7]) or -1

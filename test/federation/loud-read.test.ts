@@ -1,0 +1,70 @@
+// A federated decision reads a key's hash once (lua/includes/federation.lua silent_hash_read): the silent test and the
+// general path share one HGETALL, for the token bucket and both windows. Counted on a real redis-server through the
+// slow log, which lists the commands a script runs.
+import { describe, expect, it } from 'vitest';
+import { keyLayout, shardOf } from '../../src/keys.ts';
+import { decideCall, decideShardKeys } from '../../src/store/decide-calls.ts';
+import { decideLibrary } from '../../src/store/library.ts';
+import { client, useRedis } from '../harness/redis.ts';
+
+const server = await useRedis();
+const redis = client(server.url);
+const layout = keyLayout();
+const library = decideLibrary('decide');
+const NOW = 1_800_000_000_000;
+const PERIOD = 60_000;
+
+function call(algorithm: 'fw' | 'sw' | 'tb', key: string, now: number): (string | number)[] {
+  const shard = shardOf(key);
+  return decideCall({
+    fixedKeys: decideShardKeys(layout, shard, [1, 2]),
+    ruleKeys: [layout.stateKey(shard, 'r', key)],
+    rules: [{ head: [algorithm, 100, PERIOD, 100], budget: 5, leaseTtl: 30_000, shadow: 0 }],
+    topology: { selfIndex: 0, unitsCsv: '333333,333333,333333', maxClockSkewMs: 1000, horizonMs: 10_000 },
+    regions: 3,
+    cost: 1,
+    leaseId: '',
+    now,
+  });
+}
+
+/** The commands one decide runs inside Redis, in order (SLOWLOG with every command logged). */
+async function commandsOf(args: (string | number)[]): Promise<string[]> {
+  await redis.config('SET', 'slowlog-log-slower-than', '0');
+  await redis.slowlog('RESET');
+  await redis.call('FCALL', library.fn, ...args);
+  const log = (await redis.slowlog('GET', 1000)) as [number, number, number, string[]][];
+  await redis.config('SET', 'slowlog-log-slower-than', '10000');
+  return log
+    .map((entry) => entry[3][0]!.toUpperCase())
+    .reverse()
+    .filter((name) => name !== 'SLOWLOG' && name !== 'FCALL');
+}
+
+describe('a federated decision reads the key hash once', () => {
+  for (const algorithm of ['tb', 'fw', 'sw'] as const) {
+    it(`${algorithm}: a loud hash (another region's cell, no z) and a silent one (z) take one HGETALL and no HMGET`, async () => {
+      await redis.flushall();
+      await redis.call('FUNCTION', 'LOAD', 'REPLACE', library.source);
+      const key = `loud-${algorithm}`;
+      const shard = shardOf(key);
+      const stateKey = layout.stateKey(shard, 'r', key);
+      await redis.hset(layout.shardMarkerKey(shard), 'fence', 0);
+      const slot = Math.floor(NOW / PERIOD) % 3;
+      // What apply_gossip leaves: the slot's id and a peer's count, without z.
+      await redis.hset(stateKey, `w${slot}`, Math.floor(NOW / PERIOD), `c${slot}.1`, 3);
+      const loud = await commandsOf(call(algorithm, key, NOW));
+      expect(loud.filter((name) => name === 'HGETALL')).toHaveLength(1);
+      expect(loud).not.toContain('HMGET');
+
+      const silentKey = `silent-${algorithm}`;
+      const silentState = layout.stateKey(shardOf(silentKey), 'r', silentKey);
+      await redis.hset(layout.shardMarkerKey(shardOf(silentKey)), 'fence', 0);
+      // A silent key's hash (silent_string_to_hash leaves z = 1 and this region's own cells).
+      await redis.hset(silentState, 'z', 1, `w${slot}`, Math.floor(NOW / PERIOD), `c${slot}.0`, 2);
+      const silent = await commandsOf(call(algorithm, silentKey, NOW));
+      expect(silent.filter((name) => name === 'HGETALL')).toHaveLength(1);
+      expect(silent).not.toContain('HMGET');
+    });
+  }
+});
