@@ -51,17 +51,15 @@ local function relay_worthy(held, incoming, sender, n, bucket, target)
   return false
 end
 
--- protocol.ts relayTargets for each peer d but the sender and this region, computed on the slots before the merge for
--- both cases of `idle` (known after it): strict[d] leaves d's own row out (an idle region), loose[d] counts it.
+-- protocol.ts relayTargets, computed on the slots before the merge for both cases of `idle` (known after it): strict[d]
+-- for each peer d but the sender and this region, leaving d's own row out (an idle region), and `loose`, the same for
+-- every such peer when no row is left out (a region that admits; strict[d] implies it).
 local function relay_targets(held, incoming, sender, self, n, bucket)
-  local strict, loose = {}, {}
+  local strict = {}
   for d = 0, n - 1 do
-    if d ~= sender and d ~= self then
-      strict[d] = relay_worthy(held, incoming, sender, n, bucket, d)
-      loose[d] = strict[d] or relay_worthy(held, incoming, sender, n, bucket, nil)
-    end
+    if d ~= sender and d ~= self then strict[d] = relay_worthy(held, incoming, sender, n, bucket, d) end
   end
-  return strict, loose
+  return strict, relay_worthy(held, incoming, sender, n, bucket, nil)
 end
 
 local function apply_gossip(KEYS, ARGV)
@@ -121,8 +119,8 @@ local function apply_gossip(KEYS, ARGV)
 
   local changed, hungry_peer, granted, ahead, admits = false, false, false, false, false
   -- The merge is news to peer d (relay_targets): worthy_strict[d] when this region is idle in the key, else
-  -- worthy_loose[d].
-  local worthy_strict, worthy_loose = {}, {}
+  -- worthy_loose (the same for every peer).
+  local worthy_strict, worthy_loose = {}, false
   -- grew[d]: this region's transfer to peer d grew in the merge (d a grantee).
   local grew = {}
   local sender = tonumber(ARGV[15])
@@ -182,13 +180,17 @@ local function apply_gossip(KEYS, ARGV)
     local any_grantee = false
     for d = 0, n - 1 do any_grantee = any_grantee or (grew[d] == true) end
     local broadcast = admits and any_grantee
-    local worthy = worthy_strict
-    if admits then worthy = worthy_loose end
     local marks = {}
     for _, set in ipairs(pending) do
       local d = tonumber(set:match(':p:(%d+)$'))
       local to_it
-      if d == sender then to_it = broadcast or ahead else to_it = broadcast or worthy[d] == true end
+      if d == sender then
+        to_it = broadcast or ahead
+      elseif admits then
+        to_it = broadcast or worthy_loose
+      else
+        to_it = broadcast or worthy_strict[d] == true
+      end
       if grew[d] or to_it then marks[#marks + 1] = set end
     end
     local marked = granted or hungry_peer or #marks > 0

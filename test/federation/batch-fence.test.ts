@@ -4,31 +4,21 @@
 // batches (src/federation/recovery.ts fences every shard so) is what the next batch decides by.
 import { describe, expect, it } from 'vitest';
 import { keyLayout, shardOf } from '../../src/keys.ts';
-import { decideBatchArgs, decideCall, decideShardKeys } from '../../src/store/decide-calls.ts';
+import { decideBatchArgs } from '../../src/store/decide-calls.ts';
 import { decideLibrary } from '../../src/store/library.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { federatedDecideCall } from '../support/decide-call.ts';
 
 const server = await useRedis();
 const redis = client(server.url);
 const layout = keyLayout();
 const library = decideLibrary('decide');
 /** The per-key token bucket of regions/*.yaml, as the engine sends it to one of three regions. */
-const RULE = { head: ['tb', 1000, 60_000, 1000] as const, budget: 50, leaseTtl: 30_000, shadow: 0 as const };
-const TOPOLOGY = { selfIndex: 0, unitsCsv: '333333,333333,333333', maxClockSkewMs: 1000, horizonMs: 10_000 };
+const RULE = { name: 'per-key', head: ['tb', 1000, 60_000, 1000] as const, budget: 50 };
 const T0 = 1_800_000_000_000;
 
 function callFor(key: string, now: number): (string | number)[] {
-  const shard = shardOf(key);
-  return decideCall({
-    fixedKeys: decideShardKeys(layout, shard, [1, 2]),
-    ruleKeys: [layout.stateKey(shard, 'per-key', key)],
-    rules: [RULE],
-    topology: TOPOLOGY,
-    regions: 3,
-    cost: 1,
-    leaseId: '',
-    now,
-  });
+  return federatedDecideCall(key, RULE, now);
 }
 
 /** Four keys of one shard (one marker). */

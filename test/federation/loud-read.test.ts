@@ -3,9 +3,9 @@
 // slow log, which lists the commands a script runs.
 import { describe, expect, it } from 'vitest';
 import { keyLayout, shardOf } from '../../src/keys.ts';
-import { decideCall, decideShardKeys } from '../../src/store/decide-calls.ts';
 import { decideLibrary } from '../../src/store/library.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { federatedDecideCall } from '../support/decide-call.ts';
 
 const server = await useRedis();
 const redis = client(server.url);
@@ -15,17 +15,7 @@ const NOW = 1_800_000_000_000;
 const PERIOD = 60_000;
 
 function call(algorithm: 'fw' | 'sw' | 'tb', key: string, now: number): (string | number)[] {
-  const shard = shardOf(key);
-  return decideCall({
-    fixedKeys: decideShardKeys(layout, shard, [1, 2]),
-    ruleKeys: [layout.stateKey(shard, 'r', key)],
-    rules: [{ head: [algorithm, 100, PERIOD, 100], budget: 5, leaseTtl: 30_000, shadow: 0 }],
-    topology: { selfIndex: 0, unitsCsv: '333333,333333,333333', maxClockSkewMs: 1000, horizonMs: 10_000 },
-    regions: 3,
-    cost: 1,
-    leaseId: '',
-    now,
-  });
+  return federatedDecideCall(key, { name: 'r', head: [algorithm, 100, PERIOD, 100], budget: 5 }, now);
 }
 
 /** The commands one decide runs inside Redis, in order (SLOWLOG with every command logged). */
