@@ -52,7 +52,7 @@ setTimeout(
   (seconds * 1000) / 2,
 );
 
-const perKey = new Map<number, { n: number; denied: number }>();
+const perKey = new Map<number, { n: number; denied: number; cached: number; falseDenied: number }>();
 // With `jobs`: the last completed gossip jobs of each region, read at three quarters of the load.
 const jobDumps: Promise<void>[] = [];
 if (process.argv[4] === 'jobs') {
@@ -92,9 +92,12 @@ await Promise.all(
       const rank = draw();
       const decision = await a.engine.decide({ apiKey: `key-${rank}`, ip: '', method: 'POST', path: '/' });
       decisions++;
-      const tally = perKey.get(rank) ?? { n: 0, denied: 0 };
+      const tally = perKey.get(rank) ?? { n: 0, denied: 0, cached: 0, falseDenied: 0 };
       tally.n++;
       if (!decision.allowed) tally.denied++;
+      const outcome = decision.outcomes[0];
+      if (outcome?.source === 'cache') tally.cached++;
+      if (outcome?.falseDenial) tally.falseDenied++;
       perKey.set(rank, tally);
     }
   }),
@@ -110,23 +113,25 @@ for (const region of fed.regions) {
 
 // Loud (a hash) or silent (a string), by the type of each key's state.
 const layout = layoutOf(a.config);
-const byType = new Map<string, { keys: number; decisions: number; denied: number }>();
+const byType = new Map<string, { keys: number; decisions: number; denied: number; cached: number; falseDenied: number }>();
 for (const [rank, tally] of perKey) {
   const key = layout.ruleKey('per-key', { principal: `key-${rank}`, dimensions: [`key-${rank}`] });
   let type = await a.redis.type(key);
   // A hash still marked silent (z): it turned loud by its own admissions, no peer's cell merged into it yet.
   if (type === 'hash' && (await a.redis.hexists(key, 'z')) === 1) type = 'hash-z';
-  const row = byType.get(type) ?? { keys: 0, decisions: 0, denied: 0 };
+  const row = byType.get(type) ?? { keys: 0, decisions: 0, denied: 0, cached: 0, falseDenied: 0 };
   row.keys++;
   row.decisions += tally.n;
   row.denied += tally.denied;
+  row.cached += tally.cached;
+  row.falseDenied += tally.falseDenied;
   byType.set(type, row);
 }
 console.log(
   renderTable({
     id: 'probe-keys',
     title: `Keys of region a after ${decisions.toLocaleString('en-US')} decisions (${Math.round(decisions / seconds)}/s, ${callers} callers)`,
-    columns: ['state', 'keys', 'decisions', 'share of decisions', 'denied'],
+    columns: ['state', 'keys', 'decisions', 'share of decisions', 'denied', 'of which from the cache', 'false denials'],
     rows: [...byType].map(([type, row]) => ({
       state:
         type === 'hash'
@@ -140,6 +145,8 @@ console.log(
       decisions: row.decisions,
       'share of decisions': `${((100 * row.decisions) / decisions).toFixed(1)}%`,
       denied: row.denied,
+      'of which from the cache': row.cached,
+      'false denials': row.falseDenied,
     })),
   }),
 );

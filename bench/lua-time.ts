@@ -4,7 +4,8 @@
 // so the general path decides it); "hot"/"hotsolo": one key again and again; "hotloud": one key holding both donors'
 // grants. The minimum over REPS runs.
 // `npx tsx bench/lua-time.ts [decisions]`; PATCH='from=>to;;from2=>to2' replaces source text first (to see what a
-// part of the script costs by stubbing it). Run on a quiet machine: it measures wall time inside Redis.
+// part of the script costs by stubbing it); MODES='loud,fed' runs only those modes. Run on a quiet machine: it measures
+// wall time inside Redis.
 import { Redis } from 'ioredis';
 import { keyLayout } from '../src/keys.ts';
 import { decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
@@ -111,6 +112,7 @@ for (let rep = 0; rep < Number(process.env.REPS ?? 5); rep++) {
     ['hotloud', fed.keys, fed.argv],
     ['again', fed.keys, fed.argv],
   ] as const) {
+    if (process.env.MODES && !process.env.MODES.split(',').includes(name)) continue;
     await redis.flushdb();
     await redis.hset(layout.shardMarkerKey(46), 'fence', 0);
     const us = Number(await redis.eval(loop, keys.length + 1, 'x', ...keys, String(n), name, ...argv)) / n;

@@ -1,5 +1,6 @@
 // The three in-process regions the federation probes run (test/support/federation.ts): the per-key token bucket of
-// regions/*.yaml (1,000/min, fail open), budget 5%, sync 100 ms; `maxWaitMs` as the caller asks.
+// regions/*.yaml (1,000/min, fail open), budget 5%, sync 100 ms; `maxWaitMs` as the caller asks; the over-limit
+// cache on, as the service runs it.
 import { startTestFederation } from '../../test/support/federation.ts';
 
 /**
@@ -13,6 +14,7 @@ export function startDemoFederation(options: { maxWaitMs?: number } = {}): Retur
   return startTestFederation({
     syncIntervalMs: 100,
     leakageBudget: '5%',
+    overLimitCache: true,
     rules: [
       {
         name: 'per-key',

@@ -280,6 +280,10 @@ interface SideFigures {
   halfP99Ms: number;
   halfP50Ms: number;
   halfAchieved: number;
+  /** Whole federation CPU µs/decision at the fixed rate (no catch-up wait: the load's rate is below saturation). */
+  halfWholeUs: number;
+  /** The sending region's (service + Redis) at the fixed rate. */
+  halfSenderUs: number;
   gossipBytesPerDecision?: number;
   gossipJobsPerDecision?: number;
   fastLaneKeysPerDecision?: number;
@@ -347,6 +351,8 @@ interface Side {
   totals: SideTotals;
   /** The fixed-rate rounds' figures. */
   fixedRate: KeyedLoadFigures[];
+  /** CPU (µs) of every region (service + Redis) over the fixed-rate rounds, and the decisions answered in them. */
+  fixedCpu: { micros: number; senderMicros: number; decisions: number };
   end?: { memory: number[]; keys: number[]; memoryUsage?: number };
   backlogLeft?: number;
   load(extra: Partial<KeyedLoadOptions>): Promise<KeyedLoadFigures>;
@@ -375,6 +381,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
     empty,
     load,
     fixedRate: [],
+    fixedCpu: { micros: 0, senderMicros: 0, decisions: 0 },
     totals: {
       decisions: 0,
       seconds: 0,
@@ -507,6 +514,8 @@ function finishSide(side: Side, rate: number): SideFigures {
     halfP99Ms: Number.NaN,
     halfP50Ms: Number.NaN,
     halfAchieved: 0,
+    halfWholeUs: side.fixedCpu.micros / Math.max(side.fixedCpu.decisions, 1),
+    halfSenderUs: side.fixedCpu.senderMicros / Math.max(side.fixedCpu.decisions, 1),
     non200: totals.non200,
   };
   if (side.idleCommandsPerSec !== undefined) figures.idleCommandsPerSec = side.idleCommandsPerSec;
@@ -551,7 +560,16 @@ async function fixedRateRound(bench: BenchCase, side: Side, round: number, secon
   progress(
     `federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: fixed ${rate}/s round ${round + 1}, ${FIXED_RATE_CONNECTIONS} connections (${seconds} s)`,
   );
-  side.fixedRate.push(await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 + round, durationS: seconds }));
+  const before = side.regions.map(cpuOf);
+  const figures = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 + round, durationS: seconds });
+  const after = side.regions.map(cpuOf);
+  side.fixedRate.push(figures);
+  side.regions.forEach((_, i) => {
+    const micros = after[i]!.service - before[i]!.service + after[i]!.redis - before[i]!.redis;
+    side.fixedCpu.micros += micros;
+    if (i === 0) side.fixedCpu.senderMicros += micros;
+  });
+  side.fixedCpu.decisions += figures.requests;
 }
 
 /**
@@ -677,6 +695,8 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row(`p50 ms at a fixed ${standalone.halfRate}/s (half standalone saturation)`, standalone.halfP50Ms, federated.halfP50Ms),
       row(`p99 ms at a fixed ${standalone.halfRate}/s`, standalone.halfP99Ms, federated.halfP99Ms),
       row('  achieved /s at that rate', standalone.halfAchieved, federated.halfAchieved),
+      row('  sending region CPU µs/decision at that rate (service + Redis)', standalone.halfSenderUs, federated.halfSenderUs),
+      row('  whole federation CPU µs/decision at that rate', standalone.halfWholeUs, federated.halfWholeUs),
       row('answers other than 200, errors, timeouts (saturation)', standalone.non200, federated.non200, null),
     ],
     notes: [

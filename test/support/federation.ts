@@ -47,6 +47,8 @@ export interface TestFederationOptions {
   proxies?: boolean;
   logger?: Logger;
   maxBatchKeys?: number;
+  /** The engine's over-limit cache, off unless asked (tests count Redis decisions); the service has it on. */
+  overLimitCache?: boolean;
 }
 
 export async function startTestFederation(options: TestFederationOptions): Promise<TestFederation> {
@@ -83,7 +85,7 @@ export async function startTestFederation(options: TestFederationOptions): Promi
       server: servers[i]!,
       config,
       redis,
-      engine: createRedisEngine({ config, redis, overLimitCache: false }),
+      engine: createRedisEngine({ config, redis, overLimitCache: options.overLimitCache ?? false }),
       registry,
       federation: undefined,
       async startFederation() {
