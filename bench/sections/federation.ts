@@ -11,8 +11,10 @@
 // Sizes: `--keys 1000,100000,1000000` (uniform cases), `--zipf 1000000` (Zipf key space, 0 for none),
 // `--seconds 10` (per measured phase), `--rounds 4` (the saturation phase split into rounds that alternate
 // between the two sides, so drift of a shared machine weighs on both), `--lease N` (rules[].lease of N units /
-// 100 ms on every rule that can lease, both sides; docs/leases.md); or QUOTAFED_BENCH_FEDERATION_KEYS /
-// _ZIPF / _SECONDS / _ROUNDS / _LEASE. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
+// 100 ms on every rule that can lease, both sides; docs/leases.md), `--warm-up S` (seconds of load on other keys
+// before the measured rounds, both sides; 2 by default: a peer's code is still being optimised by V8 then, see
+// docs/performance.md, eighteenth pass); or QUOTAFED_BENCH_FEDERATION_KEYS / _ZIPF / _SECONDS / _ROUNDS / _LEASE /
+// _WARM_UP. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -49,6 +51,8 @@ export interface FederationBenchSizes {
   seconds: number;
   /** Rounds the saturation phase is split into, alternating between standalone and federated. */
   rounds: number;
+  /** Seconds of load on other keys before the measured rounds (`--warm-up S`). */
+  warmUpS: number;
 }
 
 interface BenchCase {
@@ -70,6 +74,7 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
   const seconds = flag(argv, 'seconds') ?? env.QUOTAFED_BENCH_FEDERATION_SECONDS;
   const rounds = flag(argv, 'rounds') ?? env.QUOTAFED_BENCH_FEDERATION_ROUNDS;
   const lease = flag(argv, 'lease') ?? env.QUOTAFED_BENCH_FEDERATION_LEASE;
+  const warmUp = flag(argv, 'warm-up') ?? env.QUOTAFED_BENCH_FEDERATION_WARM_UP;
   const positive = (text: string, what: string) => {
     const value = Number(text.replace(/_/g, ''));
     if (!Number.isFinite(value) || value < 0) throw new Error(`federation bench: ${what} must be a number >= 0, got "${text}"`);
@@ -90,6 +95,7 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
     zipfKeys: zipf !== undefined ? positive(zipf, '--zipf') : quick ? 100_000 : 1_000_000,
     seconds: seconds !== undefined ? Math.max(1, positive(seconds, '--seconds')) : quick ? 3 : 10,
     rounds: rounds !== undefined ? Math.max(1, Math.round(positive(rounds, '--rounds'))) : quick ? 2 : 4,
+    warmUpS: warmUp !== undefined ? positive(warmUp, '--warm-up') : 2,
   };
 }
 
@@ -419,7 +425,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
     // A fresh Node server spends up to twice its steady CPU while its code is optimised: warm up on other keys,
     // drawn as the measured ones are. (A warm-up on 1,000 keys at saturation made those keys loud: they held
     // grants and were swept every round for the rest of their epoch, inside the measured interval.)
-    const warmS = Math.min(2, sizes.seconds);
+    const warmS = sizes.warmUpS;
     progress(`federation ${bench.label}, ${side}: warm-up (${warmS} s, ${bench.label} other keys, not recorded)`);
     await load({ durationS: warmS, prefix: 'warm-', seed: 7 });
     if (federated) await drain(sender, drainMs(sizes));

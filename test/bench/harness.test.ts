@@ -55,12 +55,15 @@ describe('bench harness', () => {
   });
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
-    expect(federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20'], {})).toEqual({
+    expect(
+      federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20', '--warm-up', '30'], {}),
+    ).toEqual({
       lease: 20,
       uniformKeys: [1_000],
       zipfKeys: 0,
       seconds: 3,
       rounds: 3,
+      warmUpS: 30,
     });
     expect(federationSizes(false, [], {})).toEqual({
       lease: 0,
@@ -68,6 +71,7 @@ describe('bench harness', () => {
       zipfKeys: 1_000_000,
       seconds: 10,
       rounds: 4,
+      warmUpS: 2,
     });
     expect(federationSizes(true, [], { QUOTAFED_BENCH_FEDERATION_KEYS: '500' }).uniformKeys).toEqual([500]);
     const draws = 20_000;
