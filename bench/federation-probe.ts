@@ -3,7 +3,8 @@
 // token bucket of regions/*.yaml, 1,000/min, budget 5%, sync 100 ms, load on region a only). It prints:
 //   - which keys ended loud (a hash: a peer wrote to it, or it ran past its watermark or its pace; still marked
 //     silent, z, when no peer's cell is in it yet) and the share of the decisions they took, beside the silent ones
-//     (one string);
+//     (one string), with their denials, how many of those the over-limit cache answered (on, as in the service) and
+//     the false denials;
 //   - each region's Redis time per decision by command and script (every command in the SLOWLOG: slower than
 //     without it, so compare the rows with each other, not with the bench);
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),

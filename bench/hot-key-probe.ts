@@ -1,6 +1,7 @@
 // `npx tsx bench/hot-key-probe.ts [seconds] [rate]`: one hot API key far above its limit, all its traffic in region
 // a of three in-process regions (test/support/federation.ts; token bucket 1,000/min, budget 5%, sync 100 ms):
-// per second, what region a admitted and denied (false denials apart), the share units it held in its view
+// per second, what region a admitted and denied (false denials apart; with the over-limit cache on, as the service
+// runs it, most denials are answered from memory), the share units it held in its view
 // (σ_a = its base plus what it received less what it gave), and the gossip jobs each region sent. Shows how a hot
 // key's rights move and what its false denials cost.
 import { decodeState } from '../src/federation/gossip/cells.ts';
