@@ -707,7 +707,7 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
     ],
     notes: [
       'CPU: utime + stime from /proc/<pid>/stat of each service process and redis-server over the saturation run (federated: and the ' +
-        'wait for the peers to catch up after it), divided by the decisions answered. Memory, read as the load stops: used_memory beyond the empty region / rule ' +
+        'wait for the peers to catch up after it), divided by the decisions answered; the rows "at that rate": over the fixed-rate rounds, without a catch-up wait. Memory, read as the load stops: used_memory beyond the empty region / rule ' +
         'state keys held then (SCAN), so the gossip queue, pending and watch sets count against the keys; MEMORY USAGE: key and ' +
         `value of up to ${MEMORY_SAMPLE_KEYS} state keys. A token bucket's key lives until it has refilled, so at large K a ` +
         'standalone region holds only the keys of the last moments and its per-key figure carries fixed overheads. ' +
