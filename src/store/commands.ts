@@ -10,6 +10,7 @@ export const SCRIPTS = {
   decideSingleRegion: 'decide_single',
   applyGossip: 'apply_gossip',
   takePending: 'take_pending',
+  takeFast: 'take_fast',
   ackPending: 'ack_pending',
   releaseLeases: 'release_leases',
   refund: 'refund',

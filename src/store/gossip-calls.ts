@@ -208,6 +208,30 @@ export async function runTakePending(redis: ScriptedRedis, call: ScriptCall): Pr
   return parseTakePendingReply(await runScript(redis, 'takePending', call));
 }
 
+/** Pops up to `most` keys of one shard's fast-lane set with their state: KEYS the fast-lane set; ARGV most. */
+export function takeFastCall(layout: KeyLayout, shard: number, most: number): ScriptCall {
+  return { keys: [layout.fastSetKey(shard)], args: [most] };
+}
+
+/** One key take_fast.lua popped: its HGETALL, empty when it expired or is a silent string now. */
+export interface FastKey {
+  key: string;
+  fields: string[];
+}
+
+/** take_fast.lua's reply: { key, HGETALL } per key popped. */
+export function parseTakeFastReply(raw: unknown): FastKey[] {
+  return arrayReply('take_fast', raw).map((item) => {
+    if (!Array.isArray(item) || item.length < 2 || !Array.isArray(item[1])) throw unexpected('take_fast', '{ key, fields } per key', raw);
+    return { key: String(item[0]), fields: item[1] as string[] };
+  });
+}
+
+/** Sends a take_fast.lua call and parses its reply. */
+export async function runTakeFast(redis: ScriptedRedis, call: ScriptCall): Promise<FastKey[]> {
+  return parseTakeFastReply(await runScript(redis, 'takeFast', call));
+}
+
 /** Forgets sent keys still at the version sent: KEYS the pending set; ARGV key, version, key, version, ... */
 export function ackPendingCall(
   layout: KeyLayout,

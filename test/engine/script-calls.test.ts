@@ -6,11 +6,18 @@ import { parseConfig } from '../../src/config/load.ts';
 import type { Algorithm } from '../../src/config/schema.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { decideCall, decideRuleArgs, parseDecideReply } from '../../src/store/decide-calls.ts';
-import { parseApplyGossipReply, parseScreenGossipReply, parseTakePendingReply } from '../../src/store/gossip-calls.ts';
+import {
+  parseApplyGossipReply,
+  parseScreenGossipReply,
+  parseTakeFastReply,
+  parseTakePendingReply,
+  runTakeFast,
+  takeFastCall,
+} from '../../src/store/gossip-calls.ts';
 import { runScript } from '../../src/store/script-call.ts';
 import { refundCall, runRefund } from '../../src/store/settle-calls.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
-import { refundMarkerKey, ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
+import { keyLayout, refundMarkerKey, ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { client, useRedis } from '../harness/redis.ts';
 import { stateFields } from '../support/state-key.ts';
 
@@ -89,6 +96,34 @@ describe('reply parsers', () => {
     expect(() => parseDecideReply([1, 5, 'x', 9, 0, 0, 0, 9, 0], 1)).toThrow(/decide\.lua.*a number/);
     expect(() => parseApplyGossipReply('OK')).toThrow(/apply_gossip\.lua/);
     expect(() => parseTakePendingReply([['k', '7']])).toThrow(/take_pending\.lua/);
+    expect(() => parseTakeFastReply([['k']])).toThrow(/take_fast\.lua/);
     expect(() => parseScreenGossipReply([1, '12'])).toThrow(/screen_gossip\.lua/);
+  });
+});
+
+describe('take_fast.lua', () => {
+  it("pops a shard's fast-lane keys with their state in one call; an expired key or a string comes back without fields", async () => {
+    const layout = keyLayout();
+    const shard = 7;
+    const set = layout.fastSetKey(shard);
+    const loud = `qf:{s${shard}}:fast-test:loud`;
+    const silent = `qf:{s${shard}}:fast-test:silent`;
+    const gone = `qf:{s${shard}}:fast-test:gone`;
+    await redis.del(set, loud, silent, gone);
+    await redis.hset(loud, 'v', '3', 't', '1800000000000');
+    await redis.set(silent, 'S0|1|2|3||||||||||');
+    await redis.sadd(set, loud, silent, gone);
+    const first = await runTakeFast(redis, takeFastCall(layout, shard, 2));
+    const second = await runTakeFast(redis, takeFastCall(layout, shard, 2));
+    const taken = [...first, ...second].sort((a, b) => a.key.localeCompare(b.key));
+    expect(first).toHaveLength(2);
+    expect(second).toHaveLength(1);
+    expect(taken).toEqual([
+      { key: gone, fields: [] },
+      { key: loud, fields: ['v', '3', 't', '1800000000000'] },
+      { key: silent, fields: [] },
+    ]);
+    expect(await redis.scard(set)).toBe(0);
+    expect(await runTakeFast(redis, takeFastCall(layout, shard, 64))).toEqual([]);
   });
 });

@@ -6,8 +6,7 @@
 // woken, at most once per FAST_LANE_MS.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { ackPendingCall, runAckPending } from '../../store/gossip-calls.ts';
-import { isWrongTypeError } from '../../store/client.ts';
+import { ackPendingCall, runAckPending, runTakeFast, takeFastCall, type FastKey } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { layoutOf, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
@@ -56,12 +55,13 @@ export function createFastLane({
   const n = topology.regions.length;
   return async () => {
     try {
-      // One command per dirty shard (their keys live in different cluster slots), issued together.
+      // One call per dirty shard (their keys live in different cluster slots), issued together: take_fast.lua pops
+      // the shard's keys and reads their state in one round trip.
       const shards = dirty.take('fast');
       if (shards.length === 0) return 0;
-      let perShard: string[][];
+      let perShard: FastKey[][];
       try {
-        perShard = await Promise.all(shards.map((shard) => redis.spop(keys.fastSetKey(shard), FAST_KEYS_PER_SHARD)));
+        perShard = await Promise.all(shards.map((shard) => runTakeFast(redis, takeFastCall(keys, shard, FAST_KEYS_PER_SHARD))));
       } catch (error) {
         dirty.keep('fast', shards);
         throw error;
@@ -71,22 +71,17 @@ export function createFastLane({
         'fast',
         shards.filter((_, i) => perShard[i]!.length >= FAST_KEYS_PER_SHARD),
       );
-      const popped = perShard.flat();
-      if (popped.length === 0) return 0;
-      // A key that is a string now (it expired and came back silent: lua/includes/silent_string.lua) has nothing to send.
-      const states = await Promise.all(
-        popped.map((key) => redis.hgetall(key).catch((error: unknown) => (isWrongTypeError(error) ? {} : Promise.reject(error)))),
-      );
       const entries: GossipEntry[] = [];
       const versions: [string, number][] = [];
       const targets: FastLaneTargets[] = [];
-      states.forEach((fields, i) => {
+      // A key that expired, or is a string now (it came back silent: lua/includes/silent_string.lua), has nothing to send.
+      for (const { key, fields } of perShard.flat()) {
         const state = decodeState(fields, n);
-        if (state.slots.length === 0) return;
-        entries.push({ k: popped[i]!, t: state.changedAt, s: state.slots.map(flattenSlot) });
-        versions.push([popped[i]!, state.version]);
+        if (state.slots.length === 0) continue;
+        entries.push({ k: key, t: state.changedAt, s: state.slots.map(flattenSlot) });
+        versions.push([key, state.version]);
         targets.push(fastTargets(state, topology.selfIndex, n));
-      });
+      }
       if (entries.length === 0) return 0;
       /** Sends the entries `mine` to one peer and forgets them in its pending sets. */
       const sendAndForget = async (link: PeerLink, mine: number[]): Promise<void> => {
