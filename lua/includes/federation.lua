@@ -431,9 +431,10 @@ end
   slot ids and its own c, t and (windows) a[r][r]. Every key starts so; apply_gossip.lua and sweep_watch.lua drop
   z when they write (a peer's cells or a transfer arrive only through them), and the other writers (decide,
   settle_fallback, refund) write only this region's cells. A key without z is read by load_state.
-  The request path reads a silent key with one short HMGET (z, the slot ids, this region's cells of the current
-  and previous slot, `extra_names`) and decides it with the same functions over a view whose other cells are the
-  shared zeros; the decision is the one load_state's view would give (the cells it does not read are 0).
+  The request path reads a silent key with one GET of its string or one HGETALL of its hash, of which it uses z, the
+  slot ids and this region's cells of the current and previous slot, and decides it with the same functions over a
+  view whose other cells are the shared zeros; the decision is the one load_state's view would give (the cells it
+  does not read are 0).
 ]]
 local function silent_slot(n, id, r, with_a)
   local zero = zero_slot(n, with_a)
@@ -480,18 +481,10 @@ local function window_silent_names_of(r, current, previous, with_a)
   return names
 end
 
-local function load_silent(key, n, r, with_a, extra_names, current, previous, ttl)
+local function load_silent(key, n, r, with_a, current, previous, ttl)
   local names = window_silent_names_of(r, current, previous, with_a)
-  local first_extra = #names
-  if #extra_names > 0 then
-    local own_names = names
-    names = {}
-    for i, name in ipairs(own_names) do names[i] = name end
-    for i, name in ipairs(extra_names) do names[first_extra + i] = name end
-    field_list(names)
-  end
   local text, other = nil, false
-  if ttl ~= nil and with_a and #extra_names == 0 then text, other = own_silent_values(key, label(r), window_string_values) end
+  if ttl ~= nil and with_a then text, other = own_silent_values(key, label(r), window_string_values) end
   if other then window_hash_of_other(key) end
   local values
   if text ~= nil then
@@ -525,11 +518,9 @@ local function load_silent(key, n, r, with_a, extra_names, current, previous, tt
     if with_a then slot.a[r][r] = old.a end
   end
   if slots[previous].id >= 0 then slots[previous].c[r] = tonumber(values[7]) or 0 end
-  local extra = {}
-  for i, name in ipairs(extra_names) do extra[name] = values[first_extra + i] end
   return {
     key = key, n = n, with_a = with_a, silent = true, had_z = values[1] ~= false, self = r, current = current,
-    held = held, old = old, slots = slots, extra = extra, string = text, ttl = ttl,
+    held = held, old = old, slots = slots, extra = {}, string = text, ttl = ttl,
   }
 end
 

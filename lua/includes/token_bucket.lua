@@ -35,8 +35,9 @@ local function federated_bucket(rule, ctx, now)
   -- A silent key (silent_bucket.lua) is decided in scalars from one short read.
   local tokens, capacity, rate, store, gossip, false_denial, touch, quota = silent_bucket(p, rule, ctx.fence, now)
   if tokens ~= nil then return tokens, capacity, rate, store, gossip, false_denial, touch, quota end
-  -- (A loud hash: silent_bucket answered nil and the hash it read, `capacity` here.)
-  local state, bucket = load_bucket(p, rule.key, true, now, capacity)
+  -- A loud hash: silent_bucket answered nil and, as its second value, the HGETALL reply it read.
+  local flat = capacity
+  local state, bucket = load_bucket(p, rule.key, true, now, flat)
   local verdict = decide_bucket(p, bucket, ctx.fence, now, rule.cost)
   local share = share_at(p, verdict.bucket.slots, ctx.fence, now)
   local function store()
