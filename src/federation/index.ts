@@ -311,7 +311,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       bells = undefined;
     }
   };
-  const round = async () => {
+  /** One round; `force` (flush): every peer gets its round, even one the fast lane flushed just now. */
+  const round = async (force = false) => {
     try {
       if (recovery === undefined) await recover();
       else if (!(await stateIntact(local, keys))) {
@@ -329,7 +330,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         if (bellsUsable) await markLanesWithWork(local as Redis, keys, dirty, topology.peerIndexes);
         wakeFast();
       }
-      if (leader) await publisher.round();
+      if (leader) await publisher.round(force);
       else if (Date.now() - sampledAt >= FULL_PASS_MS) {
         sampledAt = Date.now();
         await publisher.sampleBacklog();
@@ -343,8 +344,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
 
   // Rounds never overlap: the timer chain and flush() both go through this one promise chain.
   let chain: Promise<void> = Promise.resolve();
-  const exclusive = (): Promise<void> => {
-    const next = chain.then(round);
+  const exclusive = (force = false): Promise<void> => {
+    const next = chain.then(() => round(force));
     chain = next.catch(() => undefined);
     return next;
   };
@@ -398,7 +399,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     // Everything pending goes out, whether or not its bell was heard yet.
     flush: () => {
       dirty.markAll();
-      return exclusive();
+      return exclusive(true);
     },
     updateRules(next) {
       current = next;

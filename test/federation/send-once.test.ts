@@ -66,7 +66,7 @@ describe('a key both lanes want at once', () => {
     peerQueue = new Queue(GOSSIP_QUEUE, { connection: b.redis.duplicate(), prefix: layoutOf(b.config).gossipQueuePrefix });
     // The link's client connects (b's meta is there since its federation ran), then nothing is left to send.
     await eventually(async () => (await links[0]!.fingerprint()) ?? undefined, 5_000, "b's Redis through the link");
-    await publisher.round();
+    await publisher.round(true);
     await publisher.fastRound();
   });
   afterAll(async () => {
@@ -99,7 +99,9 @@ describe('a key both lanes want at once', () => {
       // Its shard's bell rang: what the publisher's bell waiter marks (bells.ts).
       dirty.mark(shardOfKey(key));
 
-      const lanes = order === 'fast lane first' ? [publisher.fastRound(), publisher.round()] : [publisher.round(), publisher.fastRound()];
+      // A forced round (as flush() runs it): a timed one may leave out a peer the fast lane has just flushed.
+      const lanes =
+        order === 'fast lane first' ? [publisher.fastRound(), publisher.round(true)] : [publisher.round(true), publisher.fastRound()];
       await Promise.all(lanes);
 
       expect(await entriesFor(key)).toBe(1);
@@ -107,6 +109,55 @@ describe('a key both lanes want at once', () => {
       expect(await a.redis.exists(...fastSets)).toBe(0);
     });
   }
+
+  it("carries the peer's pending keys with a fast-lane send, and the next timed round leaves that peer out", async () => {
+    const a = fed.region('a');
+    await awayFromWindowEdge(PERIOD_MS, 10_000);
+    const keys = layoutOf(a.config);
+    const pendingSets = Array.from({ length: KEY_SHARDS }, (_, shard) => keys.peerPendingKey(shard, 1));
+    const fastSets = Array.from({ length: KEY_SHARDS }, (_, shard) => keys.fastSetKey(shard));
+    const decide = async (apiKey: string, cost: number) =>
+      expect((await a.engine.decide({ apiKey, ip: '10.0.0.1', method: 'GET', path: '/fw', cost })).allowed).toBe(true);
+    const pendingKeys = async () => (await Promise.all(pendingSets.map((set) => a.redis.zrange(set, '0', '-1')))).flat();
+    const jobsSoFar = async () => (await peerQueue.getJobs(['waiting', 'active', 'completed', 'failed', 'delayed', 'prioritized'])).length;
+    const suffix = Math.random().toString(36).slice(2);
+
+    // First: a key loud already and sent, then an admission at a report step (3 of a 157 share: 150 → 153), which
+    // is pending for b and on no fast lane: the next round's business.
+    await decide(`rides-${suffix}`, LOUD_COST);
+    for (const shard of Array.from({ length: KEY_SHARDS }, (_, s) => s)) dirty.mark(shard);
+    await publisher.fastRound();
+    expect(await pendingKeys()).toHaveLength(0);
+    await decide(`rides-${suffix}`, 3);
+    const [rider] = await pendingKeys();
+    expect(rider).toBeDefined();
+    expect(await a.redis.exists(...fastSets)).toBe(0);
+
+    // Another key turns loud: the fast lane sends it and the pending one together, in one job.
+    await decide(`turns-${suffix}`, LOUD_COST);
+    const [turned] = (await pendingKeys()).filter((key) => key !== rider);
+    expect(turned).toBeDefined();
+    dirty.mark(shardOfKey(turned!));
+    dirty.mark(shardOfKey(rider!));
+    const before = await jobsSoFar();
+    await publisher.fastRound();
+    expect(await jobsSoFar()).toBe(before + 1);
+    expect(await entriesFor(turned!)).toBe(1);
+    expect(await entriesFor(rider!)).toBe(2);
+    expect(await pendingKeys()).toHaveLength(0);
+
+    // Pending again at the next report step: the timed round leaves b out (flushed less than an interval ago), a
+    // forced round (flush()) sends it.
+    await decide(`rides-${suffix}`, 3);
+    dirty.mark(shardOfKey(rider!));
+    await publisher.round();
+    expect(await jobsSoFar()).toBe(before + 1);
+    expect(await pendingKeys()).toEqual([rider]);
+    await publisher.round(true);
+    expect(await jobsSoFar()).toBe(before + 2);
+    expect(await entriesFor(rider!)).toBe(3);
+    expect(await pendingKeys()).toHaveLength(0);
+  });
 });
 
 describe('createInFlight', () => {

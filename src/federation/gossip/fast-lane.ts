@@ -2,6 +2,8 @@
 // false denial; apply_gossip.lua: a grant) go to the peers now, not at the next sync round; then each is forgotten
 // in that peer's pending set where the version sent is still the newest. A key this region shows demand for goes to
 // every peer; a grant only to the peers it went to (fastTargets): the others hear of it with the next sync round.
+// A send pulls that peer's sync round forward (sync-round.ts flush): the job carries what is pending for the peer
+// too, and the timed round after it leaves the peer out, so a peer gets about one job per round, not two.
 // It looks only at the shards dirty for it (dirty-shards.ts: their bell rang), and runs when the publisher is
 // woken, at most once per FAST_LANE_MS.
 import type { Logger } from 'pino';
@@ -17,6 +19,7 @@ import type { InFlight } from './in-flight.ts';
 import type { GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
 import { fitToSize, type Sender } from './sender.ts';
+import type { SyncRound } from './sync-round.ts';
 
 /** The least time between two fast-lane runs (and so between two fast sends of one key). */
 export const FAST_LANE_MS = 20;
@@ -36,6 +39,8 @@ export interface FastLaneDeps {
   dirty: DirtyShards;
   /** The keys the lanes have in flight (shared with the sync round). */
   inFlight: InFlight;
+  /** The sync round's flush: a peer's round now, with the fast keys first (sync-round.ts). */
+  sync: Pick<SyncRound, 'flush'>;
 }
 
 /** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
@@ -49,6 +54,7 @@ export function createFastLane({
   sender,
   dirty,
   inFlight,
+  sync,
 }: FastLaneDeps): () => Promise<number> {
   const region = config.region;
   const keys = layoutOf(config);
@@ -83,27 +89,34 @@ export function createFastLane({
         targets.push(fastTargets(state, topology.selfIndex, n));
       }
       if (entries.length === 0) return 0;
-      /** Sends the entries `mine` to one peer and forgets them in its pending sets. */
+      /**
+       * Sends the entries `mine` to one peer with everything pending for it (sync-round.ts flush; on their own while
+       * a round to that peer runs), and forgets them in its pending sets.
+       */
       const sendAndForget = async (link: PeerLink, mine: number[]): Promise<void> => {
         const chunk = mine.map((i) => entries[i]!);
-        if (
-          !(await sender.send(
-            link,
-            fitToSize(chunk, (part) => sender.build(link, 'gossip', part)),
-          ))
-        )
-          return;
-        metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
-        // Sent: forget each key in this peer's pending set if that version is still the newest.
-        const byShard = new Map<number, { key: string; version: string }[]>();
+        const acks = new Map<number, { key: string; version: string }[]>();
         for (const i of mine) {
           const [key, version] = versions[i]!;
           const shard = shardOfKey(key);
-          const ack = byShard.get(shard) ?? [];
+          const ack = acks.get(shard) ?? [];
           ack.push({ key, version: String(version) });
-          byShard.set(shard, ack);
+          acks.set(shard, ack);
         }
-        await Promise.all([...byShard].map(([shard, ack]) => runAckPending(redis, ackPendingCall(keys, shard, link.index, ack))));
+        const flushed = await sync.flush(link, { entries: chunk, acks });
+        if (flushed === false) return;
+        if (flushed === undefined) {
+          if (
+            !(await sender.send(
+              link,
+              fitToSize(chunk, (part) => sender.build(link, 'gossip', part)),
+            ))
+          )
+            return;
+          // Sent: forget each key in this peer's pending set if that version is still the newest.
+          await Promise.all([...acks].map(([shard, ack]) => runAckPending(redis, ackPendingCall(keys, shard, link.index, ack))));
+        }
+        metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
       };
       await Promise.all(
         links.map(async (link) => {

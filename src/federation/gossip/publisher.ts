@@ -1,6 +1,7 @@
 // The sending half of gossip, composed: each round first sweeps the watch sets (watch-sweep.ts), then runs the
-// sync round to every peer (sync-round.ts); the fast lane (fast-lane.ts) runs on its own, when woken. Both
-// lanes send through one sender (sender.ts), so their messages share one sequence and one last-sent clock. Every
+// sync round to every peer (sync-round.ts); the fast lane (fast-lane.ts) runs on its own, when woken, and pulls a
+// peer's sync round forward when it sends to it. Both lanes send through one sender (sender.ts), so their messages
+// share one sequence and one last-sent clock. Every
 // lane looks only at the shards dirty for it (dirty-shards.ts); without `dirty`, at every shard (polling).
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
@@ -40,8 +41,11 @@ export interface PublisherDeps {
 }
 
 export interface Publisher {
-  /** One publishing round to every peer: the watch sweep, then the sync round; never throws. */
-  round(): Promise<void>;
+  /**
+   * One publishing round: the watch sweep, then the sync round to every peer (a timed round, force false, leaves out
+   * a peer the fast lane flushed less than an interval ago); never throws.
+   */
+  round(force?: boolean): Promise<void>;
   /** One fast-lane round to every peer (run when woken, at most every FAST_LANE_MS); returns the keys sent; never throws. */
   fastRound(): Promise<number>;
   /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
@@ -72,15 +76,27 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   });
   // Both lanes send through one sender and claim what they send (in-flight.ts), so a key goes to a peer once.
   const inFlight = createInFlight();
-  const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty, inFlight });
-  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty, inFlight });
+  const sync = createSyncRound({
+    config,
+    topology,
+    redis,
+    links,
+    peers,
+    logger,
+    sender,
+    heartbeatMs: deps.heartbeatMs,
+    dirty,
+    inFlight,
+    intervalMs: config.federation.syncIntervalMs,
+  });
+  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty, inFlight, sync });
   return {
     sampleBacklog: sync.sampleBacklog,
     fastRound,
     requestResync: sync.requestResync,
-    async round() {
+    async round(force = false) {
       await sweep();
-      await sync.run();
+      await sync.run(force);
     },
   };
 }

@@ -3,11 +3,14 @@
 // add resolved forget them (ack_pending.lua, version-guarded). A failed add leaves everything pending: nothing is
 // lost, and the backlog stays bounded by the number of keys because newer state supersedes older unsent state.
 // A peer asked to resend everything gets a `resync` first; an idle peer gets a heartbeat.
+// The fast lane pulls a peer's round forward (flush): its keys go in one job with everything pending for that
+// peer, and the next timed round leaves the peer out when that was less than one sync interval ago. A peer so gets
+// about one job per round whichever lane fills it, and a pending key waits at most two intervals.
 // Only shards dirty for the peer (dirty-shards.ts: their bell rang) are counted (ZCARD) and taken from; a shard
 // stays dirty while a take left keys behind or the send failed, and the backlog gauge sums the known counts.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { ackPendingCall, runAckPending, runTakePending, takePendingCall } from '../../store/gossip-calls.ts';
+import { ackPendingCall, runAckPending, runTakePending, takePendingCall, type PendingKey } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, layoutOf } from '../../keys.ts';
 import type { PeerBook } from '../peers.ts';
@@ -33,11 +36,34 @@ export interface SyncRoundDeps {
   dirty: DirtyShards;
   /** The keys the lanes have in flight (shared with the fast lane). */
   inFlight: InFlight;
+  /** The sync interval (ms): a timed round leaves out a peer flushed less than this long ago. */
+  intervalMs: number;
+}
+
+/** What a round took of a peer's pending keys: the shards taken from, each one's keys, whether none was left. */
+interface Taken {
+  shards: number[];
+  replies: PendingKey[][];
+  complete: boolean;
+}
+
+/** Keys another lane has read, claimed (in-flight.ts) and wants sent with a peer's round, and their acks by shard. */
+export interface Riders {
+  entries: GossipEntry[];
+  acks: Map<number, { key: string; version: string }[]>;
 }
 
 export interface SyncRound {
-  /** One round to every peer; never throws (failures are counted per peer, local trouble logged). */
-  run(): Promise<void>;
+  /**
+   * One round to every peer; never throws (failures are counted per peer, local trouble logged). A timed round
+   * (force false) leaves out a peer flushed less than one interval ago; a forced one sends to every peer.
+   */
+  run(force?: boolean): Promise<void>;
+  /**
+   * The peer's round now, with `riders` first in its job: true when sent, false when the send failed (all stays
+   * pending), undefined when a round to that peer runs or a resync waits (then send the riders on their own).
+   */
+  flush(link: PeerLink, riders: Riders): Promise<boolean | undefined>;
   /** Ask every peer to send everything again; retried each round until sent. */
   requestResync(): void;
   /** Keys pending per peer, counted in every pending set (also updates the backlog gauge). */
@@ -55,6 +81,7 @@ export function createSyncRound({
   heartbeatMs,
   dirty,
   inFlight,
+  intervalMs,
 }: SyncRoundDeps): SyncRound {
   const keys = layoutOf(config);
   const n = topology.regions.length;
@@ -63,6 +90,9 @@ export function createSyncRound({
   // Per peer: the pending count of each shard as last counted, less what was forgotten since.
   const known = new Map<number, number[]>(links.map((link) => [link.index, new Array<number>(KEY_SHARDS).fill(0)]));
   let rotation = 0;
+  // Rounds running now per peer, and when each peer was last flushed whole (nothing left behind) by the fast lane.
+  const running = new Map<number, number>();
+  const flushedAt = new Map<number, number>();
 
   const countsOf = (link: PeerLink): number[] => known.get(link.index)!;
   const reportBacklog = (link: PeerLink) =>
@@ -87,7 +117,20 @@ export function createSyncRound({
     return new Map(links.map((link) => [link.index, [...countsOf(link)]]));
   };
 
+  const enter = (link: PeerLink) => running.set(link.index, (running.get(link.index) ?? 0) + 1);
+  const leave = (link: PeerLink) => running.set(link.index, running.get(link.index)! - 1);
+
+  /** The peer's timed (or forced) round: what is pending for it, counted and spread over its dirty shards. */
   const publishTo = async (link: PeerLink, start: number): Promise<void> => {
+    enter(link);
+    try {
+      await countAndDeliver(link, start);
+    } finally {
+      leave(link);
+    }
+  };
+
+  const countAndDeliver = async (link: PeerLink, start: number): Promise<void> => {
     if (resyncWanted.has(link.name)) {
       if (!(await sender.send(link, [sender.build(link, 'resync', [])]))) return;
       resyncWanted.delete(link.name);
@@ -95,7 +138,20 @@ export function createSyncRound({
       if (status) status.resyncPending = false;
       logger.info({ event: 'federation.resync_requested', peer: link.name }, `asked ${link.name} to resend everything`);
     }
+    const { shards, replies } = await takeFor(link, start);
+    try {
+      if (!(await deliver(link, shards, replies)).sent) dirty.keep(link.index, shards);
+    } catch (error) {
+      dirty.keep(link.index, shards);
+      throw error;
+    }
+  };
 
+  /**
+   * Counts the peer's dirty shards and takes up to a batch of what is pending there (take_pending.lua, one call per
+   * shard), spread over the shards from `start`; shards it left keys in stay dirty.
+   */
+  const takeFor = async (link: PeerLink, start: number): Promise<Taken> => {
     const dirtyShards = dirty.take(link.index);
     try {
       await count(link, dirtyShards);
@@ -120,30 +176,46 @@ export function createSyncRound({
       budget -= take;
     }
     dirty.keep(link.index, left);
-    const allottedShards = allotted.map(([shard]) => shard);
-
+    const shards = allotted.map(([shard]) => shard);
     try {
-      if (!(await deliver(link, allotted))) dirty.keep(link.index, allottedShards);
+      const replies = await Promise.all(
+        allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(keys, shard, link.index, take))),
+      );
+      return { shards, replies, complete: left.length === 0 };
     } catch (error) {
-      dirty.keep(link.index, allottedShards);
+      dirty.keep(link.index, shards);
       throw error;
     }
   };
 
-  /** Takes the allotted keys, sends them (or a heartbeat), forgets what was delivered; false when the send failed. */
-  const deliver = async (link: PeerLink, allotted: readonly [number, number][]): Promise<boolean> => {
+  /**
+   * Sends the keys taken from `shards` (replies in the same order) after the riders, or a heartbeat, and forgets
+   * what was delivered; `sent` false when the send failed. A rider whose key was taken here at a newer version is
+   * left out (the newer state goes). With riders, taken keys beyond the batch are left pending: their shards are
+   * returned in `cut`.
+   */
+  const deliver = async (
+    link: PeerLink,
+    shards: readonly number[],
+    replies: readonly PendingKey[][],
+    riders?: Riders,
+  ): Promise<{ sent: boolean; cut: Set<number> }> => {
     const entries: GossipEntry[] = [];
     const acks = new Map<number, { key: string; version: string }[]>();
-    const replies = await Promise.all(
-      allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(keys, shard, link.index, take))),
-    );
+    for (const [shard, ack] of riders?.acks ?? []) acks.set(shard, [...ack]);
+    const room = maxKeys - (riders?.entries.length ?? 0);
+    const cut = new Set<number>();
     const claimed: [key: string, version: number][] = [];
-    allotted.forEach(([shard], i) => {
-      const ack: { key: string; version: string }[] = [];
+    shards.forEach((shard, i) => {
+      const ack = acks.get(shard) ?? [];
       for (const { key, version, fields } of replies[i]!) {
         // An expired key has nothing left to say; it is only forgotten.
         if (fields.length === 0) {
           ack.push({ key, version });
+          continue;
+        }
+        if (entries.length >= room) {
+          cut.add(shard);
           continue;
         }
         const state = decodeState(fields, n);
@@ -155,8 +227,12 @@ export function createSyncRound({
       }
       acks.set(shard, ack);
     });
+    if (riders !== undefined) {
+      const taken = new Set(entries.map((entry) => entry.k));
+      entries.unshift(...riders.entries.filter((entry) => !taken.has(entry.k)));
+    }
     try {
-      return await sendAndForget(link, entries, acks);
+      return { sent: await sendAndForget(link, entries, acks), cut };
     } finally {
       for (const [key, version] of claimed) inFlight.release(link.index, key, version);
     }
@@ -207,11 +283,43 @@ export function createSyncRound({
         if (status) status.resyncPending = true;
       }
     },
-    async run() {
+    async flush(link, riders) {
+      if ((running.get(link.index) ?? 0) > 0 || resyncWanted.has(link.name)) return undefined;
+      enter(link);
+      try {
+        const { shards, replies, complete } = await takeFor(link, rotation);
+        let delivered: { sent: boolean; cut: Set<number> };
+        try {
+          delivered = await deliver(link, shards, replies, riders);
+        } catch (error) {
+          dirty.keep(link.index, shards);
+          throw error;
+        }
+        if (!delivered.sent) {
+          dirty.keep(link.index, shards);
+          return false;
+        }
+        dirty.keep(link.index, delivered.cut);
+        if (complete && delivered.cut.size === 0) flushedAt.set(link.index, Date.now());
+        return true;
+      } finally {
+        leave(link);
+      }
+    },
+    async run(force = false) {
       const start = rotation;
       rotation = (rotation + 1) % KEY_SHARDS;
+      const now = Date.now();
+      // Flushed by the fast lane less than an interval ago, or being flushed now: this peer's next round is the one
+      // after (a forced round goes to every peer).
+      const due = links.filter(
+        (link) =>
+          force ||
+          resyncWanted.has(link.name) ||
+          ((running.get(link.index) ?? 0) === 0 && now - (flushedAt.get(link.index) ?? 0) >= intervalMs),
+      );
       await Promise.all(
-        links.map((link) =>
+        due.map((link) =>
           publishTo(link, start).catch((error: unknown) => {
             // Local Redis trouble (not the link): the keys stay pending and the next round looks at every shard.
             dirty.markAll();
