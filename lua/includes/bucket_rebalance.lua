@@ -2,13 +2,14 @@
   The token bucket's gossip side: protocol.ts rebalanceBucket, bucketHasHungryPeer, mergeBucket and sweepBucket,
   line for line, in the same order of float operations. Token transfers y[o][d] live in the slots' `a` cells.
 ]]
--- Hungry (protocol.ts bucketHungry): paced use above the hunger fraction, or admitting (active, not quiet)
+-- Hungry (protocol.ts bucketHungry): paced use above the hunger fraction, or admitting (active, not stopped)
 -- while holding less than the hunger fraction of its base share.
-local function bucket_hungry(p, slot, d, elapsed, now)
+local function bucket_hungry(p, slot, previous, d, elapsed, now)
   local share = view_share(p, slot, d)
   local paced = (p.limit * share * elapsed) / (p.period * SHARE_UNITS)
-  if hungry(p, slot, d, paced, now) then return true end
-  return share < p.policy.hunger * p.units[d] and slot.c[d] > 0 and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
+  if hungry(p, slot, previous, d, paced, now) then return true end
+  return share < p.policy.hunger * p.units[d] and slot.c[d] > 0 and active(slot, d, now, p.policy)
+    and not stopped(p, slot, previous, d, now)
 end
 
 -- The end-of-epoch span: the last min(P/10, idle/5) ms.
@@ -63,11 +64,11 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   local free = free_donor(p, slot, previous_slot, r, now)
   -- Fair shares under overload (protocol.ts): toward a hungry peer below its base share, a giver above its own
   -- base yields down to that base, hungry or not.
-  local self_hungry = (not free) and bucket_hungry(p, slot, r, elapsed, now)
+  local self_hungry = (not free) and bucket_hungry(p, slot, previous_slot, r, elapsed, now)
   local peers = {}
   local under_base = false
   for d = 0, n - 1 do
-    if d ~= r and (bucket_hungry(p, slot, d, elapsed, now) or (free and not quiet(p, slot, d, now))) then
+    if d ~= r and (bucket_hungry(p, slot, previous_slot, d, elapsed, now) or (free and not stopped(p, slot, previous_slot, d, now))) then
       local below = view_share(p, slot, d) < p.units[d]
       if (not self_hungry) or below then
         peers[#peers + 1] = d
@@ -76,9 +77,9 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
     end
   end
   if #peers == 0 then
-    -- A free donor that its peers count as quiet too, with nobody to give to, sends back what it holds of their
-    -- share (protocol.ts rebalanceBucket): the burst that drew it has stopped.
-    if free and quiet(p, slot, r, now) and held_any(slot, n, r) then return return_bucket_share(p, slots, fence, now, tokens) end
+    -- A free donor with nobody to give to sends back what it holds of its peers' share (protocol.ts
+    -- rebalanceBucket): the burst that drew it has stopped, and its peers read the same stopped() of it.
+    if free and held_any(slot, n, r) then return return_bucket_share(p, slots, fence, now, tokens) end
     return false, tokens
   end
   local reserve = 0
@@ -162,11 +163,12 @@ local function bucket_has_hungry_peer(p, slots, now)
   local epoch = math.floor(now / p.period)
   local elapsed = math.max(1, now - epoch * p.period)
   local slot = epoch_cells(p, slots, epoch)
+  local previous = epoch_cells(p, slots, epoch - 1)
   local hungry_peers = 0
   for d = 0, p.n - 1 do
     if d ~= p.self then
       if held_from(slot, p.self, d) > 0 then return true end
-      if bucket_hungry(p, slot, d, elapsed, now) then hungry_peers = hungry_peers + 1 end
+      if bucket_hungry(p, slot, previous, d, elapsed, now) then hungry_peers = hungry_peers + 1 end
     end
   end
   return hungry_peers > 0 and view_share(p, slot, p.self) >= math.max(p.policy.min_surplus, hungry_peers)

@@ -55,26 +55,32 @@ local function quiet(p, slot, d, now)
   return now - slot.t[d] > math.max(quiet_span(p), gaps)
 end
 
--- A free donor (protocol.ts freeDonor): quiet in this window (epoch) after admitting in it (traffic that began
--- in it needs only the quiet span of silence; traffic carried over from the previous one also ten of its gaps), or
--- nothing admitted in it yet and quiet in the previous one.
-local function free_donor(p, slot, previous, r, now)
-  if slot.t[r] <= 0 then return quiet(p, previous, r, now) end
-  if previous.c[r] > 0 then return quiet(p, slot, r, now) end
-  return now - slot.t[r] > quiet_span(p)
+-- Stopped (protocol.ts stopped): nothing admitted in the slot's window, or silent since for the quiet span when
+-- the traffic began in it, or quiet when it carried over from the previous window (`previous`).
+local function stopped(p, slot, previous, d, now)
+  if slot.t[d] <= 0 then return true end
+  if previous.c[d] > 0 then return quiet(p, slot, d, now) end
+  return now - slot.t[d] > quiet_span(p)
 end
 
--- Hungry: active and not quiet, and used more than the hunger fraction of its allowance.
+-- A free donor (protocol.ts freeDonor): stopped in this window (epoch) after admitting in it, or nothing admitted
+-- in it yet and quiet in the previous one.
+local function free_donor(p, slot, previous, r, now)
+  if slot.t[r] <= 0 then return quiet(p, previous, r, now) end
+  return stopped(p, slot, previous, r, now)
+end
+
+-- Hungry: active and not stopped, and used more than the hunger fraction of its allowance.
 -- (Denied while admitting nothing: t without a count, stamped by false denials, is demand too.)
-local function hungry(p, slot, d, allowance, now)
+local function hungry(p, slot, previous, d, allowance, now)
   local used = slot.c[d]
   local demanding
   if used > 0 then demanding = used > p.policy.hunger * allowance else demanding = slot.t[d] > 0 end
-  return demanding and active(slot, d, now, p.policy) and not quiet(p, slot, d, now)
+  return demanding and active(slot, d, now, p.policy) and not stopped(p, slot, previous, d, now)
 end
 
--- A free donor's targets: hungry peers and peers admitting right now (not quiet).
-local function wanting(p, slot, d, allowance, now, free)
-  return hungry(p, slot, d, allowance, now) or (free and not quiet(p, slot, d, now))
+-- A free donor's targets: hungry peers and peers admitting right now (not stopped).
+local function wanting(p, slot, previous, d, allowance, now, free)
+  return hungry(p, slot, previous, d, allowance, now) or (free and not stopped(p, slot, previous, d, now))
 end
 

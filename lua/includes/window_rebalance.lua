@@ -11,19 +11,20 @@ local function rebalance_window(p, slots, id, now)
   local slot = slots[slot_index(id)]
   if slot.id ~= id then return false end
   local own = window_allowance(p, slot, r, id)
-  local free = free_donor(p, slot, cells_of(slots, id - 1, n, true), r, now)
-  if not free and hungry(p, slot, r, own, now) then return false end
+  local previous = cells_of(slots, id - 1, n, true)
+  local free = free_donor(p, slot, previous, r, now)
+  if not free and hungry(p, slot, previous, r, own, now) then return false end
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and wanting(p, slot, d, window_allowance(p, slot, d, id), now, free) then
+    if d ~= r and wanting(p, slot, previous, d, window_allowance(p, slot, d, id), now, free) then
       peers[#peers + 1] = d
     end
   end
   local last_tenth = (id + 1) * p.period - now <= math.min(policy.idle, p.period / 10)
   if #peers == 0 then
-    -- A quiet free donor with nobody to give to hands back what it holds of its peers' allowance
+    -- A free donor with nobody to give to hands back what it holds of its peers' allowance
     -- (protocol.ts returnWindowAllowance): per peer, held_from, as far as its unused allowance less what it keeps covers.
-    if not (free and quiet(p, slot, r, now)) then return false end
+    if not free then return false end
     local spare = own - slot.c[r]
     if not last_tenth then spare = spare - 1 end
     local amounts = return_amounts(slot, n, r, spare, policy.min_surplus)
@@ -86,11 +87,12 @@ local function window_has_hungry_peer(p, slots, now)
   if p.unbounded or p.n < 2 then return false end
   local id = math.floor(now / p.period)
   local slot = cells_of(slots, id, p.n, true)
+  local previous = cells_of(slots, id - 1, p.n, true)
   local hungry_peers = 0
   for d = 0, p.n - 1 do
     if d ~= p.self then
       if held_from(slot, p.self, d) > 0 then return true end
-      if hungry(p, slot, d, window_allowance(p, slot, d, id), now) then hungry_peers = hungry_peers + 1 end
+      if hungry(p, slot, previous, d, window_allowance(p, slot, d, id), now) then hungry_peers = hungry_peers + 1 end
     end
   end
   return hungry_peers > 0

@@ -15,7 +15,7 @@ import {
   withEpochSlot,
   type BucketState,
 } from './bucket-share.ts';
-import { active, freeDonor, hungry, quiet, quietSpan } from './demand.ts';
+import { active, freeDonor, hungry, quietSpan, stopped } from './demand.ts';
 import { SHARE_UNITS, windowIdAt, type Fence, type FederationParams } from './params.ts';
 import {
   cloneEpochSlot,
@@ -88,16 +88,16 @@ function tokensReceived(slot: EpochSlot, r: number): number {
  * epoch (paced), or when it is admitting while holding less than hungerFraction of its base share: a region
  * that gave its share away and gets traffic again shows little paced use over a long epoch, yet needs share now.
  */
-function bucketHungry(params: FederationParams, slot: EpochSlot, d: number, elapsed: number, now: number): boolean {
+function bucketHungry(params: FederationParams, slot: EpochSlot, previous: EpochSlot, d: number, elapsed: number, now: number): boolean {
   const share = viewShare(params, slot, d);
   const paced = (params.limit * share * elapsed) / (params.periodMs * SHARE_UNITS);
-  if (hungry(params, slot, d, paced, now)) return true;
-  return share < params.rebalance.hungerFraction * params.units[d]! && wantsShare(params, slot, d, now);
+  if (hungry(params, slot, previous, d, paced, now)) return true;
+  return share < params.rebalance.hungerFraction * params.units[d]! && wantsShare(params, slot, previous, d, now);
 }
 
-/** Admitting (c > 0, active, not quiet), whatever its allowance. */
-function wantsShare(params: FederationParams, slot: EpochSlot, d: number, now: number): boolean {
-  return slot.c[d]! > 0 && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now);
+/** Admitting (c > 0, active, not stopped), whatever its allowance. */
+function wantsShare(params: FederationParams, slot: EpochSlot, previous: EpochSlot, d: number, now: number): boolean {
+  return slot.c[d]! > 0 && active(slot, d, now, params.rebalance) && !stopped(params, slot, previous, d, now);
 }
 
 /**
@@ -131,17 +131,18 @@ export function rebalanceBucket(
   // Fair shares under overload: when every region is busy, pace and the previous epoch can each claim more than
   // the whole, and a hungry giver gives nothing; yet toward a hungry peer holding less than its base share, a
   // giver above its own base yields down to that base, hungry or not.
-  const selfHungry = !free && bucketHungry(params, slot, r, elapsed, now);
+  const selfHungry = !free && bucketHungry(params, slot, previousSlot, r, elapsed, now);
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
-    if (d === r || !(bucketHungry(params, slot, d, elapsed, now) || (free && !quiet(params, slot, d, now)))) continue;
+    if (d === r || !(bucketHungry(params, slot, previousSlot, d, elapsed, now) || (free && !stopped(params, slot, previousSlot, d, now))))
+      continue;
     if (!selfHungry || viewShare(params, slot, d) < params.units[d]!) targets.push(d);
   }
   if (targets.length === 0) {
-    // A free donor that is quiet in its peers' eyes too (so none of them gives it back) and has nobody to give
-    // to sends back what it holds of its peers' share, with its tokens, as at the end of the epoch: the burst
-    // that drew it has stopped, and the next burst may land in a donor.
-    if (free && quiet(params, slot, r, now) && heldAny(slot, r)) return returnBucketShare(params, slots, fence, now, tokens);
+    // A free donor with nobody to give to sends back what it holds of its peers' share, with its tokens, as at the
+    // end of the epoch: the burst that drew it has stopped, and the next burst may land in a donor. Its peers read
+    // the same stopped() of it, so none of them gives it back (a free donor that admitted here is stopped).
+    if (free && heldAny(slot, r)) return returnBucketShare(params, slots, fence, now, tokens);
     return unchanged;
   }
   let reserve = 0;
@@ -230,11 +231,12 @@ export function bucketHasHungryPeer(params: FederationParams, state: BucketState
   const epoch = windowIdAt(now, params.periodMs);
   const elapsed = Math.max(1, now - epoch * params.periodMs);
   const slot = epochCells(state.slots, epoch);
+  const previous = epochCells(state.slots, epoch - 1);
   let hungryPeers = 0;
   for (let d = 0; d < params.regions; d++) {
     if (d === r) continue;
     if (heldFrom(slot, r, d) > 0) return true;
-    if (bucketHungry(params, slot, d, elapsed, now)) hungryPeers++;
+    if (bucketHungry(params, slot, previous, d, elapsed, now)) hungryPeers++;
   }
   return hungryPeers > 0 && viewShare(params, slot, r) >= Math.max(params.rebalance.minSurplus, hungryPeers);
 }

@@ -1,6 +1,6 @@
 // Demand: what makes a region active, quiet, hungry or a free donor in one window (or epoch) slot, the signals
 // every transfer decision of windows and token buckets reads under the REBALANCE policy.
-// Lua mirror: lua/includes/rebalance.lua (active, quiet_span, quiet, free_donor, hungry, wanting).
+// Lua mirror: lua/includes/rebalance.lua (active, quiet_span, quiet, stopped, free_donor, hungry, wanting).
 import type { FederationParams, RebalancePolicy } from './params.ts';
 import type { Slot } from './slots.ts';
 
@@ -23,17 +23,34 @@ export function quiet(params: FederationParams, slot: Slot, d: number, now: numb
 }
 
 /**
- * A free donor gives (nearly) all it holds. It admitted in this window (epoch) and has gone quiet since: its
- * traffic stopped or moved, so what it keeps for its own use is stranded. Traffic that began in this window
- * needs only the quiet span of silence (the average gap since the window's start says nothing about a burst that
- * started late in it); traffic carried over from the previous window also ten of its gaps (quiet()). Or it
- * admitted nothing in this window yet and was quiet in the previous one (a region with steady traffic admits
- * nothing yet at a window's start: the previous window tells it apart from an idle one there).
+ * Stopped: d is not admitting in window (epoch) `slot.id` any more, the test every transfer decision reads of a
+ * region that admitted there (who is hungry, whom a free donor gives to, when a holder returns). Traffic that began
+ * in this window needs only the quiet span of silence: the average gap since the window's start says nothing about
+ * a burst that started late in it (120 admissions begun 30 s into a minute would wait 2.5 s). Traffic carried over
+ * from the previous window (`previous`) must be quiet() too, ten of its gaps, so that steady low traffic is not
+ * taken for stopped by one long gap. Nothing admitted in the window: stopped.
+ *
+ * @example
+ * ```ts
+ * // A burst that began 30 s into the minute (nothing in the minute before), silent for longer than the quiet span.
+ * stopped(params, slot, previous, 0, slot.t[0] + quietSpan(params) + 1); // true
+ * ```
+ */
+export function stopped(params: FederationParams, slot: Slot, previous: Slot, d: number, now: number): boolean {
+  if (slot.t[d]! <= 0) return true;
+  if (previous.c[d]! > 0) return quiet(params, slot, d, now);
+  return now - slot.t[d]! > quietSpan(params);
+}
+
+/**
+ * A free donor gives (nearly) all it holds. It admitted in this window (epoch) and has stopped since (stopped()):
+ * its traffic stopped or moved, so what it keeps for its own use is stranded. Or it admitted nothing in this window
+ * yet and was quiet in the previous one (a region with steady traffic admits nothing yet at a window's start: the
+ * previous window tells it apart from an idle one).
  */
 export function freeDonor(params: FederationParams, slot: Slot, previous: Slot, r: number, now: number): boolean {
   if (slot.t[r]! <= 0) return quiet(params, previous, r, now);
-  if (previous.c[r]! > 0) return quiet(params, slot, r, now);
-  return now - slot.t[r]! > quietSpan(params);
+  return stopped(params, slot, previous, r, now);
 }
 
 /** The least silence that makes a region quiet: idleMs/5, at most a twentieth of the period. */
@@ -42,17 +59,25 @@ export function quietSpan(params: FederationParams): number {
 }
 
 /**
- * Hungry: active and not quiet, and used more than hungerFraction of its allowance, or denied while admitting
+ * Hungry: active and not stopped, and used more than hungerFraction of its allowance, or denied while admitting
  * nothing: a region whose requests cost more than it holds admits nothing, yet its false denials stamp its t in the
  * slot (decideWindow / decideBucket), and t without a count is that demand.
  */
-export function hungry(params: FederationParams, slot: Slot, d: number, allowance: number, now: number): boolean {
+export function hungry(params: FederationParams, slot: Slot, previous: Slot, d: number, allowance: number, now: number): boolean {
   const used = slot.c[d]!;
   const demanding = used > 0 ? used > params.rebalance.hungerFraction * allowance : slot.t[d]! > 0;
-  return demanding && active(slot, d, now, params.rebalance) && !quiet(params, slot, d, now);
+  return demanding && active(slot, d, now, params.rebalance) && !stopped(params, slot, previous, d, now);
 }
 
-/** A free donor's targets: hungry peers and peers admitting right now (not quiet). */
-export function wanting(params: FederationParams, slot: Slot, d: number, allowance: number, now: number, free: boolean): boolean {
-  return hungry(params, slot, d, allowance, now) || (free && !quiet(params, slot, d, now));
+/** A free donor's targets: hungry peers and peers admitting right now (not stopped). */
+export function wanting(
+  params: FederationParams,
+  slot: Slot,
+  previous: Slot,
+  d: number,
+  allowance: number,
+  now: number,
+  free: boolean,
+): boolean {
+  return hungry(params, slot, previous, d, allowance, now) || (free && !stopped(params, slot, previous, d, now));
 }

@@ -2,7 +2,7 @@
 // sweep that repeats it without new gossip, and what a region sends.
 // Lua mirror: lua/includes/window_rebalance.lua (rebalance_window, merge_window, window_has_hungry_peer,
 // sweep_window).
-import { freeDonor, hungry, quiet, wanting } from './demand.ts';
+import { freeDonor, hungry, wanting } from './demand.ts';
 import { windowIdAt, type Fence, type FederationParams } from './params.ts';
 import {
   cloneWindowSlot,
@@ -69,20 +69,20 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   const slot = windowCells(state, id);
   const ownAllowance = windowAllowance(params, slot, r);
   // A free donor is not hungry, whatever its use says: its traffic stopped.
-  const free = freeDonor(params, slot, windowCells(state, id - 1), r, now);
-  if (!free && hungry(params, slot, r, ownAllowance, now)) return state;
+  const previous = windowCells(state, id - 1);
+  const free = freeDonor(params, slot, previous, r, now);
+  if (!free && hungry(params, slot, previous, r, ownAllowance, now)) return state;
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
     if (d === r) continue;
-    if (wanting(params, slot, d, windowAllowance(params, slot, d), now, free)) targets.push(d);
+    if (wanting(params, slot, previous, d, windowAllowance(params, slot, d), now, free)) targets.push(d);
   }
   const lastTenth = (id + 1) * params.periodMs - now <= Math.min(policy.idleMs, params.periodMs / 10);
   if (targets.length === 0) {
-    // A free donor that is quiet in its peers' eyes too (so none of them gives it back) and has nobody to give to
-    // hands back what it holds of its peers' allowance, as a token bucket does (bucket-rebalance.ts): the burst
-    // that drew it has stopped, and the next burst may land in a donor.
-    if (free && quiet(params, slot, r, now))
-      return returnWindowAllowance(params, state, id, ownAllowance - slot.c[r]! - (lastTenth ? 0 : 1));
+    // A free donor with nobody to give to hands back what it holds of its peers' allowance, as a token bucket does
+    // (bucket-rebalance.ts): the burst that drew it has stopped, and the next burst may land in a donor. Its peers
+    // read the same stopped() of it, so none of them gives it back.
+    if (free) return returnWindowAllowance(params, state, id, ownAllowance - slot.c[r]! - (lastTenth ? 0 : 1));
     return state;
   }
   let reserve: number;
@@ -126,12 +126,14 @@ function returnWindowAllowance(params: FederationParams, state: WindowState, id:
 export function windowHasHungryPeer(params: FederationParams, state: WindowState, now: number): boolean {
   if (params.budget === null || params.regions < 2) return false;
   const r = params.self;
-  const slot = windowCells(state, windowIdAt(now, params.periodMs));
+  const id = windowIdAt(now, params.periodMs);
+  const slot = windowCells(state, id);
+  const previous = windowCells(state, id - 1);
   let hungryPeers = 0;
   for (let d = 0; d < params.regions; d++) {
     if (d === r) continue;
     if (heldFrom(slot, r, d) > 0) return true;
-    if (hungry(params, slot, d, windowAllowance(params, slot, d), now)) hungryPeers++;
+    if (hungry(params, slot, previous, d, windowAllowance(params, slot, d), now)) hungryPeers++;
   }
   return hungryPeers > 0 && windowAllowance(params, slot, r) - slot.c[r]! >= Math.max(params.rebalance.minSurplus, hungryPeers);
 }

@@ -45,7 +45,8 @@ function jobCalls(prefix: string): ScriptCall[] {
   hungry.t[sender] = T0 - 1_000;
   const first = emptySlotCells(epoch, n);
   first.c[sender] = 7;
-  first.t[sender] = T0 - 2_000;
+  // Admitting within the quiet span (1 s): the sender has not stopped, so this idle region grants it.
+  first.t[sender] = T0 - 800;
   first.c[third] = 2;
   first.t[third] = T0 - 3_000;
   const later = { ...first, c: [...first.c], t: [...first.t] };
@@ -57,7 +58,7 @@ function jobCalls(prefix: string): ScriptCall[] {
     applyGossipCall(topology, rule, config.federation.leakageBudget, sender, { k, t, s: [flattenSlot(slot)] }, { now: T0 });
   return [
     call(bucketRule, bucketKey, hungry, T0 - 1_000),
-    call(windowRule, windowKey, first, T0 - 2_000),
+    call(windowRule, windowKey, first, T0 - 800),
     call(windowRule, windowKey, later, T0 - 500),
   ];
 }

@@ -37,6 +37,7 @@ import {
   type WindowSlot,
   type WindowState,
 } from '../../src/protocol/index.ts';
+import { quiet, stopped } from '../../src/protocol/demand.ts';
 
 const N = 3;
 const cell = fc.integer({ min: 0, max: 40 });
@@ -575,8 +576,8 @@ describe('rights that move on demand', () => {
     const p = params({ self: 1 });
     const slots = [emptyEpochSlot(N, 3), emptyEpochSlot(N, 4), emptyEpochSlot(N, 5)];
     slots[2]!.x[0]![1] = 200_000; // region 0 gave 1 a share in epoch 5
-    slots[2]!.c[2] = 30; // region 2 is hungry
-    slots[2]!.t[2] = 5_500;
+    slots[2]!.c[2] = 30; // region 2 is hungry, and admitting: its last admission 20 ms ago (within the quiet span)
+    slots[2]!.t[2] = 5_580;
     const { slots: after } = rebalanceBucket(p, slots, 0, 5_600, 50);
     // A free donor: its whole σ (own 500,000 + received 200,000) goes to the hungry peer.
     expect(after[2]!.x[1]![2]).toBe(700_000);
@@ -732,24 +733,55 @@ describe('token buckets at the end of an epoch', () => {
 describe('token buckets after a burst', () => {
   it('a holder whose burst stopped (a free donor) sends received share back with its tokens before the epoch ends', () => {
     const { holder, donor, given, merged: holding } = donorGaveAll(60_000);
-    // Until it is quiet (no admission for max(min(idleMs/5, P/20), 10 of its average gaps) = max(1 s, 10 × 1,004/5
-    // ms) after its last one: the span in which its peers still count it as admitting) the holder keeps what it got.
-    expect(sweepBucket(holder, holding, 0, 2_900).changed).toBe(false);
-    // Quiet since, nobody wanting share: everything it holds of the donor's goes back, tokens with it, 56 s
+    // Until it has stopped (its burst began in this epoch: no admission for the quiet span, min(idleMs/5, P/20) = 1 s,
+    // after its last one: the span in which its peers still count it as admitting) the holder keeps what it got.
+    expect(sweepBucket(holder, holding, 0, 1_900).changed).toBe(false);
+    // Stopped since, nobody wanting share: everything it holds of the donor's goes back, tokens with it, 58 s
     // before the end-of-epoch return would have sent it.
-    const returned = sweepBucket(holder, holding, 0, 3_100);
+    const returned = sweepBucket(holder, holding, 0, 2_100);
     expect(returned.changed).toBe(true);
     const back = windowCellsOfEpoch(returned.state, 0);
     expect(back.x[0]![1]).toBe(donor.units[1]);
     expect(back.y[0]![1]!).toBeGreaterThan(0);
     // The holder is back at its own share; the donor, once it merges, at its own too, with the tokens.
-    expect(shareAt(holder, returned.state.slots, 0, 3_100)).toBe(holder.units[0]);
+    expect(shareAt(holder, returned.state.slots, 0, 2_100)).toBe(holder.units[0]);
     const donorAfter = mergeBucket(donor, given, 0, 3_200, returned.state.slots).state!;
     expect(shareAt(donor, donorAfter.slots, 0, 3_200)).toBe(donor.units[1]);
     expect(donorAfter.tokens).toBeGreaterThan(refill(donor, given, 0, 3_200) + 1);
     // Nothing bounces: the donor holds nothing of the holder's, and the holder is done.
     expect(sweepBucket(donor, donorAfter, 0, 4_500).changed).toBe(false);
     expect(sweepBucket(holder, returned.state, 0, 4_500).changed).toBe(false);
+  });
+});
+
+describe('stopped: the test of a region that admitted in the window', () => {
+  const minute = params({ periodMs: 60_000 });
+  /** Region 0's slots: `count` admissions in the window of minute 1, the last at `lastAt`; `before` in minute 0. */
+  function slots(count: number, lastAt: number, before: number) {
+    const slot = emptyWindowSlot(N, 1);
+    slot.c[0] = count;
+    slot.t[0] = lastAt;
+    const previous = emptyWindowSlot(N, 0);
+    previous.c[0] = before;
+    previous.t[0] = before > 0 ? 59_000 : 0;
+    return { slot, previous };
+  }
+
+  it('stops a burst that began late in the window after the quiet span, not ten of its gaps since the window began', () => {
+    // 120 admissions ending 30.1 s into the minute: their "average gap" since the window's start is 251 ms, so
+    // quiet() waits 2.5 s; the burst began in this window (nothing in the one before), so the quiet span (1 s) is all.
+    const { slot, previous } = slots(120, 90_100, 0);
+    expect(quiet(minute, slot, 0, 91_200)).toBe(false);
+    expect(stopped(minute, slot, previous, 0, 91_000)).toBe(false);
+    expect(stopped(minute, slot, previous, 0, 91_200)).toBe(true);
+  });
+
+  it('keeps ten of its gaps for traffic carried over from the window before, and stops a region that admitted nothing', () => {
+    const { slot, previous } = slots(120, 90_100, 50);
+    expect(stopped(minute, slot, previous, 0, 91_200)).toBe(false);
+    expect(stopped(minute, slot, previous, 0, 92_700)).toBe(true);
+    const idle = slots(0, 0, 0);
+    expect(stopped(minute, idle.slot, idle.previous, 0, 91_200)).toBe(true);
   });
 });
 
@@ -765,9 +797,9 @@ describe('windows after a burst', () => {
     const gift = windowCells(given, 0).x[1]![0]!;
     expect(gift).toBe(windowBase(donor, 1, 0) - 1);
     const holding = mergeWindow(holder, hot, 0, 1_100, given.slots).state;
-    // Quiet in its peers' eyes only after max(1 s, 10 of its average gaps = 2,008 ms): until then it keeps it.
-    expect(sweepWindow(holder, holding, 0, 2_900).changed).toBe(false);
-    const returned = sweepWindow(holder, holding, 0, 3_100);
+    // Stopped in its peers' eyes after the quiet span (1 s; its burst began in this window): until then it keeps it.
+    expect(sweepWindow(holder, holding, 0, 1_900).changed).toBe(false);
+    const returned = sweepWindow(holder, holding, 0, 2_100);
     expect(returned.changed).toBe(true);
     const back = windowCells(returned.state, 0);
     expect(back.x[0]![1]).toBe(gift);
