@@ -36,8 +36,6 @@ export interface SyncRoundDeps {
   dirty: DirtyShards;
   /** The keys the lanes have in flight (shared with the fast lane). */
   inFlight: InFlight;
-  /** The sync interval (ms): a timed round leaves out a peer flushed less than this long ago. */
-  intervalMs: number;
 }
 
 /** What a round took of a peer's pending keys: the shards taken from, each one's keys, whether none was left. */
@@ -81,11 +79,12 @@ export function createSyncRound({
   heartbeatMs,
   dirty,
   inFlight,
-  intervalMs,
 }: SyncRoundDeps): SyncRound {
   const keys = layoutOf(config);
   const n = topology.regions.length;
   const maxKeys = Math.min(config.federation.maxBatchKeys, LIMITS.maxEntries);
+  // A timed round leaves out a peer the fast lane flushed less than one sync interval ago.
+  const intervalMs = config.federation.syncIntervalMs;
   const resyncWanted = new Set<string>();
   // Per peer: the pending count of each shard as last counted, less what was forgotten since.
   const known = new Map<number, number[]>(links.map((link) => [link.index, new Array<number>(KEY_SHARDS).fill(0)]));
