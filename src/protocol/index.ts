@@ -9,7 +9,7 @@
 // Files, beside their Lua mirrors in lua/includes/:
 //   params.ts            share units, REBALANCE, the leakage budget, FederationParams   federation.lua, rebalance.lua
 //   slots.ts             window and epoch slots, their join                              federation.lua, rebalance.lua
-//   demand.ts            active, quiet, hungry, free donor                               rebalance.lua
+//   demand.ts            active, quiet, stopped, hungry, free donor                      rebalance.lua
 //   window-decide.ts     a window's base, allowance and decision                         window_decide.lua
 //   window-rebalance.ts  a window's merge, transfer and sweep                            window_rebalance.lua
 //   bucket-share.ts      a bucket's share σ, refill and decision                         bucket_share.lua

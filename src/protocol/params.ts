@@ -15,9 +15,9 @@ export const SHARE_UNITS = 1_000_000;
  * - minSurplus: no transfer below this surplus (requests, or share units for token buckets).
  * - idleMs: a region that admitted nothing for this long (by its last admission time in the view) is idle:
  *   it is never hungry and keeps no reserve for its past use, so allowance follows traffic that moves. A
- *   region quiet (no admission for idleMs/5 and ten of its average gaps) in this window (epoch) and the
- *   previous one is a free donor: it gives everything but one request (nothing for buckets, nothing in the
- *   last tenth of a window) to its hungry and active peers.
+ *   region that has stopped in this window (epoch: no admission for idleMs/5, and ten of its average gaps when its
+ *   traffic carried over from the previous one; demand.ts stopped) is a free donor: it gives everything but one
+ *   request (nothing for buckets, nothing in the last tenth of a window) to its hungry and active peers.
  */
 export const REBALANCE = {
   hungerFraction: 0.5,
