@@ -137,13 +137,28 @@ export function createSyncRound({
       if (status) status.resyncPending = false;
       logger.info({ event: 'federation.resync_requested', peer: link.name }, `asked ${link.name} to resend everything`);
     }
-    const { shards, replies } = await takeFor(link, start);
+    await send(link, await takeFor(link, start));
+  };
+
+  /**
+   * Sends what `takeFor` took, after the riders of a flush; its shards stay dirty where something stays pending (a
+   * failed send, keys cut from the batch). A flush that took and sent everything marks the peer flushed.
+   */
+  const send = async (link: PeerLink, { shards, replies, complete }: Taken, riders?: Riders): Promise<boolean> => {
+    let delivered: { sent: boolean; cut: Set<number> };
     try {
-      if (!(await deliver(link, shards, replies)).sent) dirty.keep(link.index, shards);
+      delivered = await deliver(link, shards, replies, riders);
     } catch (error) {
       dirty.keep(link.index, shards);
       throw error;
     }
+    if (!delivered.sent) {
+      dirty.keep(link.index, shards);
+      return false;
+    }
+    dirty.keep(link.index, delivered.cut);
+    if (riders !== undefined && complete && delivered.cut.size === 0) flushedAt.set(link.index, Date.now());
+    return true;
   };
 
   /**
@@ -286,21 +301,7 @@ export function createSyncRound({
       if ((running.get(link.index) ?? 0) > 0 || resyncWanted.has(link.name)) return undefined;
       enter(link);
       try {
-        const { shards, replies, complete } = await takeFor(link, rotation);
-        let delivered: { sent: boolean; cut: Set<number> };
-        try {
-          delivered = await deliver(link, shards, replies, riders);
-        } catch (error) {
-          dirty.keep(link.index, shards);
-          throw error;
-        }
-        if (!delivered.sent) {
-          dirty.keep(link.index, shards);
-          return false;
-        }
-        dirty.keep(link.index, delivered.cut);
-        if (complete && delivered.cut.size === 0) flushedAt.set(link.index, Date.now());
-        return true;
+        return await send(link, await takeFor(link, rotation), riders);
       } finally {
         leave(link);
       }
