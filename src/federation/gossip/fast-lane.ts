@@ -8,7 +8,7 @@
 // woken, at most once per FAST_LANE_MS.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { ackPendingCall, runAckPending, runTakeFast, takeFastCall, type FastKey } from '../../store/gossip-calls.ts';
+import { runTakeFast, takeFastCall, type FastKey } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { layoutOf, shardOfKey } from '../../keys.ts';
 import type { FederationMetrics } from '../metrics.ts';
@@ -18,7 +18,6 @@ import type { DirtyShards } from './dirty-shards.ts';
 import type { InFlight } from './in-flight.ts';
 import type { GossipEntry } from './message.ts';
 import type { PeerLink } from './peer-link.ts';
-import { fitToSize, type Sender } from './sender.ts';
 import type { SyncRound } from './sync-round.ts';
 
 /** The least time between two fast-lane runs (and so between two fast sends of one key). */
@@ -34,7 +33,6 @@ export interface FastLaneDeps {
   links: readonly PeerLink[];
   metrics: FederationMetrics;
   logger: Logger;
-  sender: Sender;
   /** The shards to look at. */
   dirty: DirtyShards;
   /** The keys the lanes have in flight (shared with the sync round). */
@@ -51,7 +49,6 @@ export function createFastLane({
   links,
   metrics,
   logger,
-  sender,
   dirty,
   inFlight,
   sync,
@@ -90,8 +87,8 @@ export function createFastLane({
       }
       if (entries.length === 0) return 0;
       /**
-       * Sends the entries `mine` to one peer with everything pending for it (sync-round.ts flush; on their own while
-       * a round to that peer runs), and forgets them in its pending sets.
+       * Sends the entries `mine` to one peer with everything pending for it (sync-round.ts flush), and forgets them
+       * in its pending sets.
        */
       const sendAndForget = async (link: PeerLink, mine: number[]): Promise<void> => {
         const chunk = mine.map((i) => entries[i]!);
@@ -103,20 +100,8 @@ export function createFastLane({
           ack.push({ key, version: String(version) });
           acks.set(shard, ack);
         }
-        const flushed = await sync.flush(link, { entries: chunk, acks });
-        if (flushed === false) return;
-        if (flushed === undefined) {
-          if (
-            !(await sender.send(
-              link,
-              fitToSize(chunk, (part) => sender.build(link, 'gossip', part)),
-            ))
-          )
-            return;
-          // Sent: forget each key in this peer's pending set if that version is still the newest.
-          await Promise.all([...acks].map(([shard, ack]) => runAckPending(redis, ackPendingCall(keys, shard, link.index, ack))));
-        }
-        metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
+        // Sent: each key is forgotten in this peer's pending set if that version is still the newest (the acks).
+        if (await sync.flush(link, { entries: chunk, acks })) metrics.fastLane.inc({ region, peer: link.name }, chunk.length);
       };
       await Promise.all(
         links.map(async (link) => {

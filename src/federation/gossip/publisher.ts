@@ -77,7 +77,7 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   // Both lanes send through one sender and claim what they send (in-flight.ts), so a key goes to a peer once.
   const inFlight = createInFlight();
   const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty, inFlight });
-  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, sender, dirty, inFlight, sync });
+  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, dirty, inFlight, sync });
   return {
     sampleBacklog: sync.sampleBacklog,
     fastRound,

@@ -59,9 +59,10 @@ export interface SyncRound {
   run(force?: boolean): Promise<void>;
   /**
    * The peer's round now, with `riders` first in its job: true when sent, false when the send failed (all stays
-   * pending), undefined when a round to that peer runs or a resync waits (then send the riders on their own).
+   * pending). While a round to that peer runs or a resync waits, the riders go on their own (that round takes the
+   * rest). Throws on local Redis trouble.
    */
-  flush(link: PeerLink, riders: Riders): Promise<boolean | undefined>;
+  flush(link: PeerLink, riders: Riders): Promise<boolean>;
   /** Ask every peer to send everything again; retried each round until sent. */
   requestResync(): void;
   /** Keys pending per peer, counted in every pending set (also updates the backlog gauge). */
@@ -298,7 +299,8 @@ export function createSyncRound({
       }
     },
     async flush(link, riders) {
-      if ((running.get(link.index) ?? 0) > 0 || resyncWanted.has(link.name)) return undefined;
+      if ((running.get(link.index) ?? 0) > 0 || resyncWanted.has(link.name))
+        return send(link, { shards: [], replies: [], complete: false }, riders);
       enter(link);
       try {
         return await send(link, await takeFor(link, rotation), riders);
