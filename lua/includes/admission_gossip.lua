@@ -1,6 +1,6 @@
 --[[
   Which admissions the peers must hear of: src/protocol/admission-gossip.ts (silentShare, peerTalks,
-  admissionGossip) line for line, in the same order of float operations. A key far below its region's share
+  admissionGossip, bystander) line for line, in the same order of float operations. A key far below its region's share
   stays silent (no pending mark, no fast lane); it turns loud near its share (the watermark), when its pace
   reaches the share within the horizon, or when a peer shows in its slot. Silence only delays messages;
   the bound never depended on when they are sent.
@@ -52,4 +52,18 @@ local function admission_gossip(talks, own_before, ahead, last_at, room, share, 
     return 'silent'
   end
   return 'fast'
+end
+
+-- protocol.ts bystander and bucketReportTargets: the peers a token bucket's round report skips in the epoch's
+-- cells (`slot`), as a set of region indexes, or nil when it goes to every peer. A bystander admitted nothing there,
+-- gave r at least its whole share and got nothing back from r: r's count tells it nothing it acts on.
+local function report_skips(slot, units, n, r)
+  local skips = nil
+  for o = 0, n - 1 do
+    if o ~= r and slot.c[o] == 0 and slot.x[r][o] == 0 and slot.x[o][r] >= units[o] then
+      if skips == nil then skips = {} end
+      skips[o] = true
+    end
+  end
+  return skips
 end

@@ -45,6 +45,17 @@ local function prepare_call(ARGV)
   }
 end
 
+-- The pending sets of `pending` (one per peer, in region order without `self`) but those of the peers in `skips`.
+local function pending_without(pending, skips, self)
+  local kept = {}
+  for i, set in ipairs(pending) do
+    local o = i - 1
+    if o >= self then o = i end
+    if not skips[o] then kept[#kept + 1] = set end
+  end
+  return kept
+end
+
 -- One decide call (KEYS and reply as lua/decide.lua documents them) of a prepared call, at `now`.
 local function decide_prepared(call, KEYS, now)
   local ctx, peek = call.ctx, call.peek
@@ -84,9 +95,14 @@ local function decide_prepared(call, KEYS, now)
       local gossip = decision.gossip
       if taken and gossip ~= 'fast' and taken.gossip ~= 'silent' then gossip = taken.gossip end
       if decision.federated and gossip ~= 'silent' then
-        mark_changed(decision.key, pending, now)
+        -- A round report skips the bystanders (a token bucket's idle donors that gave this region everything).
+        local marks = pending
+        if gossip == 'round' and decision.report_skips ~= nil then
+          marks = pending_without(pending, decision.report_skips, ctx.self)
+        end
+        mark_changed(decision.key, marks, now)
         if gossip == 'fast' and fast then redis.call('SADD', fast, decision.key) end
-        queued = true
+        if #marks > 0 or gossip == 'fast' then queued = true end
       end
     end
     -- A false denial (this region ran out while the federation has room) sends the key's state at once, so a

@@ -64,13 +64,16 @@ local function federated_bucket(rule, ctx, now)
   local talks = peer_talks(cells, p.n, p.self) or peer_talks(epoch_cells(p, verdict.bucket.slots, epoch - 1), p.n, p.self)
   local gossip = admission_gossip(talks, cells.c[p.self], capacity - verdict.tokens,
     cells.t[p.self], verdict.tokens - rule.cost, capacity, rule.cost, silent_share(p), p.horizon, now)
-  return verdict.tokens, capacity, bucket_rate(p, share), store, gossip, verdict.false_denial == true, touch, verdict.quota
+  -- The peers a round report skips (bystanders): an admission changes only this region's cells of the epoch.
+  local skips = report_skips(cells, p.units, p.n, p.self)
+  return verdict.tokens, capacity, bucket_rate(p, share), store, gossip, verdict.false_denial == true, touch, verdict.quota,
+    skips
 end
 
 local function token_bucket(rule, ctx, now)
   local cost, period = rule.cost, rule.period
   if ctx.n == 1 then return single_region_bucket(rule, now) end
-  local tokens, capacity, rate, store, gossip, false_denial, touch, quota = federated_bucket(rule, ctx, now)
+  local tokens, capacity, rate, store, gossip, false_denial, touch, quota, skips = federated_bucket(rule, ctx, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, cost, period, now)
   local remaining = math.max(0, math.floor(after))
   -- (Both federated paths answer the federation's remaining quota; none known, it is this region's remaining.)
@@ -83,6 +86,8 @@ local function token_bucket(rule, ctx, now)
     retry_after = retry_after,
     federated = true,
     gossip = gossip,
+    -- The peers a round report skips (admission_gossip.lua report_skips), nil for none.
+    report_skips = skips,
     false_denial = false_denial == true,
     commit = store,
     touch = touch,

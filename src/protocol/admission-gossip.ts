@@ -209,3 +209,37 @@ export function fastLaneTargets(own: number, ownAt: number, gave: (d: number) =>
   for (let d = 0; d < n; d++) if (d !== self && gave(d) > 0) to.push(d);
   return to.length > 0 ? to : 'all';
 }
+
+/**
+ * Whether peer `o` is a bystander of region `self`'s token bucket in an epoch slot: it admitted nothing there
+ * (`c[o]` = 0), it gave `self` at least its whole share (`x[o][self] ≥ units[o]`), and `self` gave it nothing
+ * (`x[self][o]` = 0). It can give nothing more and admit nothing beyond its budget, so `self`'s count tells it
+ * nothing it acts on: an idle donor that handed a hot region everything. The cells are those a decision reads
+ * (load_bucket for a decision: every region's count, the transfers to and from `self`).
+ */
+export function bystander(slot: EpochSlot, units: readonly number[], self: number, o: number): boolean {
+  return slot.c[o]! === 0 && slot.x[self]![o]! === 0 && slot.x[o]![self]! >= units[o]!;
+}
+
+/**
+ * The peers a token bucket's round report (admissionGossip 'round': a loud key's count at a report step) goes
+ * to: every peer but the bystanders of the admission's epoch (`state`: the bucket after the admission). A report
+ * to a bystander only refreshed a view it never acts on; the next message it needs still reaches it: what `self`
+ * gives it (a return, a grant) marks it as a merge's grantee or a sweep's, a key's first admission in an epoch
+ * goes on the fast lane to every peer, and when the bystander talks of the key again (it admits on its budget,
+ * or a false denial refreshes its demand) `self`'s merge of its message answers it with `self`'s row
+ * (ownRowAhead). When a message is sent is no part of the bound (§2, §3). Windows report to every peer: a
+ * window's free donor keeps one request (§2), so it never gave its whole share.
+ *
+ * @example
+ * ```ts
+ * // Regions 1 and 2 of three gave region 0 their whole share in this epoch and admitted nothing: no report.
+ * bucketReportTargets(params, bucket, now); // []
+ * ```
+ */
+export function bucketReportTargets(params: FederationParams, state: BucketState, now: number): number[] {
+  const cells = epochCells(state.slots, windowIdAt(now, params.periodMs));
+  const to: number[] = [];
+  for (let o = 0; o < params.regions; o++) if (o !== params.self && !bystander(cells, params.units, params.self, o)) to.push(o);
+  return to;
+}

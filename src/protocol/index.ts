@@ -79,6 +79,8 @@ export {
 export {
   admissionGossip,
   bucketAdmissionGossip,
+  bucketReportTargets,
+  bystander,
   fastLaneTargets,
   gossipHorizonMs,
   PACE_MIN_AHEAD,

@@ -21,6 +21,7 @@ import type { GossipEntry } from '../../src/store/gossip-calls.ts';
 import {
   bucketAdmissionGossip,
   bucketHasHungryPeer,
+  bucketReportTargets,
   bucketSweepIdle,
   decideBucket,
   decideSingleBucket,
@@ -484,6 +485,8 @@ function toEpochSlot(slot: SlotCells, n: number): EpochSlot {
 
 const stats = {
   fastFirst: 0,
+  /** Round reports of a token bucket that skipped a bystander (bucketReportTargets). */
+  bystanderSkips: 0,
   /** Decisions on a key in the silent layout (z: own cells alone), per algorithm. */
   silentLayout: { fixedWindow: 0, slidingWindow: 0, tokenBucket: 0 },
   /** Decisions on a key held as one string (state layout 3: lua/includes/silent_string.lua), per algorithm. */
@@ -1014,13 +1017,17 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
   /** Each call's shard marker: decide.lua's first key, by which MONITOR's lines tell the calls apart. */
   const callMarkers = CALLS.map((ks) => shardMarkerKey(ks[0] === 1 ? SHARD2 : SHARD));
   const keys = second === 'none' ? [KEY] : [KEY, KEY2];
-  /** What a region's decide calls left for the peers, per key: on the fast lane, a change version, a false denial. */
+  /**
+   * What a region's decide calls left for the peers, per key: on the fast lane, the peers its loud admissions were
+   * marked pending for (a token bucket's round report skips the bystanders: bucketReportTargets), a false denial.
+   */
   interface Sent {
     fast: boolean[];
-    loud: boolean[];
+    to: Set<number>[];
     falseDenied: boolean[];
   }
-  const nothingSent = (): Sent => ({ fast: [false, false], loud: [false, false], falseDenied: [false, false] });
+  const nothingSent = (): Sent => ({ fast: [false, false], to: [new Set(), new Set()], falseDenied: [false, false] });
+  const peersOf = (r: number) => Array.from({ length: n }, (_, peer) => peer).filter((peer) => peer !== r);
 
   /**
    * One decide call of region r on the spec: the rules `ks` of one shard at once, all committed or none (a denied
@@ -1037,7 +1044,14 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
       const committed = verdict.allowed && all;
       if (committed || !verdict.allowed) setState(r, k, verdict.state);
       if ((committed && gossip === 'fast') || verdict.falseDenial) sent.fast[k] = true;
-      if (committed && gossip !== 'silent') sent.loud[k] = true;
+      if (committed && gossip !== 'silent') {
+        const to =
+          gossip === 'round' && !windowed
+            ? bucketReportTargets(k === 0 ? s.params : s.params2, verdict.state as BucketState, now)
+            : peersOf(r);
+        for (const peer of to) sent.to[k]!.add(peer);
+        if (k === 0 && to.length < n - 1) stats.bystanderSkips++;
+      }
       if (verdict.falseDenial) sent.falseDenied[k] = true;
       if (k > 0) return;
       if (committed) admitted(r, now, cost);
@@ -1096,10 +1110,23 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
       expect(queued === 1, `fast lane of key ${k} after the decisions (${traced})`).toBe(sent.fast[k]);
       const version = Number(stored ?? 0);
       // A false denial that refreshed demand sends the key too; otherwise only a loud admission does.
-      if (!sent.falseDenied[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(sent.loud[k]);
-      else if (sent.loud[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(true);
+      const loud = sent.to[k]!.size > 0;
+      if (!sent.falseDenied[k]) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(loud);
+      else if (loud) expect(version > versionsBefore[k]!, `key ${k} gossiped (${traced})`).toBe(true);
+      // The pending marks (cleared before the decisions): exactly the spec's peers; a false denial's demand goes to
+      // every peer besides (decide.lua, when the key was stored).
+      for (const peer of peersOf(r)) {
+        const marked = (await clients[r]!.zscore(pendingSetOf(k, peer), keys[k]!)) !== null;
+        if (sent.falseDenied[k] && marked) continue;
+        expect(marked, `key ${k} pending for region ${peer} after region ${r}'s decisions (${traced})`).toBe(sent.to[k]!.has(peer));
+      }
     }
   };
+  /** The pending set of key k's shard for `peer`. */
+  const pendingSetOf = (k: number, peer: number) => keyLayout().peerPendingKey(k === 0 ? SHARD : SHARD2, peer);
+  /** Clears region r's pending marks of both keys, so expectSent sees what the next decisions marked. */
+  const clearMarks = (r: number) =>
+    Promise.all(keys.flatMap((key, k) => peersOf(r).map((peer) => clients[r]!.zrem(pendingSetOf(k, peer), key))));
   const versionsOf = (r: number) => Promise.all(keys.map(async (key) => Number((await stateFields(clients[r]!, key)).v ?? 0)));
 
   /**
@@ -1113,6 +1140,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     if (second === 'otherShard') fenceOnScriptCall2(r);
     const now = localNow(r);
     const [versionsBefore, held, type] = await Promise.all([versionsOf(r), stateFields(clients[r]!, KEY), clients[r]!.type(KEY)]);
+    await clearMarks(r);
     const exists = type === 'none' ? 0 : 1;
     if (type === 'string') stats.silentString[algorithm]++;
     if (held.z === '1') stats.silentLayout[algorithm]++;
@@ -1147,6 +1175,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     if (second === 'otherShard') fenceOnScriptCall2(r);
     const now = localNow(r);
     const versionsBefore = await versionsOf(r);
+    await clearMarks(r);
     const client = dropClients[r]!;
     await waitReady(client);
     const droppedBefore = proxy.dropped;
@@ -1774,6 +1803,8 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.sweeps).toBeGreaterThan(0);
     expect(stats.fastFirst).toBeGreaterThan(0);
     expect(stats.silentAdmissions).toBeGreaterThan(0);
+    // A hot token bucket's round reports skipped an idle donor that gave it everything (checked mark by mark).
+    expect(stats.bystanderSkips).toBeGreaterThan(0);
     // Both layouts decided, for every algorithm: new keys start silent, a merge makes them general.
     expect(Math.min(...Object.values(stats.silentLayout))).toBeGreaterThan(0);
     expect(Math.min(...Object.values(stats.generalLayout))).toBeGreaterThan(0);

@@ -6,7 +6,10 @@ import { describe, expect, it } from 'vitest';
 import {
   admissionGossip,
   bucketAdmissionGossip,
+  bucketReportTargets,
+  bystander,
   decideBucket,
+  epochCells,
   fastLaneTargets,
   federationParams,
   PACE_MIN_AHEAD,
@@ -128,5 +131,77 @@ describe('admission gossip', () => {
     expect(fastLaneTargets(0, 0, gave({ 3: 5, 0: 40 }), 1, 4)).toEqual([0, 3]);
     // Nothing to tell apart (no grant in the newest slot): every peer, as before.
     expect(fastLaneTargets(0, 0, gave({}), 1, 4)).toBe('all');
+  });
+
+  it("a token bucket's round report skips the bystanders: idle donors that gave the region their whole share", () => {
+    const params = federationParams({
+      regions: 3,
+      self: 0,
+      weights: [1, 1, 1],
+      limit: 1_000,
+      periodMs: 60_000,
+      leakageBudget: '5%',
+      maxClockSkewMs: 1_000,
+    });
+    const now = 1_800_000_030_000;
+    const epoch = Math.floor(now / params.periodMs);
+    /** Region 0's bucket after one admission at `now`, with `edit` applied to the epoch's cells. */
+    const bucket = (edit: (cells: ReturnType<typeof epochCells>) => void, id = epoch): BucketState => {
+      const state = decideBucket(params, undefined, 0, now, 1).state!;
+      const cells = state.slots.find((slot) => slot.id === epoch)!;
+      if (id !== epoch) cells.id = id;
+      edit(cells);
+      return state;
+    };
+    const [, u1, u2] = params.units as [number, number, number];
+    // Both peers handed region 0 their whole share and admitted nothing: no round report goes anywhere.
+    expect(
+      bucketReportTargets(
+        params,
+        bucket((c) => ((c.x[1]![0] = u1), (c.x[2]![0] = u2))),
+        now,
+      ),
+    ).toEqual([]);
+    // A donor that admitted in the epoch (on its budget) hears the reports.
+    expect(
+      bucketReportTargets(
+        params,
+        bucket((c) => ((c.x[1]![0] = u1), (c.x[2]![0] = u2), (c.c[2] = 1))),
+        now,
+      ),
+    ).toEqual([2]);
+    // A donor that kept part of its share may give again: it hears them.
+    expect(
+      bucketReportTargets(
+        params,
+        bucket((c) => ((c.x[1]![0] = u1 - 1), (c.x[2]![0] = u2))),
+        now,
+      ),
+    ).toEqual([1]);
+    // Region 0 gave some back to region 1 (a return): region 1 holds share again.
+    expect(
+      bucketReportTargets(
+        params,
+        bucket((c) => ((c.x[1]![0] = u1), (c.x[2]![0] = u2), (c.x[0]![1] = 5))),
+        now,
+      ),
+    ).toEqual([1]);
+    // Gifts of the epoch before do not count: a new epoch gives every donor its share back.
+    expect(
+      bucketReportTargets(
+        params,
+        bucket((c) => ((c.x[1]![0] = u1), (c.x[2]![0] = u2)), epoch - 1),
+        now,
+      ),
+    ).toEqual([1, 2]);
+    // Nobody gave anything: every peer, as before.
+    expect(
+      bucketReportTargets(
+        params,
+        bucket(() => undefined),
+        now,
+      ),
+    ).toEqual([1, 2]);
+    expect(bystander(epochCells(bucket(() => undefined).slots, epoch), params.units, 0, 1)).toBe(false);
   });
 });

@@ -5,6 +5,7 @@
 // queue), links.ts (links and their faults), traffic.ts (arrivals), statistics.ts (measurements), state.ts.
 import {
   bucketAdmissionGossip,
+  bucketReportTargets,
   bucketHasHungryPeer,
   decideBucket,
   decideWindow,
@@ -229,13 +230,20 @@ class Simulation {
     if (!allowed && falseDenial && state !== undefined) this.fastLane(region, spec.key);
     if (!allowed || !state) return;
     this.stats.admitted += cost;
+    // decide.lua: a token bucket's round report skips the bystanders (admission-gossip.ts bucketReportTargets).
+    const to = gossip === 'round' && !this.windowed ? bucketReportTargets(params, state as BucketState, local) : this.peersOf(region.index);
     if (gossip === 'silent') region.keys.set(spec.key, state);
-    else this.changed(region, spec.key, state);
+    else this.changed(region, spec.key, state, undefined, to);
     if (gossip === 'fast') this.fastLane(region, spec.key);
     const own = this.slotsOf(state);
     const value = ownCount(own, window, region.index);
     // Sync lag is that of the admissions the peers are sent (a silent one is, by design, not sent).
-    if (gossip !== 'silent') this.lag.admitted(this.regions, region.index, spec.key, window, value, this.now);
+    if (gossip !== 'silent') this.lag.admitted(to, region.index, spec.key, window, value, this.now);
+  }
+
+  /** Every region's index but `self`'s. */
+  private peersOf(self: number): number[] {
+    return this.regions.map((peer) => peer.index).filter((index) => index !== self);
   }
 
   private slotsOf(state: KeyState): Slots {
@@ -248,14 +256,20 @@ class Simulation {
    * region's row is behind, the others when the merge brought them news); an unmarked peer's send already pending stays, and carries the
    * state as it is when sent.
    */
-  private changed(region: RegionSim, key: string, state: KeyState, heard?: { from: number; marks: MergeMarks }): void {
+  private changed(
+    region: RegionSim,
+    key: string,
+    state: KeyState,
+    heard?: { from: number; marks: MergeMarks },
+    to?: readonly number[],
+  ): void {
     region.keys.set(key, state);
     const version = (region.versions.get(key) ?? 0) + 1;
     region.versions.set(key, version);
     for (const peer of this.regions) {
       if (peer.index === region.index) continue;
       const pending = region.pending[peer.index]!;
-      const marked = heard === undefined || marksPeer(heard.marks, peer.index, heard.from);
+      const marked = heard === undefined ? (to?.includes(peer.index) ?? true) : marksPeer(heard.marks, peer.index, heard.from);
       if (marked || (peer.index !== heard?.from && pending.has(key))) pending.set(key, version);
     }
   }

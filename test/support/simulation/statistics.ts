@@ -42,11 +42,11 @@ export function emptyStats(): SimStats {
 export class SyncLag {
   private readonly watch = new Map<string, { origin: number; window: number; value: number; since: number }[]>();
 
-  /** `origin` admitted `key` at `now`, its own count in `window` now `value`: every other region must see it. */
-  admitted(regions: RegionSim[], origin: number, key: string, window: number, value: number, now: number): void {
-    for (const peer of regions) {
-      if (peer.index === origin) continue;
-      const watchKey = `${peer.index}|${key}`;
+  /** `origin` admitted `key` at `now`, its own count in `window` now `value`: the regions it was sent to (`to`) must see it. */
+  admitted(to: readonly number[], origin: number, key: string, window: number, value: number, now: number): void {
+    for (const peer of to) {
+      if (peer === origin) continue;
+      const watchKey = `${peer}|${key}`;
       let list = this.watch.get(watchKey);
       if (!list) this.watch.set(watchKey, (list = []));
       list.push({ origin, window, value, since: now });
