@@ -194,17 +194,27 @@ export interface PendingKey {
   fields: string[];
 }
 
-/** take_pending.lua's reply: { key, version, HGETALL } per key. */
-export function parseTakePendingReply(raw: unknown): PendingKey[] {
-  return arrayReply('take_pending', raw).map((item) => {
+/** take_pending.lua's reply: the set's size, then { key, version, HGETALL } per key read. */
+export function parseTakePendingReply(raw: unknown): TakenPending {
+  const reply = arrayReply('take_pending', raw);
+  if (reply.length !== 2 || typeof reply[0] !== 'number' || !Array.isArray(reply[1]))
+    throw unexpected('take_pending', '{ pending, { { key, version, fields } per key } }', raw);
+  const keys = (reply[1] as unknown[]).map((item) => {
     if (!Array.isArray(item) || item.length < 3 || !Array.isArray(item[2]))
       throw unexpected('take_pending', '{ key, version, fields } per key', raw);
     return { key: String(item[0]), version: String(item[1]), fields: item[2] as string[] };
   });
+  return { pending: reply[0], keys };
+}
+
+/** What take_pending.lua read of one shard's pending set: how many keys it held, and the oldest ones with their state. */
+export interface TakenPending {
+  pending: number;
+  keys: PendingKey[];
 }
 
 /** Sends a take_pending.lua call and parses its reply. */
-export async function runTakePending(redis: ScriptedRedis, call: ScriptCall): Promise<PendingKey[]> {
+export async function runTakePending(redis: ScriptedRedis, call: ScriptCall): Promise<TakenPending> {
   return parseTakePendingReply(await runScript(redis, 'takePending', call));
 }
 

@@ -82,11 +82,27 @@ describe('reply parsers', () => {
     });
     expect(parseDecideReply([0, 5, 0, 0, 60_000, 40, 1, 12, 0], 1).rules[0]!.falseDenial).toBe(true);
     expect(parseApplyGossipReply([0, -3, 1])).toEqual({ changed: false, lagMs: -3, granted: true });
-    expect(parseTakePendingReply([['k', '7', ['f', 'v']]])).toEqual([{ key: 'k', version: '7', fields: ['f', 'v'] }]);
+    expect(parseTakePendingReply([3, [['k', '7', ['f', 'v']]]])).toEqual({
+      pending: 3,
+      keys: [{ key: 'k', version: '7', fields: ['f', 'v'] }],
+    });
     expect(parseScreenGossipReply([1, '12', 70_000])).toEqual({ takeable: true, refused: [{ id: '12', bytes: 70_000 }] });
     expect(parseScreenGossipReply([0])).toEqual({ takeable: false, refused: [] });
-    // And a real reply: take_pending on an empty set.
-    expect(parseTakePendingReply(await runScript(redis, 'takePending', { keys: ['qf:{s0}:p:1'], args: [10] }))).toEqual([]);
+    // And real replies: take_pending on an empty set, and on one of three keys taking two (the oldest, by version).
+    expect(parseTakePendingReply(await runScript(redis, 'takePending', { keys: ['qf:{s0}:p:1'], args: [10] }))).toEqual({
+      pending: 0,
+      keys: [],
+    });
+    await redis.zadd('qf:{s0}:p:2', 3, 'qf:{s0}:c', 1, 'qf:{s0}:a', 2, 'qf:{s0}:b');
+    await redis.hset('qf:{s0}:a', 'v', '1');
+    const taken = parseTakePendingReply(await runScript(redis, 'takePending', { keys: ['qf:{s0}:p:2'], args: [2] }));
+    expect(taken).toEqual({
+      pending: 3,
+      keys: [
+        { key: 'qf:{s0}:a', version: '1', fields: ['v', '1'] },
+        { key: 'qf:{s0}:b', version: '2', fields: [] },
+      ],
+    });
   });
 
   it('throw an error naming the script on a reply of another shape', () => {
@@ -96,6 +112,7 @@ describe('reply parsers', () => {
     expect(() => parseDecideReply([1, 5, 'x', 9, 0, 0, 0, 9, 0], 1)).toThrow(/decide\.lua.*a number/);
     expect(() => parseApplyGossipReply('OK')).toThrow(/apply_gossip\.lua/);
     expect(() => parseTakePendingReply([['k', '7']])).toThrow(/take_pending\.lua/);
+    expect(() => parseTakePendingReply([1, [['k', '7']]])).toThrow(/take_pending\.lua/);
     expect(() => parseTakeFastReply([['k']])).toThrow(/take_fast\.lua/);
     expect(() => parseScreenGossipReply([1, '12'])).toThrow(/screen_gossip\.lua/);
   });

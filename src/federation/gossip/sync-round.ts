@@ -6,11 +6,19 @@
 // The fast lane pulls a peer's round forward (flush): its keys go in one job with everything pending for that
 // peer, and the next timed round leaves the peer out when that was less than one sync interval ago. A peer so gets
 // about one job per round whichever lane fills it, and a pending key waits at most two intervals.
-// Only shards dirty for the peer (dirty-shards.ts: their bell rang) are counted (ZCARD) and taken from; a shard
-// stays dirty while a take left keys behind or the send failed, and the backlog gauge sums the known counts.
+// Only shards dirty for the peer (dirty-shards.ts: their bell rang) are taken from, an equal part of a batch from
+// each, in one round trip that also counts them; a shard stays dirty while a take left keys behind or the send
+// failed, and the backlog gauge sums the known counts.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
-import { ackPendingCall, runAckPending, runTakePending, takePendingCall, type PendingKey } from '../../store/gossip-calls.ts';
+import {
+  ackPendingCall,
+  runAckPending,
+  runTakePending,
+  takePendingCall,
+  type PendingKey,
+  type TakenPending,
+} from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import { KEY_SHARDS, layoutOf } from '../../keys.ts';
 import type { PeerBook } from '../peers.ts';
@@ -89,7 +97,6 @@ export function createSyncRound({
   const resyncWanted = new Set<string>();
   // Per peer: the pending count of each shard as last counted, less what was forgotten since.
   const known = new Map<number, number[]>(links.map((link) => [link.index, new Array<number>(KEY_SHARDS).fill(0)]));
-  let rotation = 0;
   // Rounds running now per peer, and when each peer was last flushed whole (nothing left behind) by the fast lane.
   const running = new Map<number, number>();
   const flushedAt = new Map<number, number>();
@@ -120,17 +127,17 @@ export function createSyncRound({
   const enter = (link: PeerLink) => running.set(link.index, (running.get(link.index) ?? 0) + 1);
   const leave = (link: PeerLink) => running.set(link.index, running.get(link.index)! - 1);
 
-  /** The peer's timed (or forced) round: what is pending for it, counted and spread over its dirty shards. */
-  const publishTo = async (link: PeerLink, start: number): Promise<void> => {
+  /** The peer's timed (or forced) round: what is pending for it in its dirty shards. */
+  const publishTo = async (link: PeerLink): Promise<void> => {
     enter(link);
     try {
-      await countAndDeliver(link, start);
+      await countAndDeliver(link);
     } finally {
       leave(link);
     }
   };
 
-  const countAndDeliver = async (link: PeerLink, start: number): Promise<void> => {
+  const countAndDeliver = async (link: PeerLink): Promise<void> => {
     if (resyncWanted.has(link.name)) {
       if (!(await sender.send(link, [sender.build(link, 'resync', [])]))) return;
       resyncWanted.delete(link.name);
@@ -138,7 +145,7 @@ export function createSyncRound({
       if (status) status.resyncPending = false;
       logger.info({ event: 'federation.resync_requested', peer: link.name }, `asked ${link.name} to resend everything`);
     }
-    await send(link, await takeFor(link, start));
+    await send(link, await takeFor(link));
   };
 
   /**
@@ -163,44 +170,31 @@ export function createSyncRound({
   };
 
   /**
-   * Counts the peer's dirty shards and takes up to a batch of what is pending there (take_pending.lua, one call per
-   * shard), spread over the shards from `start`; shards it left keys in stay dirty.
+   * Takes what is pending for the peer in its dirty shards (take_pending.lua, one call per shard, all at once): up
+   * to an equal part of a batch from each, the part a shard's count would have allotted it unless the backlog is
+   * uneven. The take reads each set's size too (the count that a round trip of ZCARDs made before), and a shard it
+   * left keys in stays dirty for the next round.
    */
-  const takeFor = async (link: PeerLink, start: number): Promise<Taken> => {
-    const dirtyShards = dirty.take(link.index);
+  const takeFor = async (link: PeerLink): Promise<Taken> => {
+    const shards = dirty.take(link.index);
+    if (shards.length === 0) return { shards, replies: [], complete: true };
+    const part = Math.ceil(maxKeys / shards.length);
+    let taken: TakenPending[];
     try {
-      await count(link, dirtyShards);
-    } catch (error) {
-      dirty.keep(link.index, dirtyShards);
-      throw error;
-    }
-    const counts = countsOf(link);
-
-    // Spread the batch over the shards that have something, starting at a rotating shard for fairness.
-    const allotted: [number, number][] = [];
-    const left: number[] = [];
-    let budget = maxKeys;
-    for (let i = 0; i < KEY_SHARDS; i++) {
-      const shard = (start + i) % KEY_SHARDS;
-      const pending = counts[shard]!;
-      if (pending === 0) continue;
-      const take = Math.min(pending, budget);
-      if (take > 0) allotted.push([shard, take]);
-      // Keys left behind (the batch is full): counted again next round.
-      if (take < pending) left.push(shard);
-      budget -= take;
-    }
-    dirty.keep(link.index, left);
-    const shards = allotted.map(([shard]) => shard);
-    try {
-      const replies = await Promise.all(
-        allotted.map(([shard, take]) => runTakePending(redis, takePendingCall(keys, shard, link.index, take))),
-      );
-      return { shards, replies, complete: left.length === 0 };
+      taken = await Promise.all(shards.map((shard) => runTakePending(redis, takePendingCall(keys, shard, link.index, part))));
     } catch (error) {
       dirty.keep(link.index, shards);
       throw error;
     }
+    const counts = countsOf(link);
+    const left: number[] = [];
+    shards.forEach((shard, i) => {
+      counts[shard] = taken[i]!.pending;
+      if (taken[i]!.pending > taken[i]!.keys.length) left.push(shard);
+    });
+    reportBacklog(link);
+    dirty.keep(link.index, left);
+    return { shards, replies: taken.map((reply) => reply.keys), complete: left.length === 0 };
   };
 
   /**
@@ -303,14 +297,12 @@ export function createSyncRound({
         return send(link, { shards: [], replies: [], complete: false }, riders);
       enter(link);
       try {
-        return await send(link, await takeFor(link, rotation), riders);
+        return await send(link, await takeFor(link), riders);
       } finally {
         leave(link);
       }
     },
     async run(force = false) {
-      const start = rotation;
-      rotation = (rotation + 1) % KEY_SHARDS;
       const now = Date.now();
       // Flushed by the fast lane less than an interval ago, or being flushed now: this peer's next round is the one
       // after (a forced round goes to every peer).
@@ -322,7 +314,7 @@ export function createSyncRound({
       );
       await Promise.all(
         due.map((link) =>
-          publishTo(link, start).catch((error: unknown) => {
+          publishTo(link).catch((error: unknown) => {
             // Local Redis trouble (not the link): the keys stay pending and the next round looks at every shard.
             dirty.markAll();
             logger.warn(
