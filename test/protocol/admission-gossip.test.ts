@@ -134,15 +134,7 @@ describe('admission gossip', () => {
   });
 
   it("a token bucket's round report skips the bystanders: idle donors that gave the region their whole share", () => {
-    const params = federationParams({
-      regions: 3,
-      self: 0,
-      weights: [1, 1, 1],
-      limit: 1_000,
-      periodMs: 60_000,
-      leakageBudget: '5%',
-      maxClockSkewMs: 1_000,
-    });
+    const params = bucketParams;
     const now = 1_800_000_030_000;
     const epoch = Math.floor(now / params.periodMs);
     /** Region 0's bucket after one admission at `now`, with `edit` applied to the epoch's cells. */
