@@ -251,7 +251,8 @@ class Simulation {
   }
 
   /**
-   * Store a changed state: new version, pending for every peer ("newer state supersedes"), or after a merge for the
+   * Store a changed state: new version, pending for every peer ("newer state supersedes") or for the peers `to`
+   * names (an admission's round report skips the bystanders), or after a merge for the
    * peers `heard.marks` names (apply_gossip.lua, mergeMarks: the peers it gave to, the sender when its view of this
    * region's row is behind, the others when the merge brought them news); an unmarked peer's send already pending stays, and carries the
    * state as it is when sent.
