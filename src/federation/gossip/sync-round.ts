@@ -108,19 +108,20 @@ export function createSyncRound({
       countsOf(link).reduce((a, b) => a + b, 0),
     );
 
-  /** Counts the pending sets of `shards` for one peer (ZCARD). */
-  const count = async (link: PeerLink, shards: readonly number[]): Promise<void> => {
-    const fresh = await Promise.all(shards.map((shard) => redis.zcard(keys.peerPendingKey(shard, link.index))));
-    const counts = countsOf(link);
-    shards.forEach((shard, i) => {
-      counts[shard] = fresh[i]!;
-    });
-    reportBacklog(link);
-  };
-
+  /** Counts every pending set of every peer (ZCARD), for the backlog gauge. */
   const sampleBacklog = async (): Promise<Map<number, number[]>> => {
-    const all = Array.from({ length: KEY_SHARDS }, (_, shard) => shard);
-    await Promise.all(links.map((link) => count(link, all)));
+    await Promise.all(
+      links.map(async (link) => {
+        const fresh = await Promise.all(
+          Array.from({ length: KEY_SHARDS }, (_, shard) => redis.zcard(keys.peerPendingKey(shard, link.index))),
+        );
+        const counts = countsOf(link);
+        fresh.forEach((pending, shard) => {
+          counts[shard] = pending;
+        });
+        reportBacklog(link);
+      }),
+    );
     return new Map(links.map((link) => [link.index, [...countsOf(link)]]));
   };
 
@@ -131,13 +132,13 @@ export function createSyncRound({
   const publishTo = async (link: PeerLink): Promise<void> => {
     enter(link);
     try {
-      await countAndDeliver(link);
+      await resyncAndDeliver(link);
     } finally {
       leave(link);
     }
   };
 
-  const countAndDeliver = async (link: PeerLink): Promise<void> => {
+  const resyncAndDeliver = async (link: PeerLink): Promise<void> => {
     if (resyncWanted.has(link.name)) {
       if (!(await sender.send(link, [sender.build(link, 'resync', [])]))) return;
       resyncWanted.delete(link.name);
