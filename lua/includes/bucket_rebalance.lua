@@ -68,7 +68,7 @@ local function rebalance_bucket(p, slots, fence, now, tokens)
   local peers = {}
   local under_base = false
   for d = 0, n - 1 do
-    if d ~= r and (bucket_hungry(p, slot, previous_slot, d, elapsed, now) or (free and not stopped(p, slot, previous_slot, d, now))) then
+    if d ~= r and wanting(p, slot, previous_slot, d, now, free, bucket_hungry(p, slot, previous_slot, d, elapsed, now)) then
       local below = view_share(p, slot, d) < p.units[d]
       if (not self_hungry) or below then
         peers[#peers + 1] = d

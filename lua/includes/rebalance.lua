@@ -79,8 +79,9 @@ local function hungry(p, slot, previous, d, allowance, now)
   return demanding and active(slot, d, now, p.policy) and not stopped(p, slot, previous, d, now)
 end
 
--- A free donor's targets: hungry peers and peers admitting right now (not stopped).
-local function wanting(p, slot, previous, d, allowance, now, free)
-  return hungry(p, slot, previous, d, allowance, now) or (free and not stopped(p, slot, previous, d, now))
+-- Whom a region gives to (protocol.ts wanting): a hungry peer (`hungry_peer`: the algorithm's own hunger test), and,
+-- when the region is a free donor, every peer admitting right now (not stopped).
+local function wanting(p, slot, previous, d, now, free, hungry_peer)
+  return hungry_peer or (free and not stopped(p, slot, previous, d, now))
 end
 

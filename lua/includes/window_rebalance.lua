@@ -16,7 +16,7 @@ local function rebalance_window(p, slots, id, now)
   if not free and hungry(p, slot, previous, r, own, now) then return false end
   local peers = {}
   for d = 0, n - 1 do
-    if d ~= r and wanting(p, slot, previous, d, window_allowance(p, slot, d, id), now, free) then
+    if d ~= r and wanting(p, slot, previous, d, now, free, hungry(p, slot, previous, d, window_allowance(p, slot, d, id), now)) then
       peers[#peers + 1] = d
     end
   end

@@ -15,7 +15,7 @@ import {
   withEpochSlot,
   type BucketState,
 } from './bucket-share.ts';
-import { active, freeDonor, hungry, quietSpan, stopped } from './demand.ts';
+import { active, freeDonor, hungry, quietSpan, stopped, wanting } from './demand.ts';
 import { SHARE_UNITS, windowIdAt, type Fence, type FederationParams } from './params.ts';
 import {
   cloneEpochSlot,
@@ -134,8 +134,7 @@ export function rebalanceBucket(
   const selfHungry = !free && bucketHungry(params, slot, previousSlot, r, elapsed, now);
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
-    if (d === r || !(bucketHungry(params, slot, previousSlot, d, elapsed, now) || (free && !stopped(params, slot, previousSlot, d, now))))
-      continue;
+    if (d === r || !wanting(params, slot, previousSlot, d, now, free, bucketHungry(params, slot, previousSlot, d, elapsed, now))) continue;
     if (!selfHungry || viewShare(params, slot, d) < params.units[d]!) targets.push(d);
   }
   if (targets.length === 0) {

@@ -69,15 +69,19 @@ export function hungry(params: FederationParams, slot: Slot, previous: Slot, d: 
   return demanding && active(slot, d, now, params.rebalance) && !stopped(params, slot, previous, d, now);
 }
 
-/** A free donor's targets: hungry peers and peers admitting right now (not stopped). */
+/**
+ * Whom a region gives to: a hungry peer (`hungryPeer`: the algorithm's own hunger test, hungry() for windows,
+ * bucketHungry for token buckets), and, when the region is a free donor, every peer admitting right now (not
+ * stopped).
+ */
 export function wanting(
   params: FederationParams,
   slot: Slot,
   previous: Slot,
   d: number,
-  allowance: number,
   now: number,
   free: boolean,
+  hungryPeer: boolean,
 ): boolean {
-  return hungry(params, slot, previous, d, allowance, now) || (free && !stopped(params, slot, previous, d, now));
+  return hungryPeer || (free && !stopped(params, slot, previous, d, now));
 }

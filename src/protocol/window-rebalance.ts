@@ -75,7 +75,8 @@ export function rebalanceWindow(params: FederationParams, state: WindowState, id
   const targets: number[] = [];
   for (let d = 0; d < params.regions; d++) {
     if (d === r) continue;
-    if (wanting(params, slot, previous, d, windowAllowance(params, slot, d), now, free)) targets.push(d);
+    if (wanting(params, slot, previous, d, now, free, hungry(params, slot, previous, d, windowAllowance(params, slot, d), now)))
+      targets.push(d);
   }
   const lastTenth = (id + 1) * params.periodMs - now <= Math.min(policy.idleMs, params.periodMs / 10);
   if (targets.length === 0) {
