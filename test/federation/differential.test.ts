@@ -1803,8 +1803,10 @@ describe('differential: the Lua scripts against protocol.ts', () => {
     expect(stats.sweeps).toBeGreaterThan(0);
     expect(stats.fastFirst).toBeGreaterThan(0);
     expect(stats.silentAdmissions).toBeGreaterThan(0);
-    // A hot token bucket's round reports skipped an idle donor that gave it everything (checked mark by mark).
-    expect(stats.bystanderSkips).toBeGreaterThan(0);
+    // A hot token bucket's round reports skipped an idle donor that gave it everything (checked mark by mark). It
+    // takes a grant of a whole share and a report step after it: the short fast-project run drew none in one of four
+    // runs; the full run in the slow project must (32–94 in every run so far).
+    if (runs >= 100) expect(stats.bystanderSkips).toBeGreaterThan(0);
     // Both layouts decided, for every algorithm: new keys start silent, a merge makes them general.
     expect(Math.min(...Object.values(stats.silentLayout))).toBeGreaterThan(0);
     expect(Math.min(...Object.values(stats.generalLayout))).toBeGreaterThan(0);
