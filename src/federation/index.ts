@@ -21,6 +21,7 @@ import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { markLanesWithWork, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
 import { createDirtyShards, pollingShards } from './gossip/dirty-shards.ts';
 import { FAST_LANE_MS } from './gossip/fast-lane.ts';
+import { createFastPace } from './gossip/fast-pace.ts';
 import { createPublisher } from './gossip/publisher.ts';
 import { startGossipWorker, type GossipWorker } from './gossip/worker.ts';
 import { federationMetrics } from './metrics.ts';
@@ -360,16 +361,18 @@ export async function startFederation(options: FederationOptions): Promise<Feder
 
   // The fast lane: keys queued by decide.lua (first admission in a window/epoch) and apply_gossip.lua (grants)
   // go out when the bells wake the publisher instead of waiting for the next round, at most once per
-  // FAST_LANE_MS; it runs again while a shard is left dirty for it (on a cluster: always, every FAST_LANE_MS).
-  // Never overlaps itself.
+  // FAST_LANE_MS and, while many keys keep it busy, as often as its pace allows (fast-pace.ts); it runs again
+  // while a shard is left dirty for it (on a cluster: always, every FAST_LANE_MS). Never overlaps itself.
   let fastTimer: NodeJS.Timeout | undefined;
   let fastRunning = false;
   let fastWanted = false;
   let fastStartedAt = 0;
+  const fastPace = createFastPace();
   function wakeFast(): void {
     fastWanted = true;
     if (stopped || fastRunning || fastTimer !== undefined) return;
-    fastTimer = setTimeout(runFast, Math.max(0, fastStartedAt + FAST_LANE_MS - Date.now()));
+    const now = Date.now();
+    fastTimer = setTimeout(runFast, Math.max(0, fastStartedAt + FAST_LANE_MS - now, fastPace.wait(now)));
   }
   function runFast(): void {
     fastTimer = undefined;
@@ -378,11 +381,15 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     fastRunning = true;
     fastStartedAt = Date.now();
     const run = leader && worker !== undefined ? publisher.fastRound() : Promise.resolve(0);
-    void run.finally(() => {
-      fastRunning = false;
-      // Not the holder: the fast lane waits until this process takes the lock (lead() wakes it).
-      if (leader && (fastWanted || dirty.pending('fast'))) wakeFast();
-    });
+    void run
+      .then((sent) => {
+        if (sent > 0) fastPace.spend(Date.now());
+      })
+      .finally(() => {
+        fastRunning = false;
+        // Not the holder: the fast lane waits until this process takes the lock (lead() wakes it).
+        if (leader && (fastWanted || dirty.pending('fast'))) wakeFast();
+      });
   }
 
   await exclusive();

@@ -3,6 +3,7 @@
 // slow, lossy, one-way or partitioned, and regions and workers crash. The property tests and the chaos lab
 // drive it; the same seed always yields the same trace. This file ties the parts together: events.ts (the
 // queue), links.ts (links and their faults), traffic.ts (arrivals), statistics.ts (measurements), state.ts.
+import { createFastPace } from '../../../src/federation/gossip/fast-pace.ts';
 import {
   bucketAdmissionGossip,
   bucketReportTargets,
@@ -106,6 +107,8 @@ class Simulation {
       watch: new Set(),
       fastSent: new Map(),
       fastDue: new Set(),
+      fastPace: createFastPace(),
+      fastRunAt: Number.NEGATIVE_INFINITY,
     }));
   }
 
@@ -330,7 +333,9 @@ class Simulation {
     const debounce = this.scenario.fastLaneMs;
     if (debounce === undefined || region.fastDue.has(key)) return;
     const last = region.fastSent.get(key);
-    const at = last === undefined ? this.now : Math.max(this.now, last + debounce);
+    const due = last === undefined ? this.now : Math.max(this.now, last + debounce);
+    // A run already going at that instant carries the key; otherwise the region's pace may hold it back.
+    const at = due === region.fastRunAt ? due : due + region.fastPace.wait(due);
     region.fastDue.add(key);
     this.queue.push(at, { kind: 'fast', region: region.index, key });
   }
@@ -340,6 +345,10 @@ class Simulation {
     region.fastDue.delete(key);
     if (!region.up) return;
     region.fastSent.set(key, this.now);
+    if (region.fastRunAt !== this.now) {
+      region.fastPace.spend(this.now);
+      region.fastRunAt = this.now;
+    }
     this.stats.fastSends++;
     // src/federation/gossip/fast-lane.ts: demand goes to every peer, a grant only to its receivers.
     const state = region.keys.get(key);

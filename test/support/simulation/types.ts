@@ -1,5 +1,6 @@
 // The simulation's scenario, result and internal state types.
 import type { LeakageBudget } from '../../../src/config/schema.ts';
+import type { FastPace } from '../../../src/federation/gossip/fast-pace.ts';
 import type { BucketState, EpochSlot, FederationParams, RebalancePolicy, WindowSlot, WindowState } from '../../../src/protocol/index.ts';
 
 export type SimAlgorithm = 'fixedWindow' | 'slidingWindow' | 'tokenBucket';
@@ -78,7 +79,9 @@ export interface Scenario {
   /**
    * The fast lane (publisher.ts FAST_LANE_MS): a key whose change matters now (a region's first admission in a
    * window/epoch, a grant made by a merge or a sweep) goes to every peer at once instead of at the next tick,
-   * at most once per this many ms per key. Absent: every key waits for the sync tick.
+   * at most once per this many ms per key, and under the region's pace (src/federation/gossip/fast-pace.ts: a
+   * burst of runs, then so many a second; keys sent at one instant are one run). Absent: every key waits for the
+   * sync tick.
    */
   fastLaneMs?: number;
   /**
@@ -182,4 +185,8 @@ export interface RegionSim {
   /** Fast lane: key → last fast send, and keys with a fast send already scheduled. */
   fastSent: Map<string, number>;
   fastDue: Set<string>;
+  /** The fast lane's pace (src/federation/gossip/fast-pace.ts): how many runs the region may send, and when. */
+  fastPace: FastPace;
+  /** When the region's last fast run went (keys sent at one instant are one run, as the publisher sends them). */
+  fastRunAt: number;
 }
