@@ -70,5 +70,5 @@ for i = 1, count do
     written = written + 1
   end
 end
-if n > 1 and written > 0 then ring_bell(KEYS[peers + 1]) end
+if n > 1 and written > 0 then ring_bell(KEYS[peers + 1], bell_lanes_of(pending)) end
 return written

@@ -198,7 +198,12 @@ local function apply_gossip(KEYS, ARGV)
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
     -- The bell is for the publisher: rung only when this merge gave it something to send or sweep.
-    if marked then ring_bell(bell) end
+    if marked then
+      local lanes = bell_lanes_of(marks)
+      if hungry_peer then lanes = bit.bor(lanes, BELL_WATCH) end
+      if granted then lanes = bit.bor(lanes, BELL_FAST) end
+      ring_bell(bell, lanes)
+    end
   end
   return { changed and 1 or 0, now - sender_time, granted and 1 or 0 }
 end

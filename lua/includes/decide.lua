@@ -76,6 +76,8 @@ local function decide_prepared(call, KEYS, now)
     first_key = 4 + peers
   end
   local queued = false
+  -- The lanes the call gave work to (bell.lua), rung once at the end.
+  local lanes = 0
   local rule_count = #call.rules
 
   local decisions, all_allowed = decide_rules(algorithms, KEYS, call.rules, first_key, ctx, now)
@@ -101,7 +103,11 @@ local function decide_prepared(call, KEYS, now)
           marks = pending_without(pending, decision.report_skips, ctx.self)
         end
         mark_changed(decision.key, marks, now)
-        if gossip == 'fast' and fast then redis.call('SADD', fast, decision.key) end
+        lanes = bit.bor(lanes, bell_lanes_of(marks))
+        if gossip == 'fast' and fast then
+          redis.call('SADD', fast, decision.key)
+          lanes = bit.bor(lanes, BELL_FAST)
+        end
         if #marks > 0 or gossip == 'fast' then queued = true end
       end
     end
@@ -113,8 +119,12 @@ local function decide_prepared(call, KEYS, now)
       if decision.touch then
         decision.touch()
         mark_changed(decision.key, pending, now)
+        lanes = bit.bor(lanes, bell_lanes_of(pending))
       end
-      if fast then redis.call('SADD', fast, decision.key) end
+      if fast then
+        redis.call('SADD', fast, decision.key)
+        lanes = bit.bor(lanes, BELL_FAST)
+      end
       queued = true
     end
     reply[#reply + 1] = decision.allowed and 1 or 0
@@ -128,7 +138,7 @@ local function decide_prepared(call, KEYS, now)
     -- Units taken for a local lease beyond the request's cost.
     reply[#reply + 1] = leased
   end
-  if queued and bell then ring_bell(bell) end
+  if queued and bell then ring_bell(bell, lanes) end
   return reply
 end
 

@@ -77,6 +77,6 @@ local function sweep_watch(KEYS, ARGV)
       mark_changed(key, pending, now)
     end
   end
-  if rebalanced > 0 then ring_bell(KEYS[3]) end
+  if rebalanced > 0 then ring_bell(KEYS[3], bell_lanes_of(pending)) end
   return { rebalanced, left, stranded }
 end

@@ -47,14 +47,11 @@ export async function markAllPending(
       states.map(({ key, version }) => redis.zadd(layout.peerPendingKey(shardOfKey(key), peerIndex), 'GT', Number(version ?? 0), key)),
     );
     marked += states.length;
-    // Ring the bells of the shards marked (as a script that queues a key does: lua/includes/bell.lua), so the
-    // publisher, waiting on them, sends at once.
+    // Ring the bells of the shards marked for every lane (lua/includes/bell.lua: the element '1'), so the
+    // publisher, waiting on them, sends at once. One transaction per bell: a bell rung for some lanes only is
+    // replaced, never doubled.
     const shards = new Set(states.map(({ key }) => shardOfKey(key)));
-    await Promise.all(
-      [...shards].map(async (shard) => {
-        if ((await redis.llen(layout.bellKey(shard))) === 0) await redis.rpush(layout.bellKey(shard), '1');
-      }),
-    );
+    await Promise.all([...shards].map((shard) => redis.multi().del(layout.bellKey(shard)).rpush(layout.bellKey(shard), '1').exec()));
   };
   // Keys live on every primary of a cluster: scan each one (a replica holds copies, scanning it would only repeat).
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];

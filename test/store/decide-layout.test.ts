@@ -20,6 +20,7 @@ import {
 } from '../../src/store/decide-calls.ts';
 import type { DecideScriptName } from '../../src/store/library.ts';
 import { bellKey, fastSetKey, keyLayout, peerPendingKey, shardMarkerKey } from '../../src/keys.ts';
+import { bellLanes } from '../../src/federation/gossip/bells.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
 /** The decide family's Lua files other than read_rule.lua. */
@@ -153,9 +154,18 @@ describe('the decide argument layout', () => {
         expect(await redis.zscore(peerPendingKey(5, 0), `qf:{s5}:fw:${tag}`)).not.toBeNull();
         expect(await redis.zscore(peerPendingKey(5, 2), `qf:{s5}:fw:${tag}`)).not.toBeNull();
         expect(await redis.llen(bellKey(5))).toBe(1);
-        // A bell already rung is left as it is.
+        // The bell names the lanes the call gave work to (lua/includes/bell.lua): the fast lane (bit 0) and the
+        // rounds to peers 0 and 2 (bits 2 and 4), what bells.ts marks dirty.
+        expect(await redis.lrange(bellKey(5), 0, -1)).toEqual(['L21']);
+        expect(bellLanes('L21')).toEqual(['fast', 0, 2]);
+        // A bell already rung keeps its one element.
         await decide(federated(tag));
         expect(await redis.llen(bellKey(5))).toBe(1);
+        // One that names every lane (the resync's ring, an older version's) stays as it is.
+        await redis.del(bellKey(5));
+        await redis.rpush(bellKey(5), '1');
+        await decide(federated(`${tag}-again`));
+        expect(await redis.lrange(bellKey(5), 0, -1)).toEqual(['1']);
       }
     });
   });

@@ -1,6 +1,6 @@
 // The publisher's wait on the shards' bells (keys.ts bellKey, rung by lua/includes/bell.lua): one blocking
-// connection runs BLMPOP over the 64 bells, then LMPOP until none is left, marks each rung shard dirty and wakes
-// the publisher. A single Redis only: a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
+// connection runs BLMPOP over the 64 bells, then LMPOP until none is left, marks each rung shard dirty for the lanes
+// its bell names (a pending set's peer, the fast lane, the watch sweep) and wakes the publisher. A single Redis only: a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
 // Losing a bell can only delay a send, never lose a key (the key stays in its set): every shard is marked dirty
 // after any error or reconnect of this connection, and the publisher's full passes catch anything else.
 import type { Redis } from 'ioredis';
@@ -29,6 +29,25 @@ export async function markLanesWithWork(redis: Redis, keys: KeyLayout, dirty: Di
   lanes.forEach(([lane], i) => {
     if (found[i]! > 0) dirty.keep(lane, SHARDS);
   });
+}
+
+/**
+ * The lanes a bell's element names (lua/includes/bell.lua): 'L' and a mask, bit 0 the fast lane, bit 1 the watch
+ * sweep, bit 2 + d the sync round to peer d; anything else ('1') names every lane.
+ *
+ * @example
+ * bellLanes('L21'); // ['fast', 0, 2]
+ * bellLanes('1'); // 'all'
+ */
+export function bellLanes(element: string): Lane[] | 'all' {
+  const match = /^L(\d+)$/.exec(element);
+  if (match === null) return 'all';
+  const mask = Number(match[1]);
+  const lanes: Lane[] = [];
+  if (mask & 1) lanes.push('fast');
+  if (mask & 2) lanes.push('watch');
+  for (let peer = 0; 2 + peer < 31; peer++) if (mask & (1 << (2 + peer))) lanes.push(peer);
+  return lanes;
 }
 
 export interface BellWaiter {
@@ -67,7 +86,12 @@ export function startBellWaiter(
   blocking.on('ready', everything);
   const markPopped = (popped: [key: string, members: string[]] | null): boolean => {
     if (popped === null) return false;
-    dirty.mark(shardOfKey(popped[0]));
+    const shard = shardOfKey(popped[0]);
+    for (const member of popped[1]) {
+      const lanes = bellLanes(member);
+      if (lanes === 'all') dirty.mark(shard);
+      else dirty.markLanes(shard, lanes);
+    }
     return true;
   };
 

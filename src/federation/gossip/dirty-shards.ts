@@ -9,8 +9,10 @@ import { KEY_SHARDS } from '../../keys.ts';
 export type Lane = 'fast' | 'watch' | number;
 
 export interface DirtyShards {
-  /** Marks a shard dirty for every lane (its bell rang). */
+  /** Marks a shard dirty for every lane (its bell rang for every lane). */
   mark(shard: number): void;
+  /** Marks a shard dirty for the lanes its bell named (bells.ts); a lane this publisher does not have is ignored. */
+  markLanes(shard: number, lanes: readonly Lane[]): void;
   /** Marks every shard dirty for every lane (start, a Redis error or reconnect, a full pass). */
   markAll(): void;
   /** The lane's dirty shards, ascending; they are no longer dirty for it. */
@@ -27,6 +29,7 @@ const ALL_SHARDS: readonly number[] = Array.from({ length: KEY_SHARDS }, (_, sha
 export function pollingShards(): DirtyShards {
   return {
     mark: () => undefined,
+    markLanes: () => undefined,
     markAll: () => undefined,
     take: () => [...ALL_SHARDS],
     keep: () => undefined,
@@ -49,6 +52,9 @@ export function createDirtyShards(peerIndexes: readonly number[]): DirtyShards {
   const dirty: DirtyShards = {
     mark(shard) {
       for (const set of lanes.values()) set.add(shard);
+    },
+    markLanes(shard, named) {
+      for (const lane of named) lanes.get(lane)?.add(shard);
     },
     markAll() {
       for (const set of lanes.values()) for (const shard of ALL_SHARDS) set.add(shard);
