@@ -1,6 +1,7 @@
 // The publisher's wait on the shards' bells (keys.ts bellKey, rung by lua/includes/bell.lua): one blocking
 // connection runs BLMPOP over the 64 bells, then LMPOP until none is left, marks each rung shard dirty for the lanes
-// its bell names (a pending set's peer, the fast lane, the watch sweep) and wakes the publisher. A single Redis only: a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
+// its bell names (a peer's sync round, the fast lane, the watch sweep) and wakes the publisher. A single Redis only:
+// a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
 // Losing a bell can only delay a send, never lose a key (the key stays in its set): every shard is marked dirty
 // after any error or reconnect of this connection, and the publisher's full passes catch anything else.
 import type { Redis } from 'ioredis';

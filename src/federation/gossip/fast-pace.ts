@@ -3,9 +3,9 @@
 // eight), so a lane that sends one key per run whenever a bell rings pays per key. The pace is a token bucket of
 // runs: a quiet lane sends at once (up to FAST_LANE_BURST runs, FAST_LANE_MS apart: one key's first admission, its
 // grants back and a false denial or two go as before), and a lane kept busy by many keys sends at most
-// FAST_RUNS_PER_S times a second, each run carrying every key queued meanwhile. When a message is sent is no part
-// of the bound (docs/federation.md §4): only how soon rights move, which docs/federation.md §2 "The fast lane's
-// pace" measures.
+// FAST_RUNS_PER_S times a second, each run carrying every key queued meanwhile (what waits may go with the sync
+// round first). When a message is sent is no part of the bound, only how soon rights move: docs/federation.md §2,
+// "The fast lane's pace".
 
 /** Fast runs a busy lane may send a second, on average (the default sync interval's rate). */
 export const FAST_RUNS_PER_S = 10;
