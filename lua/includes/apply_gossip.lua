@@ -182,7 +182,7 @@ local function apply_gossip(KEYS, ARGV)
     local broadcast = admits and any_grantee
     local marks = {}
     for _, set in ipairs(pending) do
-      local d = tonumber(set:match(':p:(%d+)$'))
+      local d = pending_peer(set)
       local to_it
       if d == sender then
         to_it = broadcast or ahead

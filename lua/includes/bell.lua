@@ -15,13 +15,13 @@ local BELL_FAST, BELL_WATCH = 1, 2
 local BELL_MAX_PEER = 28
 
 --[[
-  The lanes of the pending sets in `sets` (their names end in :p:<peer>, keys.ts peerPendingKey): a mask, or -1
-  (every lane) when one of them has no bit of its own.
+  The lanes of the pending sets in `sets` (pending_peer of includes/federation.lua, included before this file): a
+  mask, or -1 (every lane) when one of them has no bit of its own.
 ]]
 local function bell_lanes_of(sets)
   local lanes = 0
   for _, set in ipairs(sets) do
-    local d = tonumber(set:match(':p:(%d+)$'))
+    local d = pending_peer(set)
     if d == nil or d > BELL_MAX_PEER then return -1 end
     lanes = bit.bor(lanes, bit.lshift(1, 2 + d))
   end

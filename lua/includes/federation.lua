@@ -661,6 +661,11 @@ local function shard_fence(marker, now, memo)
   return fence
 end
 
+-- The peer index of a pending set, whose name ends in :p:<peer> (keys.ts peerPendingKey); nil for another name.
+local function pending_peer(set)
+  return tonumber(string.match(set, ':p:(%d+)$'))
+end
+
 -- Marks a changed federated key for delivery to every peer (pending ZSETs scored by change version).
 local function mark_changed(key, pending_keys, now)
   if #pending_keys == 0 then return end
