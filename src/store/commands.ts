@@ -16,6 +16,7 @@ export const SCRIPTS = {
   refund: 'refund',
   settleFallback: 'settle_fallback',
   screenGossip: 'screen_gossip',
+  drainBells: 'drain_bells',
   replayCheck: 'replay_check',
   replayRecord: 'replay_record',
   sweepWatch: 'sweep_watch',

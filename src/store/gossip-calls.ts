@@ -242,6 +242,31 @@ export async function runTakeFast(redis: ScriptedRedis, call: ScriptCall): Promi
   return parseTakeFastReply(await runScript(redis, 'takeFast', call));
 }
 
+/** Pops every rung bell at once: KEYS the shards' bells in shard order (keys.ts bellKey). A single Redis only. */
+export function drainBellsCall(bells: readonly string[]): ScriptCall {
+  return { keys: [...bells], args: [] };
+}
+
+/** One bell drain_bells.lua popped: its key and its elements (lua/includes/bell.lua). */
+export interface DrainedBell {
+  bell: string;
+  elements: string[];
+}
+
+/** drain_bells.lua's reply: { bell, { element, ... } } per bell that held an element (LMPOP's reply). */
+export function parseDrainBellsReply(raw: unknown): DrainedBell[] {
+  return arrayReply('drain_bells', raw).map((item) => {
+    if (!Array.isArray(item) || item.length < 2 || !Array.isArray(item[1]))
+      throw unexpected('drain_bells', '{ bell, elements } per bell', raw);
+    return { bell: String(item[0]), elements: (item[1] as unknown[]).map(String) };
+  });
+}
+
+/** Sends a drain_bells.lua call and parses its reply. */
+export async function runDrainBells(redis: Pick<QuotafedCommands, 'drainBells'>, call: ScriptCall): Promise<DrainedBell[]> {
+  return parseDrainBellsReply(await runScript(redis, 'drainBells', call));
+}
+
 /** Forgets sent keys still at the version sent: KEYS the pending set; ARGV key, version, key, version, ... */
 export function ackPendingCall(
   layout: KeyLayout,

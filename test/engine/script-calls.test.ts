@@ -7,7 +7,10 @@ import type { Algorithm } from '../../src/config/schema.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import { decideCall, decideRuleArgs, parseDecideReply } from '../../src/store/decide-calls.ts';
 import {
+  drainBellsCall,
   parseApplyGossipReply,
+  parseDrainBellsReply,
+  runDrainBells,
   parseScreenGossipReply,
   parseTakeFastReply,
   parseTakePendingReply,
@@ -142,5 +145,22 @@ describe('take_fast.lua', () => {
     ]);
     expect(await redis.scard(set)).toBe(0);
     expect(await runTakeFast(redis, takeFastCall(layout, shard, 64))).toEqual([]);
+  });
+});
+
+describe('drain_bells.lua', () => {
+  it('pops every rung bell in one call, each with its elements, and leaves none behind', async () => {
+    const layout = keyLayout();
+    const bells = Array.from({ length: 64 }, (_, shard) => layout.bellKey(shard));
+    await redis.del(...bells);
+    await redis.rpush(layout.bellKey(3), 'L21');
+    await redis.rpush(layout.bellKey(40), '1');
+    expect(await runDrainBells(redis, drainBellsCall(bells))).toEqual([
+      { bell: layout.bellKey(3), elements: ['L21'] },
+      { bell: layout.bellKey(40), elements: ['1'] },
+    ]);
+    expect(await redis.exists(...bells)).toBe(0);
+    expect(await runDrainBells(redis, drainBellsCall(bells))).toEqual([]);
+    expect(() => parseDrainBellsReply([[3]])).toThrow(/drain_bells\.lua/);
   });
 });

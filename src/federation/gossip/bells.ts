@@ -1,12 +1,14 @@
 // The publisher's wait on the shards' bells (keys.ts bellKey, rung by lua/includes/bell.lua): one blocking
-// connection runs BLMPOP over the 64 bells, then LMPOP until none is left, marks each rung shard dirty for the lanes
-// its bell names (a peer's sync round, the fast lane, the watch sweep) and wakes the publisher. A single Redis only:
-// a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
+// connection runs BLMPOP over the 64 bells, then pops every other rung bell in one call (drain_bells.lua), marks
+// each rung shard dirty for the lanes its bell names (a peer's sync round, the fast lane, the watch sweep) and wakes
+// the publisher. A single Redis only: a multi-key BLMPOP cannot span a cluster's slots (there the lanes poll).
 // Losing a bell can only delay a send, never lose a key (the key stays in its set): every shard is marked dirty
 // after any error or reconnect of this connection, and the publisher's full passes catch anything else.
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { KEY_SHARDS, shardOfKey, type KeyLayout } from '../../keys.ts';
+import { withScript } from '../../store/commands.ts';
+import { drainBellsCall, runDrainBells } from '../../store/gossip-calls.ts';
 import type { DirtyShards, Lane } from './dirty-shards.ts';
 
 /** How long one BLMPOP blocks (s): an idle region asks again this often. */
@@ -85,15 +87,14 @@ export function startBellWaiter(
   blocking.on('error', (error: Error) => logger.debug({ event: 'federation.bell_error', error: error.message }, 'bell connection error'));
   // A (re)connect may follow a lost reply or a Redis that lost its data: look at everything once.
   blocking.on('ready', everything);
-  const markPopped = (popped: [key: string, members: string[]] | null): boolean => {
-    if (popped === null) return false;
-    const shard = shardOfKey(popped[0]);
-    for (const member of popped[1]) {
-      const lanes = bellLanes(member);
+  const scripted = withScript(blocking, 'drainBells');
+  const drain = drainBellsCall(bells);
+  const markRung = (shard: number, elements: readonly string[]): void => {
+    for (const element of elements) {
+      const lanes = bellLanes(element);
       if (lanes === 'all') dirty.mark(shard);
       else dirty.markLanes(shard, lanes);
     }
-    return true;
   };
 
   const untilReady = () =>
@@ -116,13 +117,12 @@ export function startBellWaiter(
         continue;
       }
       try {
-        if (!markPopped(await blocking.blmpop(BELL_WAIT_S, KEY_SHARDS, ...bells, 'LEFT', 'COUNT', KEY_SHARDS))) continue;
+        const popped = await blocking.blmpop(BELL_WAIT_S, KEY_SHARDS, ...bells, 'LEFT', 'COUNT', KEY_SHARDS);
+        if (popped === null) continue;
+        markRung(shardOfKey(popped[0]), popped[1]);
         const wokeAt = Date.now();
-        // BLMPOP pops one list: collect the other rung bells before waking the publisher. Bounded: under load a
-        // bell rings again as soon as it is popped, and the publisher must still be woken.
-        for (let more = 1; more < KEY_SHARDS; more++) {
-          if (!markPopped(await blocking.lmpop(KEY_SHARDS, ...bells, 'LEFT', 'COUNT', KEY_SHARDS))) break;
-        }
+        // BLMPOP pops one list: the other rung bells, in one call, before waking the publisher.
+        for (const { bell, elements } of await runDrainBells(scripted, drain)) markRung(shardOfKey(bell), elements);
         onRing();
         const rest = wokeAt + gapMs - Date.now();
         if (rest > 0) await new Promise((resolve) => setTimeout(resolve, rest).unref());
