@@ -662,8 +662,16 @@ local function shard_fence(marker, now, memo)
 end
 
 -- The peer index of a pending set, whose name ends in :p:<peer> (keys.ts peerPendingKey); nil for another name.
+-- Read once per name: a loud decision asks it of every set it marks, and the names are the shards' few (a Functions
+-- library keeps the memo between calls; false stands for a name without an index).
+local pending_peers = {}
 local function pending_peer(set)
-  return tonumber(string.match(set, ':p:(%d+)$'))
+  local peer = pending_peers[set]
+  if peer == nil then
+    peer = tonumber(string.match(set, ':p:(%d+)$')) or false
+    pending_peers[set] = peer
+  end
+  return peer or nil
 end
 
 -- Marks a changed federated key for delivery to every peer (pending ZSETs scored by change version).

@@ -34,6 +34,9 @@ export async function markLanesWithWork(redis: Redis, keys: KeyLayout, dirty: Di
   });
 }
 
+/** The highest peer index with a bit of its own in a bell's mask (lua/includes/bell.lua BELL_MAX_PEER). */
+const BELL_MAX_PEER = 28;
+
 /**
  * The lanes a bell's element names (lua/includes/bell.lua): 'L' and a mask, bit 0 the fast lane, bit 1 the watch
  * sweep, bit 2 + d the sync round to peer d; anything else ('1') names every lane.
@@ -49,7 +52,7 @@ export function bellLanes(element: string): Lane[] | 'all' {
   const lanes: Lane[] = [];
   if (mask & 1) lanes.push('fast');
   if (mask & 2) lanes.push('watch');
-  for (let peer = 0; 2 + peer < 31; peer++) if (mask & (1 << (2 + peer))) lanes.push(peer);
+  for (let peer = 0; peer <= BELL_MAX_PEER; peer++) if (mask & (1 << (2 + peer))) lanes.push(peer);
   return lanes;
 }
 
