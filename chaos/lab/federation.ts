@@ -130,8 +130,9 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     throw error;
   }
   const net = network;
+  // Each run's services take fresh ports (startServices): between runs a port is unbound, and a test file running
+  // beside this one may pick it. A restart within a run keeps its region's port, which clients already hold.
   const ports = {} as Record<RegionName, number>;
-  for (const region of REGIONS) ports[region] = await freePort();
   const redisUrls = Object.fromEntries(REGIONS.map((r) => [r, redis[r].url])) as Record<RegionName, string>;
   const direct = Object.fromEntries(REGIONS.map((r) => [r, directClient(redis[r].url)])) as Record<RegionName, Redis>;
   await Promise.all(REGIONS.map((r) => waitReady(direct[r], 5_000)));
@@ -197,6 +198,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
       logPath = join(settings.dir, 'services.log');
       runSettings = settings;
       members = REGIONS;
+      for (const region of REGIONS) ports[region] = await freePort();
       for (const region of REGIONS) configPaths.set(region, writeConfig(region, settings, settings.policy));
       const results = await Promise.allSettled(REGIONS.map((region) => launch(region, true)));
       const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
