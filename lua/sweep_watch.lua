@@ -15,9 +15,12 @@
   ARGV[12] stranded horizon ms (the sync interval: the time until the next sweep)
   then 5 values per key: algorithm (tb|fw|sw), limit, period ms, burst, leakage budget (-1 = unbounded)
 
-  Returns { keys rebalanced, keys that left the watch set, { stranded per key } }: a window key still watched
-  (a peer is hungry) whose window ends before the next sweep reports this region's unused allowance in it
-  (l_r - c_r), the allowance stranded at window end; 0 otherwise (token buckets carry tokens across epochs).
+  Returns { keys rebalanced, keys that left the watch set, { stranded per key }, quiet for ms }: a window key still
+  watched (a peer is hungry) whose window ends before the next sweep reports this region's unused allowance in it
+  (l_r - c_r), the allowance stranded at window end; 0 otherwise (token buckets carry tokens across epochs). Quiet
+  for: how long a sweep of these keys changes nothing unless a merge changes one of them (which rings the watch
+  lane): the least of the idle holders' spans (protocol.ts bucketSweepIdleUntil), 0 when a key needs the next
+  round's sweep.
 ]]
 --- @include "includes/sweep_watch"
 

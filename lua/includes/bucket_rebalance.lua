@@ -13,6 +13,12 @@ local function bucket_hungry(p, slot, previous, d, elapsed, now)
 end
 
 -- The end-of-epoch span: the last min(P/10, idle/5) ms.
+-- Where the end-of-epoch span of now's epoch begins: its last min(P/10, idle/5) ms (protocol.ts returningFrom).
+local function returning_from(p, now)
+  local stop = (math.floor(now / p.period) + 1) * p.period
+  return stop - math.min(p.period / 10, p.policy.idle / 5)
+end
+
 local function returning(p, now)
   local stop = (math.floor(now / p.period) + 1) * p.period
   return stop - now <= math.min(p.period / 10, p.policy.idle / 5)
@@ -123,7 +129,8 @@ end
   protocol.ts bucketSweepIdle, read from the few fields of the current epoch it needs (the sweep loads the key whole
   otherwise): r holds a peer's share, admitted within the quiet span, no peer admitted within idle, and the epoch's
   returning span has not begun. Then a sweep changes nothing and the key stays watched. False for a key that is
-  not a bucket's hash (a silent string: the sweep's own read handles it).
+  not a bucket's hash (a silent string: the sweep's own read handles it). Where it holds, returns until when
+  (protocol.ts bucketSweepIdleUntil): r's last admission a quiet span old, or the returning span's start.
 ]]
 local function bucket_sweep_idle(p, key, now)
   if not transfers_allowed(p) or returning(p, now) then return false end
@@ -149,7 +156,9 @@ local function bucket_sweep_idle(p, key, now)
   local at = 3 + n
   for d = 0, n - 1 do
     if d ~= r then
-      if (tonumber(values[at]) or 0) - (tonumber(values[at + 1]) or 0) > 0 then return true end
+      if (tonumber(values[at]) or 0) - (tonumber(values[at + 1]) or 0) > 0 then
+        return math.min(own + quiet_span(p), returning_from(p, now))
+      end
       at = at + 2
     end
   end

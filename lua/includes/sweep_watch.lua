@@ -25,6 +25,9 @@ local function sweep_watch(KEYS, ARGV)
 
   local horizon = tonumber(ARGV[12])
   local rebalanced, left = 0, 0
+  -- How long no sweep of these keys can change anything: the least of the idle holders' spans (bucket_sweep_idle's
+  -- until), 0 once a key needs the next round's sweep (it went the whole way and stays watched).
+  local quiet_for = nil
   local stranded = {}
   for i = 1, tonumber(ARGV[11]) do
     local key = KEYS[n + 2 + i]
@@ -33,11 +36,15 @@ local function sweep_watch(KEYS, ARGV)
     local p = rule_params(ctx, tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
     local changed = false
     local watched = false
+    local idle_until = false
     if ARGV[base + 1] == 'tb' then
-      if bucket_sweep_idle(p, key, now) then
+      idle_until = bucket_sweep_idle(p, key, now)
+      if idle_until then
         -- An active holder of its idle peers' share (protocol.ts bucketSweepIdle): nothing to do until it falls
         -- quiet, a peer admits or the epoch's end nears, and it stays watched; a few fields read, not the key.
         watched = true
+        local span = math.max(0, math.floor(idle_until - now))
+        if quiet_for == nil or span < quiet_for then quiet_for = span end
       else
         local state, bucket = load_bucket(p, key, false, now)
         if bucket ~= nil and bucket_has_hungry_peer(p, bucket.slots, now) then
@@ -68,6 +75,7 @@ local function sweep_watch(KEYS, ARGV)
         end
       end
     end
+    if watched and not idle_until then quiet_for = 0 end
     if not watched then
       left = left + redis.call('SREM', watch, key)
     elseif changed then
@@ -78,5 +86,5 @@ local function sweep_watch(KEYS, ARGV)
     end
   end
   if rebalanced > 0 then ring_bell(KEYS[3], bell_lanes_of(pending)) end
-  return { rebalanced, left, stranded }
+  return { rebalanced, left, stranded, quiet_for or 0 }
 end

@@ -205,6 +205,12 @@ function returnBucketShare(
   return { slots: next, tokens: remaining };
 }
 
+/** Where the end-of-epoch span of `now`'s epoch begins: its last min(P/10, idleMs/5) ms. */
+function returningFrom(params: FederationParams, now: number): number {
+  const end = (windowIdAt(now, params.periodMs) + 1) * params.periodMs;
+  return end - Math.min(params.periodMs / 10, params.rebalance.idleMs / 5);
+}
+
 /** The end-of-epoch span of a bucket: the last min(P/10, idleMs/5) ms (received share goes back home). */
 function returning(params: FederationParams, now: number): boolean {
   const end = (windowIdAt(now, params.periodMs) + 1) * params.periodMs;
@@ -264,6 +270,26 @@ export function bucketSweepIdle(params: FederationParams, state: BucketState | u
     if (d !== r && slot.t[d]! > 0 && now - slot.t[d]! <= params.rebalance.idleMs) return false;
   }
   return true;
+}
+
+/**
+ * Until when `bucketSweepIdle` holds for this state (every t with now <= t < the answer), or undefined where it does
+ * not hold at `now`: until r's last admission is a quiet span old or the epoch's returning span begins, whichever is
+ * first. Only a change of the state ends it sooner: a peer's admission or a transfer arrives by a merge (which rings
+ * the watch lane of the key's shard), and r's own admissions only move its last admission later. The watch loop
+ * leaves such a shard unswept until then (src/federation/gossip/watch-sweep.ts): each sweep it skips would change
+ * nothing.
+ *
+ * @example
+ * ```ts
+ * // r admitted 100 ms ago (quiet span 1 s), mid-epoch: idle for 900 ms more.
+ * bucketSweepIdleUntil(params, state, now); // now + 900
+ * ```
+ */
+export function bucketSweepIdleUntil(params: FederationParams, state: BucketState | undefined, now: number): number | undefined {
+  if (!bucketSweepIdle(params, state, now)) return undefined;
+  const slot = state!.slots.find((held) => held.id === windowIdAt(now, params.periodMs))!;
+  return Math.min(slot.t[params.self]! + quietSpan(params), returningFrom(params, now));
 }
 
 /** The token-bucket sweep: refill, rebalance the current epoch, clamp (see sweepWindow). */

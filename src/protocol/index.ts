@@ -31,6 +31,7 @@ export {
   bucketGossip,
   bucketHasHungryPeer,
   bucketSweepIdle,
+  bucketSweepIdleUntil,
   mergeBucket,
   rebalanceBucket,
   sweepBucket,

@@ -159,13 +159,24 @@ export interface SweepReply {
    * horizon while a peer is hungry (allowance stranded at window end); 0 otherwise.
    */
   stranded: number[];
+  /**
+   * How long (ms) no sweep of these keys changes anything unless a merge changes one of them, which rings the watch
+   * lane (protocol.ts bucketSweepIdleUntil: the least of the idle holders' spans); 0 when a key needs the next round's.
+   */
+  quietForMs: number;
 }
 
-/** sweep_watch.lua's reply: { keys rebalanced, keys that left the watch set, { stranded per key } }. */
+/** sweep_watch.lua's reply: { keys rebalanced, keys that left the watch set, { stranded per key }, quiet for ms }. */
 export function parseSweepReply(raw: unknown): SweepReply {
   const reply = arrayReply('sweep_watch', raw, 3);
   const stranded = arrayReply('sweep_watch', reply[2], 0).map((value) => numberAt('sweep_watch', raw, value));
-  return { rebalanced: numberAt('sweep_watch', raw, reply[0]), unwatched: numberAt('sweep_watch', raw, reply[1]), stranded };
+  return {
+    rebalanced: numberAt('sweep_watch', raw, reply[0]),
+    unwatched: numberAt('sweep_watch', raw, reply[1]),
+    stranded,
+    // Three values (a script before the quiet span): no sweep is put off.
+    quietForMs: reply.length > 3 ? numberAt('sweep_watch', raw, reply[3]) : 0,
+  };
 }
 
 /** Sends a sweep_watch.lua call (a function of the gossip library where the server runs Functions) and parses its reply. */

@@ -23,6 +23,7 @@ import {
   bucketHasHungryPeer,
   bucketReportTargets,
   bucketSweepIdle,
+  bucketSweepIdleUntil,
   decideBucket,
   decideSingleBucket,
   decideWindow,
@@ -1354,6 +1355,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         const reply = await runSweepWatch(clients[r]!, call);
         let changed = false;
         let stranded = 0;
+        // How long the watch loop may put the shard off (bucketSweepIdleUntil): an idle holder's bucket only.
+        let quietForMs = 0;
         if (!hungryPeer(r)) {
           s.watched = false;
         } else if (windowed) {
@@ -1368,6 +1371,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
           }
         } else {
           if (bucketSweepIdle(s.params, s.bucket, now)) stats.sweptIdle++;
+          const until = bucketSweepIdleUntil(s.params, s.bucket, now);
+          if (until !== undefined) quietForMs = Math.max(0, Math.floor(until - now));
           const result = sweepBucket(s.params, s.bucket!, s.fence, now);
           changed = result.changed;
           s.bucket = result.state;
@@ -1377,6 +1382,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
         expect(reply.rebalanced, `sweep rebalanced (${traced})`).toBe(changed ? 1 : 0);
         expect(reply.unwatched, `sweep removed (${traced})`).toBe(s.watched ? 0 : 1);
         expect(reply.stranded, `stranded at window end (${traced})`).toEqual([stranded]);
+        expect(reply.quietForMs, `sweep quiet for (${traced})`).toBe(quietForMs);
         if (stranded > 0) stats.stranded++;
         return;
       }

@@ -26,10 +26,45 @@ describe('dirty shards', () => {
     expect(() => dirty.take(1)).toThrow(/no publisher lane/);
   });
 
+  it('a shard put off comes back when its time is up, or at once when its bell rings for the lane', () => {
+    let now = 1_000;
+    const dirty = createDirtyShards([0, 2], () => now);
+    for (const lane of ['fast', 'watch', 0, 2] as const) dirty.take(lane);
+    dirty.defer('watch', 4, 800);
+    dirty.defer('watch', 5, 300);
+    dirty.defer('watch', 6, 800);
+    expect(dirty.take('watch')).toEqual([]);
+    now += 299;
+    expect(dirty.take('watch')).toEqual([]);
+    now += 1;
+    expect(dirty.take('watch')).toEqual([5]);
+    // Its bell rang for the sweep (or for every lane): back at once; another lane's bell leaves it put off.
+    dirty.markLanes(4, ['watch']);
+    dirty.markLanes(6, ['fast']);
+    expect(dirty.take('watch')).toEqual([4]);
+    now += 500;
+    expect(dirty.take('watch')).toEqual([6]);
+    // Taken once, gone: the deferral is not a standing schedule.
+    now += 10_000;
+    expect(dirty.take('watch')).toEqual([]);
+    // Put off, then kept (work left) or everything marked: no longer put off.
+    dirty.defer('watch', 8, 5_000);
+    dirty.keep('watch', [8]);
+    expect(dirty.take('watch')).toEqual([8]);
+    dirty.defer('watch', 9, 5_000);
+    dirty.markAll();
+    expect(dirty.take('watch')).toEqual(ALL);
+    now += 5_000;
+    expect(dirty.take('watch')).toEqual([]);
+  });
+
   it('poll: every shard, always', () => {
     const dirty = pollingShards();
     expect(dirty.take('fast')).toEqual(ALL);
     expect(dirty.take('fast')).toEqual(ALL);
     expect(dirty.pending(5)).toBe(true);
+    // Nothing is put off where no bell could bring a shard back.
+    dirty.defer('watch', 3, 10_000);
+    expect(dirty.take('watch')).toEqual(ALL);
   });
 });

@@ -7,6 +7,7 @@ import {
   bucketCapacity,
   bucketHasHungryPeer,
   bucketSweepIdle,
+  bucketSweepIdleUntil,
   decideBucket,
   decideWindow,
   emptyEpochSlot,
@@ -689,6 +690,25 @@ describe('bucketSweepIdle: a sweep the watch loop may skip', () => {
     expect(idle).toBeGreaterThan(100);
   });
 
+  it('holds from now until bucketSweepIdleUntil, with the state unchanged; undefined exactly where it does not hold', () => {
+    let deferred = 0;
+    fc.assert(
+      fc.property(state, fc.double({ min: 0, max: 1, noNaN: true }), ({ holder, bucket, now }, fraction) => {
+        const until = bucketSweepIdleUntil(holder, bucket, now);
+        expect(until === undefined).toBe(!bucketSweepIdle(holder, bucket, now));
+        if (until === undefined) return;
+        expect(until).toBeGreaterThan(now);
+        deferred++;
+        // Any instant of [now, until): the watch loop's deferred sweep would have changed nothing there either.
+        const later = Math.min(until - 1, now + Math.floor(fraction * (until - now)));
+        expect(bucketSweepIdle(holder, bucket, later)).toBe(true);
+        expect(bucketSweepIdle(holder, bucket, until - 1)).toBe(true);
+      }),
+      { numRuns: 3_000 },
+    );
+    expect(deferred).toBeGreaterThan(100);
+  });
+
   it('is false in the returning span, for a quiet holder, or with a peer that admitted within idleMs', () => {
     const holder = params({ self: 0, periodMs: P });
     const now = E * P + 30_000;
@@ -702,6 +722,8 @@ describe('bucketSweepIdle: a sweep the watch loop may skip', () => {
     slots[E % 3] = slot;
     const bucket: BucketState = { tokens: 10, lastRefill: now, sig: shareAt(holder, slots, 0, now), slots };
     expect(bucketSweepIdle(holder, bucket, now)).toBe(true);
+    // Idle until the holder's last admission is a quiet span (1 s) old.
+    expect(bucketSweepIdleUntil(holder, bucket, now)).toBe(now - 100 + 1_000);
     expect(bucketSweepIdle(holder, bucket, (E + 1) * P - 500)).toBe(false);
     expect(bucketSweepIdle(holder, bucket, now + 1_500)).toBe(false);
     slots[E % 3] = { ...slot, t: [now - 100, now - 4_000, 0] };
