@@ -5,7 +5,8 @@
 // names in ZSETs and SETs (pending, watch, fast lane) and read them back.
 //
 // Rule state:    qf:{s<shard>}:<rule>:<identity-hash>
-// Shard marker:  qf:{s<shard>}:m             (recovery fence; its absence means the data was lost)
+// Shard marker:  qf:{s0}:m                   (recovery fence; its absence means the data was lost; one per
+//                                             redis-server, qf:{s<shard>}:m per shard on a Redis Cluster)
 // Peer backlog:  qf:{s<shard>}:p:<peer>      (ZSET of keys not yet delivered to that peer, by change version)
 // Watch set:     qf:{s<shard>}:w             (SET of keys whose view showed a hungry peer; swept each sync round)
 // Fast lane:     qf:{s<shard>}:f             (SET of keys to send to every peer now)
@@ -118,7 +119,14 @@ export interface KeyLayout {
   stateKeyOf(ruleName: string, identity: IdentityParts): { key: string; shard: number };
   /** A state key from its parts (the gossip wire, which carries no prefix). */
   stateKey(shard: number, ruleName: string, identityHash: string): string;
+  /**
+   * The recovery marker a shard's scripts read (hash: `fence`): <prefix>:{s0}:m for every shard of one redis-server,
+   * which loses its data whole, so a decide batch reads one marker however many shards it spans; <prefix>:{s<n>}:m
+   * per shard on a Redis Cluster, whose nodes lose data one by one (and whose scripts keep to one slot).
+   */
   shardMarkerKey(shard: number): string;
+  /** Whether this layout is a Redis Cluster's (a marker per shard). */
+  readonly cluster: boolean;
   /** Pending-delivery ZSET of one shard for the peer with this region index. */
   peerPendingKey(shard: number, peerIndex: number): string;
   /** Keys of one shard whose last merge left a hungry peer in view: the sync loop rebalances them again. */
@@ -146,16 +154,25 @@ export interface KeyLayout {
 
 const layouts = new Map<string, KeyLayout>();
 
+/** How a deployment's Redis is laid out beyond its prefix. */
+export interface KeyLayoutOptions {
+  /** A Redis Cluster (`redis.clusterNodes`): each shard keeps its own recovery marker, in its own slot. */
+  cluster?: boolean;
+}
+
 /**
- * The key layout under `prefix` (validated: KEY_PREFIX_PATTERN). Layouts are immutable and shared per prefix.
+ * The key layout under `prefix` (validated: KEY_PREFIX_PATTERN). Layouts are immutable and shared per prefix and
+ * kind of Redis.
  *
  * @example
  * ```ts
- * keyLayout('billing').shardMarkerKey(3); // 'billing:{s3}:m'
+ * keyLayout('billing').shardMarkerKey(3); // 'billing:{s0}:m' (one redis-server: one marker)
+ * keyLayout('billing', { cluster: true }).shardMarkerKey(3); // 'billing:{s3}:m'
  * ```
  */
-export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX): KeyLayout {
-  const known = layouts.get(prefix);
+export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX, options: KeyLayoutOptions = {}): KeyLayout {
+  const cluster = options.cluster === true;
+  const known = layouts.get(cluster ? `${prefix} cluster` : prefix);
   if (known) return known;
   if (!KEY_PREFIX_PATTERN.test(prefix)) throw new Error(`not a key prefix (letters, digits, "_" and "-", 1-32): ${prefix}`);
   const shardKey = (shard: number, suffix: string) => `${prefix}:${shardTag(shard)}:${suffix}`;
@@ -164,8 +181,10 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX): KeyLayout {
     return { key: shardKey(shard, `${ruleName}:${identityHash(ruleName, identity.dimensions)}`), shard };
   };
   const meta = `${prefix}:meta`;
+  const oneMarker = shardKey(0, 'm');
   const layout: KeyLayout = {
     prefix,
+    cluster,
     metaKey: meta,
     publisherLockKey: `${meta}:publisher`,
     recoveryLockKey: `${meta}:recovery`,
@@ -180,7 +199,7 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX): KeyLayout {
     ruleKey: (ruleName, identity) => stateKeyOf(ruleName, identity).key,
     stateKeyOf,
     stateKey: (shard, ruleName, hashed) => shardKey(shard, `${ruleName}:${hashed}`),
-    shardMarkerKey: (shard) => shardKey(shard, 'm'),
+    shardMarkerKey: cluster ? (shard) => shardKey(shard, 'm') : () => oneMarker,
     peerPendingKey: (shard, peerIndex) => shardKey(shard, `p:${peerIndex}`),
     watchSetKey: (shard) => shardKey(shard, 'w'),
     fastSetKey: (shard) => shardKey(shard, 'f'),
@@ -188,7 +207,7 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX): KeyLayout {
     refundMarkerKey: (shard, refundId) => shardKey(shard, `rf:${refundId}`),
     replayKey: (from) => `${prefix}:seen:${from}`,
   };
-  layouts.set(prefix, layout);
+  layouts.set(cluster ? `${prefix} cluster` : prefix, layout);
   return layout;
 }
 
@@ -201,8 +220,11 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX): KeyLayout {
  * await redis.hget(keys.metaKey, 'fingerprint');
  * ```
  */
-export function layoutOf(config: { readonly redis?: { readonly keyPrefix?: string | undefined } | undefined }): KeyLayout {
-  return keyLayout(config.redis?.keyPrefix ?? DEFAULT_KEY_PREFIX);
+export function layoutOf(config: {
+  readonly redis?: { readonly keyPrefix?: string | undefined; readonly clusterNodes?: readonly string[] | undefined } | undefined;
+}): KeyLayout {
+  const nodes = config.redis?.clusterNodes;
+  return keyLayout(config.redis?.keyPrefix ?? DEFAULT_KEY_PREFIX, { cluster: nodes !== undefined && nodes.length > 0 });
 }
 
 const KEY_HEAD = /^([A-Za-z0-9_-]{1,32}):\{s(\d+)\}:/;
@@ -214,7 +236,10 @@ export function shardOfKey(stateKey: string): number {
   return Number(match[2]);
 }
 
-/** The layout a state key was made by: its sibling keys (marker, backlogs, bell) share its prefix. */
+/**
+ * The one-server layout a state key's prefix names: its sibling keys (backlogs, watch set, fast lane, bell) share
+ * it. Not its marker, which also depends on the kind of Redis: take that from layoutOf(config).
+ */
 export function layoutOfKey(stateKey: string): KeyLayout {
   const match = KEY_HEAD.exec(stateKey);
   if (!match) throw new Error(`not a quotafed state key: ${stateKey}`);

@@ -273,8 +273,8 @@ export function bucketSweepIdle(params: FederationParams, state: BucketState | u
 }
 
 /**
- * Until when `bucketSweepIdle` holds for this state (every t with now <= t < the answer), or undefined where it does
- * not hold at `now`: until r's last admission is a quiet span old or the epoch's returning span begins, whichever is
+ * Until when `bucketSweepIdle` holds for this state (every t with now <= t < the answer; the answer may be now
+ * itself), or undefined where it does not hold at `now`: until r's last admission is a quiet span old or the epoch's returning span begins, whichever is
  * first. Only a change of the state ends it sooner: a peer's admission or a transfer arrives by a merge (which rings
  * the watch lane of the key's shard), and r's own admissions only move its last admission later. The watch loop
  * leaves such a shard unswept until then (src/federation/gossip/watch-sweep.ts): each sweep it skips would change

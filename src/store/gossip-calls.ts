@@ -44,19 +44,22 @@ function pendingKeys(keys: KeyLayout, topology: Topology, shard: number): string
 
 // ---- apply_gossip.lua ------------------------------------------------------------------------------------
 
-/** The apply_gossip.lua call for one entry. `now` pins the clock (tests); `policy` defaults to REBALANCE. */
+/**
+ * The apply_gossip.lua call for one entry. `now` pins the clock (tests); `policy` defaults to REBALANCE; `layout` is
+ * the region's (layoutOf(config)), the one-server layout of the entry's prefix when omitted.
+ */
 export function applyGossipCall(
   topology: Topology,
   rule: Rule,
   fallbackBudget: Config['federation']['leakageBudget'],
   senderIndex: number,
   entry: GossipEntry,
-  options: { now?: number; policy?: RebalancePolicy } = {},
+  options: { now?: number; policy?: RebalancePolicy; layout?: KeyLayout } = {},
 ): ScriptCall {
   const shard = shardOfKey(entry.k);
   const n = topology.regions.length;
   // The entry's siblings follow its own prefix (the wire rebuilt its key under this region's layout).
-  const layout = layoutOfKey(entry.k);
+  const layout = options.layout ?? layoutOfKey(entry.k);
   const keys = [
     entry.k,
     layout.shardMarkerKey(shard),

@@ -1,9 +1,9 @@
-// A federated decide batch reads each shard's recovery marker once (lua/includes/federation.lua shard_fence, its memo
-// kept by decide_batch.lua for one FCALL): against a real redis-server, the calls of one batch answer what the same
+// A federated decide batch reads its recovery marker once (lua/includes/federation.lua shard_fence, its memo kept by
+// decide_batch.lua for one FCALL; one marker for every shard of a redis-server, keys.ts): against a real redis-server, the calls of one batch answer what the same
 // calls answer one by one (a missing marker is written once, at the batch's first call), and a fence set between two
 // batches (src/federation/recovery.ts fences every shard so) is what the next batch decides by.
 import { describe, expect, it } from 'vitest';
-import { keyLayout, shardOf } from '../../src/keys.ts';
+import { keyLayout, layoutOf, shardOf } from '../../src/keys.ts';
 import { decideBatchArgs } from '../../src/store/decide-calls.ts';
 import { decideLibrary } from '../../src/store/library.ts';
 import { client, useRedis } from '../harness/redis.ts';
@@ -58,6 +58,31 @@ describe('a federated decide batch and the shard fence', () => {
     expect(aloneMarker).toEqual({ fence: String(T0) });
     // A fence at T0 holds the region's share at 0 until the fence's epoch is over: every call is denied.
     expect(together.map((reply) => (reply as number[])[0])).toEqual([0, 0, 0]);
+  });
+
+  it('reads one marker for a batch spanning shards on one redis-server; a Redis Cluster keeps one per shard', async () => {
+    // Keys of eight different shards.
+    const keys: string[] = [];
+    const shards = new Set<number>();
+    for (let i = 0; keys.length < 8; i++) {
+      if (shards.has(shardOf(`s-${i}`))) continue;
+      shards.add(shardOf(`s-${i}`));
+      keys.push(`s-${i}`);
+    }
+    await redis.flushall();
+    await redis.call('FUNCTION', 'LOAD', 'REPLACE', library.source);
+    await redis.hset(layout.shardMarkerKey(0), 'fence', 0);
+    await redis.config('RESETSTAT');
+    const replies = await batch(keys.map((key, i) => callFor(key, T0 + i)));
+    expect(replies.map((reply) => (reply as number[])[0])).toEqual(keys.map(() => 1));
+    const stats = await redis.info('commandstats');
+    expect(Number(/cmdstat_hget:calls=(\d+)/.exec(stats)?.[1] ?? 0), 'HGETs of the marker in one batch').toBe(1);
+    expect(new Set(keys.map((key) => layout.shardMarkerKey(shardOf(key))))).toEqual(new Set([layout.shardMarkerKey(0)]));
+    // A cluster's nodes lose data one by one, and a script keeps to one slot: a marker in each shard's slot.
+    const cluster = layoutOf({ redis: { clusterNodes: ['127.0.0.1:7000'] } });
+    expect(cluster.cluster).toBe(true);
+    expect(cluster.shardMarkerKey(5)).toBe('qf:{s5}:m');
+    expect(layoutOf({ redis: {} }).shardMarkerKey(5)).toBe('qf:{s0}:m');
   });
 
   it('decides the next batch by a fence set after the last one', async () => {

@@ -703,6 +703,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
   const { second } = setup;
   const KEY2 = second === 'none' ? '' : KEYS2[second];
   const SHARD2 = second === 'none' ? SHARD : shardOfKey(KEY2);
+  /** Both shards read one marker (a redis-server's layout, keys.ts shardMarkerKey; a Redis Cluster has one each). */
+  const ONE_MARKER = shardMarkerKey(SHARD) === shardMarkerKey(SHARD2);
   for (let r = 0; r < n; r++) {
     expect(topologies[r]!.units).toEqual(spec[r]!.params.units);
     expect(topologies[r]!.selfIndex).toBe(r);
@@ -844,9 +846,15 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     return s.bucket !== undefined && bucketHasHungryPeer(s.params, s.bucket, localNow(r));
   };
   const fenceOnScriptCall = (r: number) => {
-    if (spec[r]!.markerLost) {
-      spec[r]!.fence = localNow(r);
-      spec[r]!.markerLost = false;
+    const s = spec[r]!;
+    if (s.markerLost) {
+      s.fence = localNow(r);
+      s.markerLost = false;
+      // One redis-server: the second shard's scripts read the same marker (keys.ts shardMarkerKey).
+      if (ONE_MARKER) {
+        s.fence2 = s.fence;
+        s.markerLost2 = false;
+      }
     }
   };
   const gossipOf = async (r: number): Promise<GossipEntry> => {
@@ -968,6 +976,7 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
   };
 
   const fenceOnScriptCall2 = (r: number) => {
+    if (ONE_MARKER) return fenceOnScriptCall(r);
     if (spec[r]!.markerLost2) {
       spec[r]!.fence2 = localNow(r);
       spec[r]!.markerLost2 = false;
@@ -1015,8 +1024,11 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
 
   /** The rules (0: the first, 1: the second) of each decide call a decision makes: one call per shard. */
   const CALLS: readonly (readonly number[])[] = second === 'none' ? [[0]] : second === 'sameShard' ? [[0, 1]] : [[0], [1]];
-  /** Each call's shard marker: decide.lua's first key, by which MONITOR's lines tell the calls apart. */
-  const callMarkers = CALLS.map((ks) => shardMarkerKey(ks[0] === 1 ? SHARD2 : SHARD));
+  /**
+   * Each call's shard, by which MONITOR's lines tell the calls apart: decide.lua's second key (a pending set, in the
+   * call's shard; its first, the marker, is one for both shards on one redis-server).
+   */
+  const callShards = CALLS.map((ks) => (ks[0] === 1 ? SHARD2 : SHARD));
   const keys = second === 'none' ? [KEY] : [KEY, KEY2];
   /**
    * What a region's decide calls left for the peers, per key: on the fast lane, the peers its loud admissions were
@@ -1190,8 +1202,8 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     const runs = CALLS.map(() => 0);
     const sent = nothingSent();
     const last: ReturnType<typeof specCall>[] = [];
-    for (const [fn, , marker] of ran) {
-      const c = callMarkers.indexOf(marker!);
+    for (const [fn, , , pending] of ran) {
+      const c = callShards.indexOf(shardOfKey(pending!));
       expect({ fn, c: c >= 0 }, `a decide call of this decision (${traced})`).toEqual({ fn: DECIDE_FN, c: true });
       runs[c]!++;
       last[c] = specCall(r, CALLS[c]!, cost, now, sent);
