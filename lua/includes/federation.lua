@@ -483,8 +483,8 @@ end
 
 local function load_silent(key, n, r, with_a, current, previous, ttl)
   local names = window_silent_names_of(r, current, previous, with_a)
-  local text, other = nil, false
-  if ttl ~= nil and with_a then text, other = own_silent_values(key, label(r), window_string_values) end
+  local text, other, read = nil, false, nil
+  if ttl ~= nil and with_a then text, other, read = own_silent_values(key, label(r), window_string_values) end
   if other then window_hash_of_other(key) end
   local values
   if text ~= nil then
@@ -493,7 +493,7 @@ local function load_silent(key, n, r, with_a, current, previous, ttl)
     values = { '1', silent_field(text, 2), silent_field(text, 3), silent_field(text, 4), silent_field(text, at),
       silent_field(text, at + 1), silent_field(text, 5 + 3 * previous), silent_field(text, at + 2) }
   else
-    local flat = redis.pcall('HGETALL', key)
+    local flat = read or redis.pcall('HGETALL', key)
     if flat.err then
       -- Not a hash (read without `ttl`).
       window_hash_of_other(key)

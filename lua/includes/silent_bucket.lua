@@ -8,7 +8,8 @@
   through here against protocol.ts.
 
   Reads one GET: a new key or this region's silent string (silent_string.lua), written back with one SET PX. A
-  hash is read with one HGETALL (silent_hash_read): z, tokens, last_refill, sig, the slot ids, this region's c and t
+  hash is read with one HGETALL (silent_hash_read; a key found to be a hash lately is read so at once, without the
+  GET: silent_string.lua's hint): z, tokens, last_refill, sig, the slot ids, this region's c and t
   of the current epoch's slot and its c of the previous epoch's. Returns nil and that HGETALL reply when the key
   holds state without z (the general path decides it from the reply), else what federated_bucket returns.
 ]]
@@ -62,7 +63,7 @@ local function silent_bucket(p, rule, fence, now)
   -- The key's one string (silent_string.lua: absent, or this region's silent string), else its hash. Another
   -- region's string (the regions were renumbered), a window's or a single region's number (gcra.lua, this region
   -- before it federated the rule): the hash they stand for, from now on.
-  local values, other = own_silent_values(rule.key, label(r), silent_string_values)
+  local values, other, read = own_silent_values(rule.key, label(r), silent_string_values)
   if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
   local held, flat
   if values ~= nil then
@@ -71,7 +72,7 @@ local function silent_bucket(p, rule, fence, now)
       silent_field(values, 6), silent_field(values, 7), silent_field(values, 8 + 2 * k), silent_field(values, 9 + 2 * k),
       silent_field(values, 8 + 2 * kp) }
   else
-    held, flat = silent_hash_read(rule.key, bucket_silent_names_of(r, k))
+    held, flat = silent_hash_read(rule.key, bucket_silent_names_of(r, k), read)
     if held == nil then return nil, flat end
   end
   local id0, id1, id2 = tonumber(held[5]) or -1, tonumber(held[6]) or -1, tonumber(held[7]) or -1

@@ -41,15 +41,50 @@ local function window_string_values(text)
 end
 
 --[[
+  Keys whose silent test lately found a hash (a loud key, mostly): their next test reads the hash at once, where a
+  GET would fail on it first (WRONGTYPE) and the hash be read after. A hint, never a fact: a hinted key that is a
+  string again (it expired and came back silent, or was reset) is read as before and forgotten. A Functions library
+  keeps it between calls, at most HASH_HINTS keys (then it starts over); an EVAL starts without hints.
+]]
+local HASH_HINTS = 10000
+local hash_hints, hash_hint_count = {}, 0
+
+local function hint_hash(key)
+  if hash_hints[key] then return end
+  if hash_hint_count >= HASH_HINTS then hash_hints, hash_hint_count = {}, 0 end
+  hash_hints[key] = true
+  hash_hint_count = hash_hint_count + 1
+end
+
+local function forget_hash(key)
+  if not hash_hints[key] then return end
+  hash_hints[key] = nil
+  hash_hint_count = hash_hint_count - 1
+end
+
+--[[
   This region's silent string at `key`, parsed by `parse` (silent_string_values or window_string_values): new empty
-  values when the key is absent, nil when it is a hash. Any other string (the other algorithm's, another region
-  index's, a single region's number) gives nil and true: the caller turns it into a hash or drops it, then reads
-  the hash.
+  values when the key is absent, nil when it is a hash (and, when the hash was read here, its HGETALL reply as the
+  third value). Any other string (the other algorithm's, another region index's, a single region's number) gives nil
+  and true: the caller turns it into a hash or drops it, then reads the hash.
 ]]
 local function own_silent_values(key, r, parse)
+  if hash_hints[key] then
+    local flat = redis.pcall('HGETALL', key)
+    if flat.err == nil then
+      if #flat > 0 then return nil, false, flat end
+      -- Gone: absent, as GET would find it.
+      forget_hash(key)
+      return { r, '', '', '', '', '', '', '', '', '', '', '', '' }, false
+    end
+    forget_hash(key)
+  end
   local text = redis.pcall('GET', key)
   if text == false then return { r, '', '', '', '', '', '', '', '', '', '', '', '' }, false end
-  if type(text) ~= 'string' then return nil, false end
+  if type(text) ~= 'string' then
+    hint_hash(key)
+    return nil, false
+  end
   local values = parse(text)
   if values ~= nil and values[1] == r then return values, false end
   return nil, true

@@ -58,3 +58,34 @@ describe('a federated decision reads the key hash once', () => {
     });
   }
 });
+
+describe("a loud key's next silent test", () => {
+  it('reads its hash at once, without a GET that fails first; a key that is a string again is read as one', async () => {
+    await redis.flushall();
+    await redis.call('FUNCTION', 'LOAD', 'REPLACE', library.source);
+    const key = 'hinted-tb';
+    const shard = shardOf(key);
+    const stateKey = layout.stateKey(shard, 'r', key);
+    await redis.hset(layout.shardMarkerKey(shard), 'fence', 0);
+    const slot = Math.floor(NOW / PERIOD) % 3;
+    await redis.hset(stateKey, `w${slot}`, Math.floor(NOW / PERIOD), `c${slot}.1`, 3);
+    // The first decision finds the hash behind a failing GET, and remembers it.
+    const first = await commandsOf(call('tb', key, NOW));
+    expect(first.filter((name) => name === 'GET' || name === 'HGETALL')).toEqual(['GET', 'HGETALL']);
+    const second = await commandsOf(call('tb', key, NOW + 1));
+    expect(second).not.toContain('GET');
+    expect(second.filter((name) => name === 'HGETALL')).toHaveLength(1);
+
+    // Gone (an operator's DEL, an expiry): decided as a new key, its silent string written.
+    await redis.del(stateKey);
+    const fresh = await commandsOf(call('tb', key, NOW + 2));
+    expect(fresh).toContain('SET');
+    expect(await redis.type(stateKey)).toBe('string');
+    // A string again: the hint is gone, the next decision reads it with one GET and no HGETALL.
+    const again = await commandsOf(call('tb', key, NOW + 3));
+    expect(again).toContain('GET');
+    expect(again).not.toContain('HGETALL');
+    const reply = (await redis.call('FCALL', library.fn, ...call('tb', key, NOW + 4))) as number[];
+    expect(reply[0]).toBe(1);
+  });
+});
