@@ -17,6 +17,7 @@ import { luaSource, withScripts } from '../src/store/commands.ts';
 import { gossipLibrary } from '../src/store/library.ts';
 import { patchedSource } from './lib/lua-patch.ts';
 import { applyGossipCall, parseApplyGossipReply, runApplyGossip, type GossipEntry } from '../src/store/gossip-calls.ts';
+import { layoutOf } from '../src/keys.ts';
 import { runScript } from '../src/store/script-call.ts';
 
 const keys = Number(process.argv[2] ?? 500);
@@ -80,7 +81,9 @@ async function row(algorithm: string): Promise<string> {
       await receiver.config('RESETSTAT');
       let granted = 0;
       const cpu = process.cpuUsage();
-      const calls = entries.map((entry) => applyGossipCall(topology, rule, receiverConfig.federation.leakageBudget, senderIndex, entry));
+      const calls = entries.map((entry) =>
+        applyGossipCall(layoutOf(receiverConfig), topology, rule, receiverConfig.federation.leakageBudget, senderIndex, entry),
+      );
       // One call per entry, a job's JOB_ENTRIES issued together (as the gossip worker does: pipelined).
       const one = (call: (typeof calls)[number]) =>
         via === 'function' ? runApplyGossip(receiver, call) : runScript(receiver, 'applyGossip', call).then(parseApplyGossipReply);

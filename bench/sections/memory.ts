@@ -8,6 +8,7 @@ import { createRegionRedis, waitReady } from '../../src/store/client.ts';
 import { withScripts } from '../../src/store/commands.ts';
 import type { Config, ConfigInput } from '../../src/config/schema.ts';
 import { applyGossipCall, runApplyGossip } from '../../src/store/gossip-calls.ts';
+import { layoutOf } from '../../src/keys.ts';
 import { flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { apiKeyRequest, benchConfig, type BenchContext, type RuleInput, type Section } from '../lib/context.ts';
 import { runCountOrThrow } from '../lib/load.ts';
@@ -105,7 +106,7 @@ async function applyPeerCells(config: Config, rule: RuleInput, keys: readonly st
     await runCountOrThrow(
       `memory: apply_gossip from region ${sender}`,
       async (i) => {
-        const call = applyGossipCall(topology, configured, config.federation.leakageBudget, sender, {
+        const call = applyGossipCall(layoutOf(config), topology, configured, config.federation.leakageBudget, sender, {
           k: keys[i]!,
           t: Date.now(),
           s: [flattenSlot(slot)],

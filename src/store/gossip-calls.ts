@@ -3,7 +3,7 @@
 // (refuse oversized queued jobs). Each builder lays out KEYS and ARGV as its script documents them.
 import { Cluster } from 'ioredis';
 import type { Config, Rule } from '../config/schema.ts';
-import { layoutOfKey, shardOfKey, type KeyLayout } from '../keys.ts';
+import { shardOfKey, type KeyLayout } from '../keys.ts';
 import { REBALANCE, type RebalancePolicy } from '../protocol/index.ts';
 import { scriptBudget, type Topology } from '../protocol/index.ts';
 import type { QuotafedCommands, ScriptedRedis } from './commands.ts';
@@ -45,21 +45,21 @@ function pendingKeys(keys: KeyLayout, topology: Topology, shard: number): string
 // ---- apply_gossip.lua ------------------------------------------------------------------------------------
 
 /**
- * The apply_gossip.lua call for one entry. `now` pins the clock (tests); `policy` defaults to REBALANCE; `layout` is
- * the region's (layoutOf(config)), the one-server layout of the entry's prefix when omitted.
+ * The apply_gossip.lua call for one entry, under the region's key layout (layoutOf(config): the wire rebuilt the
+ * entry's key under it; its marker depends on the kind of Redis). `now` pins the clock (tests); `policy` defaults
+ * to REBALANCE.
  */
 export function applyGossipCall(
+  layout: KeyLayout,
   topology: Topology,
   rule: Rule,
   fallbackBudget: Config['federation']['leakageBudget'],
   senderIndex: number,
   entry: GossipEntry,
-  options: { now?: number; policy?: RebalancePolicy; layout?: KeyLayout } = {},
+  options: { now?: number; policy?: RebalancePolicy } = {},
 ): ScriptCall {
   const shard = shardOfKey(entry.k);
   const n = topology.regions.length;
-  // The entry's siblings follow its own prefix (the wire rebuilt its key under this region's layout).
-  const layout = options.layout ?? layoutOfKey(entry.k);
   const keys = [
     entry.k,
     layout.shardMarkerKey(shard),
@@ -437,7 +437,7 @@ async function applyJobInSteps(redis: ScriptedRedis, record: JobRecord, entries:
  * without Functions, the same steps as separate calls.
  *
  * @example
- * const outcome = await runApplyJob(redis, record, entries.map((entry) => applyGossipCall(topology, rule, budget, sender, entry)));
+ * const outcome = await runApplyJob(redis, record, entries.map((entry) => applyGossipCall(keys, topology, rule, budget, sender, entry)));
  * if (outcome.replayed) return reject('replayed');
  */
 export async function runApplyJob(redis: ScriptedRedis, record: JobRecord, entries: readonly ScriptCall[]): Promise<ApplyJobReply> {

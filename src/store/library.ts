@@ -64,7 +64,7 @@ let gossip: GossipLibrary | undefined;
  * @example
  * const { source, applyFn } = gossipLibrary();
  * await redis.call('FUNCTION', 'LOAD', source);
- * await redis.fcall(applyFn, ...applyGossipCall(topology, rule, budget, sender, entry).flat());
+ * await redis.fcall(applyFn, ...applyGossipCall(keys, topology, rule, budget, sender, entry).flat());
  */
 export function gossipLibrary(): GossipLibrary {
   if (gossip !== undefined) return gossip;

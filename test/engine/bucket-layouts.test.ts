@@ -105,7 +105,15 @@ describe('token bucket state layouts', () => {
 
     const gossiped = await spentStandalone(freshKey(), 100);
     const slot = peerSlot(n, peer, epoch);
-    const call = applyGossipCall(topology, configured, 0, peer, { k: gossiped, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
+    const call = applyGossipCall(
+      layoutOf(federated),
+      topology,
+      configured,
+      0,
+      peer,
+      { k: gossiped, t: T0, s: [flattenSlot(slot)] },
+      { now: T0 },
+    );
     expect((await runApplyGossip(redis, call)).changed).toBe(true);
     expect(await redis.type(gossiped)).toBe('hash');
     expect(Number(await redis.hget(gossiped, `c${epoch % 3}.${peer}`))).toBe(5);
@@ -201,7 +209,15 @@ describe('token bucket state layouts', () => {
     const gossiped = await silentKey(100);
     const before = await stateFields(redis, gossiped.key);
     const slot = peerSlot(n, peer, epoch);
-    const call = applyGossipCall(topology, federated.rules[0]!, 0, peer, { k: gossiped.key, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
+    const call = applyGossipCall(
+      layoutOf(federated),
+      topology,
+      federated.rules[0]!,
+      0,
+      peer,
+      { k: gossiped.key, t: T0, s: [flattenSlot(slot)] },
+      { now: T0 },
+    );
     expect((await runApplyGossip(redis, call)).changed).toBe(true);
     expect(await redis.type(gossiped.key)).toBe('hash');
     const after = await redis.hgetall(gossiped.key);

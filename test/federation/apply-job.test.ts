@@ -55,7 +55,15 @@ function jobCalls(prefix: string): ScriptCall[] {
   const bucketKey = layout.ruleKey('tb', { principal: `${prefix}-hot`, dimensions: [`${prefix}-hot`] });
   const windowKey = layout.ruleKey('fw', { principal: `${prefix}-w`, dimensions: [`${prefix}-w`] });
   const call = (rule: typeof bucketRule, k: string, slot: typeof first, t: number) =>
-    applyGossipCall(topology, rule, config.federation.leakageBudget, sender, { k, t, s: [flattenSlot(slot)] }, { now: T0 });
+    applyGossipCall(
+      layoutOf(config),
+      topology,
+      rule,
+      config.federation.leakageBudget,
+      sender,
+      { k, t, s: [flattenSlot(slot)] },
+      { now: T0 },
+    );
   return [
     call(bucketRule, bucketKey, hungry, T0 - 1_000),
     call(windowRule, windowKey, first, T0 - 800),

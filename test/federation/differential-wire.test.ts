@@ -11,7 +11,7 @@ import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } 
 import { encodeJob, LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/watch-sweep.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
-import { fastSetKey, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { fastSetKey, layoutOf, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -80,7 +80,11 @@ describe('the publisher sweep over the watch sets', () => {
     // and a stall of the loaded machine of over a second would otherwise make b quiet (a free donor giving 44).
     const last = Math.min(now + 4_000, (id + 1) * rule.period - 1);
     const slot = { id, c: [40, 5], x: [0, 0, 0, 0], a: [40, 0, 0, 0], t: [last, last] };
-    const call = applyGossipCall(topology, rule, config.federation.leakageBudget, 0, { k: key, t: last, s: [flattenSlot(slot)] });
+    const call = applyGossipCall(layoutOf(config), topology, rule, config.federation.leakageBudget, 0, {
+      k: key,
+      t: last,
+      s: [flattenSlot(slot)],
+    });
     // Changed, the lag, and granted: the grant puts the key on the fast lane.
     expect(await runApplyGossip(redis, call)).toEqual({ changed: true, lagMs: expect.any(Number), granted: true });
     expect(await redis.sismember(fastSetKey(shard), key)).toBe(1);

@@ -910,7 +910,10 @@ async function runSequence(algorithm: Algo, setup: Setup, ops: Op[], realtime = 
     expect(reply.granted ? 1 : 0, `merge granted flag (${traced})`).toBe(granted ? 1 : 0);
   };
   const applyCall = (from: number, to: number, entry: GossipEntry, now: number) =>
-    applyGossipCall(topologies[to]!, ruleOf(to), deciding[to]!.federation.leakageBudget, from, entry, { now, policy: setup.policy });
+    applyGossipCall(keyLayout(), topologies[to]!, ruleOf(to), deciding[to]!.federation.leakageBudget, from, entry, {
+      now,
+      policy: setup.policy,
+    });
   const pendingOf = (to: number) =>
     Array.from({ length: n }, (_, peer) => peer)
       .filter((peer) => peer !== to)

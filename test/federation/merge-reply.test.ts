@@ -290,7 +290,15 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
     slot.c[third] = thirdCount;
     slot.t[third] = thirdCount > 0 ? T0 : 0;
     slot.x[sender * n + third] = transferToThird;
-    const call = applyGossipCall(topology, config.rules[0]!, 0, sender, { k: key, t: T0, s: [flattenSlot(slot)] }, { now: T0 });
+    const call = applyGossipCall(
+      layoutOf(config),
+      topology,
+      config.rules[0]!,
+      0,
+      sender,
+      { k: key, t: T0, s: [flattenSlot(slot)] },
+      { now: T0 },
+    );
     const reply = await runApplyGossip(redis, call);
     expect(reply.changed).toBe(true);
     expect(reply.granted).toBe(false);
@@ -331,7 +339,10 @@ describe('apply_gossip.lua: who a merge that gave nothing goes to', async () => 
     slot.c[third] = 2;
     slot.t[third] = T0;
     const merge = (at: number) =>
-      runApplyGossip(redis, applyGossipCall(topology, config.rules[0]!, 0, sender, { k: key, t: at, s: [flattenSlot(slot)] }, { now: at }));
+      runApplyGossip(
+        redis,
+        applyGossipCall(layoutOf(config), topology, config.rules[0]!, 0, sender, { k: key, t: at, s: [flattenSlot(slot)] }, { now: at }),
+      );
     // The first merge: this idle region gives both active peers part of its allowance (each hears of its grant).
     expect(await merge(T0)).toMatchObject({ changed: true, granted: true });
     expect([await pendingFor(sender), await pendingFor(third)]).toEqual([true, true]);

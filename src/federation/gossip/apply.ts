@@ -74,7 +74,7 @@ export function createApplier(deps: ApplierDeps): Applier {
     if (!rule) return 'unknown_rule';
     const fingerprint = theirs?.[name];
     if (fingerprint !== undefined && fingerprint !== ours.get(name)) return 'rule_mismatch';
-    return applyGossipCall(topology, rule, config.federation.leakageBudget, senderIndex, entry, { layout: keys });
+    return applyGossipCall(keys, topology, rule, config.federation.leakageBudget, senderIndex, entry);
   };
 
   // A peer on another message version (a rolling upgrade) sends every job in it: said once per peer and version.
