@@ -125,8 +125,6 @@ export interface KeyLayout {
    * per shard on a Redis Cluster, whose nodes lose data one by one (and whose scripts keep to one slot).
    */
   shardMarkerKey(shard: number): string;
-  /** Whether this layout is a Redis Cluster's (a marker per shard). */
-  readonly cluster: boolean;
   /** Pending-delivery ZSET of one shard for the peer with this region index. */
   peerPendingKey(shard: number, peerIndex: number): string;
   /** Keys of one shard whose last merge left a hungry peer in view: the sync loop rebalances them again. */
@@ -184,7 +182,6 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX, options: KeyLayou
   const oneMarker = shardKey(0, 'm');
   const layout: KeyLayout = {
     prefix,
-    cluster,
     metaKey: meta,
     publisherLockKey: `${meta}:publisher`,
     recoveryLockKey: `${meta}:recovery`,

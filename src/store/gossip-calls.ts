@@ -171,14 +171,13 @@ export interface SweepReply {
 
 /** sweep_watch.lua's reply: { keys rebalanced, keys that left the watch set, { stranded per key }, quiet for ms }. */
 export function parseSweepReply(raw: unknown): SweepReply {
-  const reply = arrayReply('sweep_watch', raw, 3);
+  const reply = arrayReply('sweep_watch', raw, 4);
   const stranded = arrayReply('sweep_watch', reply[2], 0).map((value) => numberAt('sweep_watch', raw, value));
   return {
     rebalanced: numberAt('sweep_watch', raw, reply[0]),
     unwatched: numberAt('sweep_watch', raw, reply[1]),
     stranded,
-    // Three values (a script before the quiet span): no sweep is put off.
-    quietForMs: reply.length > 3 ? numberAt('sweep_watch', raw, reply[3]) : 0,
+    quietForMs: numberAt('sweep_watch', raw, reply[3]),
   };
 }
 
