@@ -148,8 +148,8 @@ export const commandsSection: Section = async (ctx) => {
         "Every command Redis executed between the snapshots is listed (the bench's own INFO calls excluded); commandstats also counts " +
           'the calls a script makes inside Redis. A round trip is one FCALL (decide, a Redis Functions library) or EVALSHA/EVAL (a ' +
           'refund): the engine sends nothing else on the decision path.',
-        'Decisions submitted together: the first goes alone, those that arrive while it is in flight share the next FCALL ' +
-          '(src/engine/decide-batcher.ts), so round trips per decision fall below one.',
+        'Decisions submitted in one turn of the event loop share one FCALL, and those that arrive while it is in flight share ' +
+          'the next (src/engine/decide-batcher.ts), so round trips per decision fall below one.',
         'Rules of two identities live in two cluster slots, so they take one script per slot (two round trips, sent concurrently) unless ' +
           'both hash to the same shard.',
       ],

@@ -1,9 +1,13 @@
-// A micro-batcher for decide calls on one connection. A decision that finds no call of its queue in flight
-// goes at once, alone (no added latency under light load); decisions that arrive while one is in flight wait
-// and go together in the next call, as one FCALL that decides them in arrival order (scripts.ts
-// decide_batch). Under load this spreads ioredis's and Redis's per-call cost over the batch, and the batch
-// grows with the load by itself. Each decision's result is exactly what it would have been sent alone: Redis
-// runs the batch atomically, one decision after the other, in the order they arrived.
+// A micro-batcher for decide calls on one connection. Decisions that arrive in one turn of the event loop go
+// together at its end (setImmediate: after the turn's I/O callbacks, so the requests that one poll of the sockets
+// brought in share a call); one that finds a call of its queue in flight waits, and the decisions that arrived
+// meanwhile go together in the next call. A call of one decision goes alone (no batch framing); several go as one
+// FCALL that decides them in arrival order (scripts.ts decide_batch). Under load this spreads ioredis's and Redis's
+// per-call cost over the batch, and the batch grows with the load by itself; a lone decision waits only for the
+// end of its turn. (Sending the first decision of a turn at once, as this did before, made a burst pay two round
+// trips: the first alone, the rest after it; docs/performance.md, twenty-third pass.) Each decision's result is
+// exactly what it would have been sent alone: Redis runs the batch atomically, one decision after the other, in
+// the order they arrived.
 //
 // On Redis Cluster every key of one call must hash to one slot, so each shard has its own queue.
 import type { DecideCaller } from '../store/decide-caller.ts';
@@ -19,6 +23,8 @@ interface Pending {
 interface Queue {
   inFlight: number;
   waiting: Pending[];
+  /** A drain is scheduled for the end of this event-loop turn (setImmediate). */
+  scheduled: boolean;
 }
 
 export interface DecideBatcher {
@@ -86,13 +92,19 @@ export function createDecideBatcher(caller: DecideCaller, options: DecideBatcher
     submit(call, lane) {
       let queue = queues.get(lane);
       if (!queue) {
-        queue = { inFlight: 0, waiting: [] };
+        queue = { inFlight: 0, waiting: [], scheduled: false };
         queues.set(lane, queue);
       }
       const target = queue;
       return new Promise((resolve, reject) => {
         target.waiting.push({ call, resolve, reject });
-        if (target.inFlight < maxInFlight) drain(target);
+        if (target.inFlight < maxInFlight && !target.scheduled) {
+          target.scheduled = true;
+          setImmediate(() => {
+            target.scheduled = false;
+            drain(target);
+          });
+        }
       });
     },
   };

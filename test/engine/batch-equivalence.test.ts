@@ -9,7 +9,7 @@ import type { ConfigInput } from '../../src/config/schema.ts';
 import { createDecideBatcher } from '../../src/engine/decide-batcher.ts';
 import { createRedisEngine, createTunedRedisEngine } from '../../src/engine/redis-engine.ts';
 import { withScripts } from '../../src/store/commands.ts';
-import { decideCaller } from '../../src/store/decide-caller.ts';
+import { decideCaller, type DecideCaller } from '../../src/store/decide-caller.ts';
 import type { Decision, RequestContext } from '../../src/engine/types.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
@@ -87,7 +87,7 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
   }));
   let decisions: Decision[];
   if (variant.batch) {
-    // All submitted before any answer: the first goes alone, the rest queue and go as batches.
+    // All submitted before any answer, in one turn: they go as batches (of at most maxBatch).
     decisions = await Promise.all(
       requests.map((request, i) => {
         now += input.steps[i]!.dt;
@@ -167,8 +167,8 @@ describe('batched and single-region decisions', () => {
     expect(decisions.every((d) => d.allowed)).toBe(true);
     const stats = await admin.info('commandstats');
     const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
-    // The first decision goes alone; the 49 that arrived meanwhile go together.
-    expect(calls('fcall')).toBe(2);
+    // All 50 arrived in one turn of the event loop: they go together, in one call.
+    expect(calls('fcall')).toBe(1);
     expect(
       decisions
         .map((d) => d.binding!.remaining)
@@ -176,6 +176,37 @@ describe('batched and single-region decisions', () => {
         .slice(0, 3),
     ).toEqual([992, 993, 993]);
     await engine.close();
+  });
+
+  it('sends what arrives while a call is in flight together after it, and a lone decision alone', async () => {
+    await admin.flushall();
+    const redis = withScripts(engineRedis);
+    const caller = decideCaller(redis, { script: 'decideSingleRegion' });
+    // The real caller, with the size of each call it makes recorded.
+    const sizes: number[] = [];
+    const counted: DecideCaller = Object.assign(
+      (one: readonly (string | number)[]) => {
+        sizes.push(1);
+        return caller(one);
+      },
+      {
+        batch: (calls: readonly (readonly (string | number)[])[]) => {
+          sizes.push(calls.length);
+          return caller.batch(calls);
+        },
+      },
+    );
+    const batcher = createDecideBatcher(counted);
+    const call = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
+    await batcher.submit(call('qf:{s1}:lone'), 0);
+    // Three in this turn; two more once the first call is in flight (after the turn ends, before its answer).
+    const first = [0, 1, 2].map((i) => batcher.submit(call(`qf:{s1}:a${i}`), 0));
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = [0, 1].map((i) => batcher.submit(call(`qf:{s1}:b${i}`), 0));
+    const replies = (await Promise.all([...first, ...second])) as unknown[][];
+    expect(replies.map((reply) => reply[0])).toEqual([1, 1, 1, 1, 1]);
+    // A lone decision went alone; then a call of the three, then one of the two that waited for it.
+    expect(sizes).toEqual([1, 3, 2]);
   });
 
   it('answers an error for the one call of a batch that fails, and decides the others', async () => {
