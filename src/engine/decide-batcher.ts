@@ -5,9 +5,9 @@
 // FCALL that decides them in arrival order (scripts.ts decide_batch). Under load this spreads ioredis's and Redis's
 // per-call cost over the batch, and the batch grows with the load by itself; a lone decision waits only for the
 // end of its turn. (Sending the first decision of a turn at once, as this did before, made a burst pay two round
-// trips: the first alone, the rest after it; docs/performance.md, twenty-third pass.) Each decision's result is
-// exactly what it would have been sent alone: Redis runs the batch atomically, one decision after the other, in
-// the order they arrived.
+// trips: the first alone, the rest after it; docs/performance.md, "the decisions of one turn go together".) Each
+// decision's result is exactly what it would have been sent alone: Redis runs the batch atomically, one decision
+// after the other, in the order they arrived.
 //
 // On Redis Cluster every key of one call must hash to one slot, so each shard has its own queue.
 import type { DecideCaller } from '../store/decide-caller.ts';
