@@ -110,17 +110,19 @@ const DECIDE_BATCH_FN = decideLibrary('decide').batchFn;
  * a decide_batch (decideBatchArgs: every call's keys, the call count, then per call its key and argument counts).
  */
 function decideCallsOf(fcall: readonly string[]): string[][] {
-  const [fn, numKeys] = fcall;
-  if (fn !== DECIDE_BATCH_FN) return [[...fcall]];
-  const keys = fcall.slice(2, 2 + Number(numKeys));
+  if (fcall[0] !== DECIDE_BATCH_FN) return [[...fcall]];
+  const keyCount = Number(fcall[1]);
+  const keys = fcall.slice(2, 2 + keyCount);
+  const count = Number(fcall[2 + keyCount]);
   const calls: string[][] = [];
-  let at = 2 + Number(numKeys) + 1;
+  let at = 3 + keyCount;
   let k = 0;
-  for (let i = 0; i < Number(fcall[1 + 1 + Number(numKeys)]); i++) {
+  for (let i = 0; i < count; i++) {
     const nk = Number(fcall[at]);
     const na = Number(fcall[at + 1]);
     calls.push([DECIDE_FN, String(nk), ...keys.slice(k, k + nk)]);
     k += nk;
+    // -1: the previous call's arguments, none of its own.
     at += 2 + Math.max(na, 0);
   }
   return calls;
