@@ -12,16 +12,15 @@ local function bucket_hungry(p, slot, previous, d, elapsed, now)
     and not stopped(p, slot, previous, d, now)
 end
 
--- The end-of-epoch span: the last min(P/10, idle/5) ms.
 -- Where the end-of-epoch span of now's epoch begins: its last min(P/10, idle/5) ms (protocol.ts returningFrom).
 local function returning_from(p, now)
   local stop = (math.floor(now / p.period) + 1) * p.period
   return stop - math.min(p.period / 10, p.policy.idle / 5)
 end
 
+-- Whether now is in the end-of-epoch span (received share goes back home; protocol.ts returning).
 local function returning(p, now)
-  local stop = (math.floor(now / p.period) + 1) * p.period
-  return stop - now <= math.min(p.period / 10, p.policy.idle / 5)
+  return now >= returning_from(p, now)
 end
 
 -- Does r hold share of any peer's (held_from > 0)?

@@ -62,6 +62,11 @@ local function forget_hash(key)
   hash_hint_count = hash_hint_count - 1
 end
 
+-- The values of an absent key: region r's string with every field empty.
+local function absent_values(r)
+  return { r, '', '', '', '', '', '', '', '', '', '', '', '' }
+end
+
 --[[
   This region's silent string at `key`, parsed by `parse` (silent_string_values or window_string_values): new empty
   values when the key is absent, nil when it is a hash (and, when the hash was read here, its HGETALL reply as the
@@ -75,12 +80,12 @@ local function own_silent_values(key, r, parse)
       if #flat > 0 then return nil, false, flat end
       -- Gone: absent, as GET would find it.
       forget_hash(key)
-      return { r, '', '', '', '', '', '', '', '', '', '', '', '' }, false
+      return absent_values(r), false
     end
     forget_hash(key)
   end
   local text = redis.pcall('GET', key)
-  if text == false then return { r, '', '', '', '', '', '', '', '', '', '', '', '' }, false end
+  if text == false then return absent_values(r), false end
   if type(text) ~= 'string' then
     hint_hash(key)
     return nil, false

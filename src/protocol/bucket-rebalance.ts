@@ -211,10 +211,9 @@ function returningFrom(params: FederationParams, now: number): number {
   return end - Math.min(params.periodMs / 10, params.rebalance.idleMs / 5);
 }
 
-/** The end-of-epoch span of a bucket: the last min(P/10, idleMs/5) ms (received share goes back home). */
+/** Whether `now` is in the end-of-epoch span of a bucket (received share goes back home). */
 function returning(params: FederationParams, now: number): boolean {
-  const end = (windowIdAt(now, params.periodMs) + 1) * params.periodMs;
-  return end - now <= Math.min(params.periodMs / 10, params.rebalance.idleMs / 5);
+  return now >= returningFrom(params, now);
 }
 
 /** Does r hold share of any peer's (heldFrom > 0)? */
