@@ -2,9 +2,9 @@
 // together at its end (setImmediate: after the turn's I/O callbacks, so the requests that one poll of the sockets
 // brought in share a call); one that finds a call of its queue in flight waits, and the decisions that arrived
 // meanwhile go together in the next call. A call of one decision goes alone (no batch framing); several go as one
-// FCALL that decides them in arrival order (scripts.ts decide_batch). Under load this spreads ioredis's and Redis's
-// per-call cost over the batch, and the batch grows with the load by itself; a lone decision waits only for the
-// end of its turn. (Sending the first decision of a turn at once, as this did before, made a burst pay two round
+// FCALL that decides them in arrival order (lua/includes/decide_batch.lua). Under load this spreads ioredis's and
+// Redis's per-call cost over the batch, and the batch grows with the load by itself; a lone decision waits only for
+// the end of its turn. (Sending the first decision of a turn at once, as this did before, made a burst pay two round
 // trips: the first alone, the rest after it; docs/performance.md, "the decisions of one turn go together".) Each
 // decision's result is exactly what it would have been sent alone: Redis runs the batch atomically, one decision
 // after the other, in the order they arrived.
