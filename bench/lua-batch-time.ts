@@ -3,13 +3,21 @@
 // federated region's (three regions, silent keys), by INFO commandstats (usec per FCALL ÷ calls per batch).
 // `npx tsx bench/lua-batch-time.ts [batches] [calls per batch] [tb|fw|sw]`; PATCH='from=>to;;from2=>to2' replaces text of the
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
-// the two rows of one run, not runs.
+// the two rows of one run, not runs. Besides commandstats' usec (wall time: a preempted script counts its wait), the
+// redis-server's own CPU time over each run (/proc/<pid>/stat, 10 ms ticks) per decision, which preemption leaves out.
+import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { keyLayout, shardOf } from '../src/keys.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
 import { decideLibrary } from '../src/store/library.ts';
 import { patchedSource } from './lib/lua-patch.ts';
+
+/** The redis-server's CPU time so far (user + system, ms) from /proc: what preemption by other processes leaves out. */
+function redisCpuMs(): number {
+  const fields = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
 
 const batches = Number(process.argv[2] ?? 2000);
 const perBatch = Number(process.argv[3] ?? 32);
@@ -33,6 +41,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
   };
   for (let s = 0; s < 64; s++) await redis.hset(layout.shardMarkerKey(s), 'fence', 0);
   await redis.config('RESETSTAT');
+  const cpuBefore = redisCpuMs();
   let n = 0;
   for (let b = 0; b < batches; b++) {
     const calls = [];
@@ -54,19 +63,27 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
     }
     await redis.call('FCALL', lib.batchFn, ...decideBatchArgs(calls));
   }
+  const cpuUs = ((redisCpuMs() - cpuBefore) * 1000) / (batches * perBatch);
   const stats = String(await redis.info('commandstats'));
   const line = /cmdstat_fcall:calls=(\d+),usec=(\d+)/.exec(stats);
   if (line === null) throw new Error('no fcall in INFO commandstats');
-  return Number(line[2]) / (Number(line[1]) * perBatch);
+  return { usec: Number(line[2]) / (Number(line[1]) * perBatch), cpuUs };
 }
 
-const best = { single: Infinity, federated: Infinity };
+const best = { single: Infinity, federated: Infinity, singleCpu: Infinity, federatedCpu: Infinity };
 for (let rep = 0; rep < Number(process.env.REPS ?? 3); rep++) {
-  best.single = Math.min(best.single, await run('decideSingleRegion', 1));
-  best.federated = Math.min(best.federated, await run('decide', 3));
+  const single = await run('decideSingleRegion', 1);
+  const federated = await run('decide', 3);
+  best.single = Math.min(best.single, single.usec);
+  best.federated = Math.min(best.federated, federated.usec);
+  best.singleCpu = Math.min(best.singleCpu, single.cpuUs);
+  best.federatedCpu = Math.min(best.federatedCpu, federated.cpuUs);
 }
 console.log(
   `Redis usec per decision (batches of ${perBatch}): single-region ${best.single.toFixed(2)}, federated silent ${best.federated.toFixed(2)} (${(best.federated / best.single).toFixed(2)}x)`,
+);
+console.log(
+  `redis-server CPU us per decision (whole process, /proc): single-region ${best.singleCpu.toFixed(2)}, federated silent ${best.federatedCpu.toFixed(2)} (${(best.federatedCpu / best.singleCpu).toFixed(2)}x)`,
 );
 await redis.quit();
 await server.stop();

@@ -56,8 +56,58 @@ local function pending_without(pending, skips, self)
   return kept
 end
 
+--[[
+  Whether a prepared call can take the silent path (decide_silent): federated, one token-bucket rule that
+  enforces (not shadow), bounded (a budget), asks no local lease, and a call that writes (not a peek).
+]]
+local function silent_candidate(call)
+  if call.ctx.n < 2 or call.peek or #call.rules ~= 1 then return false end
+  local read = call.rules[1]
+  return read.code == 'tb' and not read.shadow and read.rule.lease_ask == 0 and read.rule.budget >= 0
+end
+
+--[[
+  A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the very
+  reply decide_prepared would give when the key is this region's silent string (or absent) and the decision
+  needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false. Nil,
+  with nothing written, for anything else (a hash, a loud admission, a false denial): decide_prepared decides it.
+  (silent_bucket may turn another layout's string into its hash first: the state it stands for, unchanged.)
+]]
+local function decide_silent(call, KEYS, now)
+  local ctx = call.ctx
+  local n = ctx.n
+  -- KEYS: the marker, n - 1 pending sets, the fast lane, the bell, the rule's state key.
+  if #KEYS ~= n + 3 then return nil end
+  local key = KEYS[n + 3]
+  if hash_hints[key] then return nil end
+  local fence = shard_fence(KEYS[1], now, call.fences)
+  local rule = call.rules[1].rule
+  rule.key, rule.hash_read = key, nil
+  local tokens, capacity, rate, commit, gossip, false_denial, _, quota = silent_bucket(decide_params(rule, ctx), rule, fence, now)
+  if tokens == nil then
+    -- A loud hash: silent_bucket's second value is the HGETALL reply it read, which the general path then takes
+    -- instead of reading the key again (silent_bucket reads it once, for this key).
+    rule.hash_read, rule.hash_read_key = capacity, key
+    return nil
+  end
+  if false_denial then return nil end
+  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, rule.cost, rule.period, now)
+  if allowed and gossip ~= 'silent' then return nil end
+  if allowed then commit() end
+  -- token_bucket's remaining and quota; the reply as decide_prepared writes it for one rule.
+  local remaining = math.max(0, math.floor(after))
+  if quota == nil then quota = remaining end
+  local verdict = allowed and 1 or 0
+  return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }
+end
+
 -- One decide call (KEYS and reply as lua/decide.lua documents them) of a prepared call, at `now`.
 local function decide_prepared(call, KEYS, now)
+  if call.silent == nil then call.silent = silent_candidate(call) end
+  if call.silent then
+    local reply = decide_silent(call, KEYS, now)
+    if reply ~= nil then return reply end
+  end
   local ctx, peek = call.ctx, call.peek
   local n = ctx.n
   local peers = n - 1
