@@ -28,7 +28,7 @@ const redis = new Redis(server.url);
 const layout = keyLayout();
 const rule = { head: [algorithm, 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
 
-async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<number> {
+async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<{ usec: number; cpuUs: number }> {
   await redis.flushall();
   await redis.call('FUNCTION', 'FLUSH');
   const lib = decideLibrary(name);

@@ -70,8 +70,9 @@ end
   A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the very
   reply decide_prepared would give when the key is this region's silent string (or absent) and the decision
   needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false. Nil,
-  with nothing written, for anything else (a hash, a loud admission, a false denial): decide_prepared decides it.
-  (silent_bucket may turn another layout's string into its hash first: the state it stands for, unchanged.)
+  with nothing written, for anything else (a hash, a loud admission, a false denial): decide_prepared decides it,
+  with the shard's fence read here as the second value (no second read of the marker). (silent_bucket may turn
+  another layout's string into its hash first: the state it stands for, unchanged.)
 ]]
 local function decide_silent(call, KEYS, now)
   local ctx = call.ctx
@@ -88,11 +89,11 @@ local function decide_silent(call, KEYS, now)
     -- A loud hash: silent_bucket's second value is the HGETALL reply it read, which the general path then takes
     -- instead of reading the key again (silent_bucket reads it once, for this key).
     rule.hash_read, rule.hash_read_key = capacity, key
-    return nil
+    return nil, fence
   end
-  if false_denial then return nil end
+  if false_denial then return nil, fence end
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, rule.cost, rule.period, now)
-  if allowed and gossip ~= 'silent' then return nil end
+  if allowed and gossip ~= 'silent' then return nil, fence end
   if allowed then commit() end
   -- token_bucket's remaining and quota; the reply as decide_prepared writes it for one rule.
   local remaining = math.max(0, math.floor(after))
@@ -104,15 +105,17 @@ end
 -- One decide call (KEYS and reply as lua/decide.lua documents them) of a prepared call, at `now`.
 local function decide_prepared(call, KEYS, now)
   if call.silent == nil then call.silent = silent_candidate(call) end
+  local fence
   if call.silent then
-    local reply = decide_silent(call, KEYS, now)
+    local reply
+    reply, fence = decide_silent(call, KEYS, now)
     if reply ~= nil then return reply end
   end
   local ctx, peek = call.ctx, call.peek
   local n = ctx.n
   local peers = n - 1
   -- A missing marker means this Redis lost its data while serving: fence off what may have been spent.
-  if n > 1 then ctx.fence = shard_fence(KEYS[1], now, call.fences) end
+  if n > 1 then ctx.fence = fence or shard_fence(KEYS[1], now, call.fences) end
 
   local pending = {}
   for i = 1, peers do pending[i] = KEYS[1 + i] end
