@@ -5,19 +5,13 @@
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
 // the two rows of one run, not runs. Besides commandstats' usec (wall time: a preempted script counts its wait), the
 // redis-server's own CPU time over each run (/proc/<pid>/stat, 10 ms ticks) per decision, which preemption leaves out.
-import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { keyLayout, shardOf } from '../src/keys.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
 import { decideLibrary } from '../src/store/library.ts';
 import { patchedSource } from './lib/lua-patch.ts';
-
-/** The redis-server's CPU time so far (user + system, ms) from /proc: what preemption by other processes leaves out. */
-function redisCpuMs(): number {
-  const fields = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-}
+import { processCpuMicros } from './lib/processes.ts';
 
 const batches = Number(process.argv[2] ?? 2000);
 const perBatch = Number(process.argv[3] ?? 32);
@@ -41,7 +35,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
   };
   for (let s = 0; s < 64; s++) await redis.hset(layout.shardMarkerKey(s), 'fence', 0);
   await redis.config('RESETSTAT');
-  const cpuBefore = redisCpuMs();
+  const cpuBefore = processCpuMicros(server.pid) ?? Number.NaN;
   let n = 0;
   for (let b = 0; b < batches; b++) {
     const calls = [];
@@ -63,7 +57,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
     }
     await redis.call('FCALL', lib.batchFn, ...decideBatchArgs(calls));
   }
-  const cpuUs = ((redisCpuMs() - cpuBefore) * 1000) / (batches * perBatch);
+  const cpuUs = ((processCpuMicros(server.pid) ?? Number.NaN) - cpuBefore) / (batches * perBatch);
   const stats = String(await redis.info('commandstats'));
   const line = /cmdstat_fcall:calls=(\d+),usec=(\d+)/.exec(stats);
   if (line === null) throw new Error('no fcall in INFO commandstats');
