@@ -86,9 +86,9 @@ local function decide_silent(call, KEYS, now)
   rule.key, rule.hash_read = key, nil
   local tokens, capacity, rate, commit, gossip, false_denial, _, quota = silent_bucket(decide_params(rule, ctx), rule, fence, now)
   if tokens == nil then
-    -- A loud hash: silent_bucket's second value is the HGETALL reply it read, which the general path then takes
-    -- instead of reading the key again (silent_bucket reads it once, for this key).
-    rule.hash_read, rule.hash_read_key = capacity, key
+    -- A loud hash: silent_bucket's second value is the HGETALL reply it read, which the general path (next, in this
+    -- same decide_prepared, on this rule and key) takes instead of reading the key again.
+    rule.hash_read = capacity
     return nil, fence
   end
   if false_denial then return nil, fence end

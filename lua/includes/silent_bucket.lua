@@ -64,13 +64,14 @@ local function silent_bucket(p, rule, fence, now)
   -- region's string (the regions were renumbered), a window's or a single region's number (gcra.lua, this region
   -- before it federated the rule): the hash they stand for, from now on.
   local values, other, read
-  if rule.hash_read ~= nil and rule.hash_read_key == rule.key then
+  if rule.hash_read ~= nil then
     -- decide_silent (decide.lua) read this key's hash a moment ago in the same call and found it loud: that reply.
+    -- (It clears the field before each of its reads, so a reply never outlives the call that read it.)
     read = rule.hash_read
+    rule.hash_read = nil
   else
     values, other, read = own_silent_values(rule.key, label(r), silent_string_values)
   end
-  rule.hash_read, rule.hash_read_key = nil, nil
   if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
   local held, flat
   if values ~= nil then
