@@ -151,7 +151,7 @@ describe('batched and single-region decisions', () => {
     );
   }, 120_000);
 
-  it('sends concurrent decisions as one call each batch (one round trip for many decisions)', async () => {
+  it('sends concurrent decisions in one round trip: one call, or two sent together when they are many', async () => {
     await admin.flushall();
     const config = parseConfig({
       region: 'us-east',
@@ -167,8 +167,9 @@ describe('batched and single-region decisions', () => {
     expect(decisions.every((d) => d.allowed)).toBe(true);
     const stats = await admin.info('commandstats');
     const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
-    // All 50 arrived in one turn of the event loop: they go together, in one call.
-    expect(calls('fcall')).toBe(1);
+    // All 50 arrived in one turn of the event loop: they go together, as two calls of 25 sent back to back (Redis
+    // decides the second while the engine answers the first).
+    expect(calls('fcall')).toBe(2);
     expect(
       decisions
         .map((d) => d.binding!.remaining)
@@ -207,6 +208,48 @@ describe('batched and single-region decisions', () => {
     expect(replies.map((reply) => reply[0])).toEqual([1, 1, 1, 1, 1]);
     // A lone decision went alone; then a call of the three, then one of the two that waited for it.
     expect(sizes).toEqual([1, 3, 2]);
+  });
+
+  it('keeps two calls in flight: an idle queue splits a big turn in two, and a group that gathers meanwhile goes at once', async () => {
+    await admin.flushall();
+    const caller = decideCaller(withScripts(engineRedis), { script: 'decideSingleRegion' });
+    const sizes: number[] = [];
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const counted: DecideCaller = Object.assign((one: readonly (string | number)[]) => caller(one), {
+      batch: async (calls: readonly (readonly (string | number)[])[]) => {
+        sizes.push(calls.length);
+        mostInFlight = Math.max(mostInFlight, ++inFlight);
+        try {
+          return await caller.batch(calls);
+        } finally {
+          inFlight--;
+        }
+      },
+    });
+    const batcher = createDecideBatcher(counted, { pipelineAt: 4 });
+    const call = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
+    // Ten in one turn with nothing in flight: two calls of five, both sent before either answers.
+    const first = Array.from({ length: 10 }, (_, i) => batcher.submit(call(`qf:{s1}:a${i}`), 0));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sizes).toEqual([5, 5]);
+    expect(inFlight).toBe(2);
+    // Two in flight: what gathers now waits, however many.
+    const second = Array.from({ length: 6 }, (_, i) => batcher.submit(call(`qf:{s1}:b${i}`), 0));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sizes).toEqual([5, 5]);
+    const replies = (await Promise.all([...first, ...second])) as unknown[][];
+    expect(replies.every((reply) => reply[0] === 1)).toBe(true);
+    // The six went as one call once a call had answered (one in flight, six >= pipelineAt).
+    expect(sizes).toEqual([5, 5, 6]);
+    expect(mostInFlight).toBe(2);
+    // One in flight, three gathered: fewer than pipelineAt, so they wait for its answer.
+    sizes.length = 0;
+    const lone = batcher.submit(call('qf:{s1}:c0'), 0);
+    await new Promise((resolve) => setImmediate(resolve));
+    const trickle = [1, 2, 3].map((i) => batcher.submit(call(`qf:{s1}:c${i}`), 0));
+    await Promise.all([lone, ...trickle]);
+    expect(sizes).toEqual([3]);
   });
 
   it('answers an error for the one call of a batch that fails, and decides the others', async () => {
