@@ -7,8 +7,8 @@ export interface RedisEngineTuning {
   /** Decide through a Redis Functions library (default) or EVALSHA of decide.lua (same answers). */
   redisFunctions?: boolean;
   /**
-   * Decisions that arrive while a decide call is in flight go together in the next call, decided in order
-   * (default on; decide-batcher.ts). `false` sends every decision as its own call.
+   * The decisions of one turn of the event loop go together in one call (or two, with at most two in flight),
+   * decided in order (default on; decide-batcher.ts). `false` sends every decision as its own call.
    */
   batch?: boolean | DecideBatcherOptions;
   /**
