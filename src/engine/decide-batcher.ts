@@ -12,7 +12,9 @@
 // the other (with one call at a time, a closed group of callers left the two in lock step: Redis idle while the
 // process handled an answer, the process idle while Redis decided; docs/performance.md, "two calls in flight").
 // Each decision's result is exactly what it would have been sent alone: Redis runs each call atomically, one
-// decision after the other, and the calls in the order they were sent, so decisions stay in arrival order.
+// decision after the other, and a connection's calls in the order they were sent, so decisions stay in arrival
+// order. (One exception: a call retried after Redis lost the library, functions-mode.ts, goes after the other call in
+// flight; their decisions were concurrent, so either order is one a single limiter could have taken.)
 //
 // On Redis Cluster every key of one call must hash to one slot, so each shard has its own queue.
 import type { DecideCaller } from '../store/decide-caller.ts';
