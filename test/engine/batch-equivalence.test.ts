@@ -105,6 +105,9 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
   return { decisions: decisions.map(comparable), state: await dump() };
 }
 
+/** A single-region decide call (decideCall's array) of one fixed window of 5 a minute on `key`, cost 1. */
+const fixedWindowCall = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
+
 /** Each variant decides exactly what decide.lua decides one call at a time: the same answers, the same state. */
 async function matchesReference(input: Parameters<typeof run>[0], variants: Parameters<typeof run>[1][]): Promise<void> {
   const reference = await run(input, { singleRegion: false, batch: false });
@@ -198,12 +201,11 @@ describe('batched and single-region decisions', () => {
       },
     );
     const batcher = createDecideBatcher(counted);
-    const call = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
-    await batcher.submit(call('qf:{s1}:lone'), 0);
+    await batcher.submit(fixedWindowCall('qf:{s1}:lone'), 0);
     // Three in this turn; two more once the first call is in flight (after the turn ends, before its answer).
-    const first = [0, 1, 2].map((i) => batcher.submit(call(`qf:{s1}:a${i}`), 0));
+    const first = [0, 1, 2].map((i) => batcher.submit(fixedWindowCall(`qf:{s1}:a${i}`), 0));
     await new Promise((resolve) => setImmediate(resolve));
-    const second = [0, 1].map((i) => batcher.submit(call(`qf:{s1}:b${i}`), 0));
+    const second = [0, 1].map((i) => batcher.submit(fixedWindowCall(`qf:{s1}:b${i}`), 0));
     const replies = (await Promise.all([...first, ...second])) as unknown[][];
     expect(replies.map((reply) => reply[0])).toEqual([1, 1, 1, 1, 1]);
     // A lone decision went alone; then a call of the three, then one of the two that waited for it.
@@ -228,14 +230,13 @@ describe('batched and single-region decisions', () => {
       },
     });
     const batcher = createDecideBatcher(counted, { pipelineAt: 4 });
-    const call = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
     // Ten in one turn with nothing in flight: two calls of five, both sent before either answers.
-    const first = Array.from({ length: 10 }, (_, i) => batcher.submit(call(`qf:{s1}:a${i}`), 0));
+    const first = Array.from({ length: 10 }, (_, i) => batcher.submit(fixedWindowCall(`qf:{s1}:a${i}`), 0));
     await new Promise((resolve) => setImmediate(resolve));
     expect(sizes).toEqual([5, 5]);
     expect(inFlight).toBe(2);
     // Two in flight: what gathers now waits, however many.
-    const second = Array.from({ length: 6 }, (_, i) => batcher.submit(call(`qf:{s1}:b${i}`), 0));
+    const second = Array.from({ length: 6 }, (_, i) => batcher.submit(fixedWindowCall(`qf:{s1}:b${i}`), 0));
     await new Promise((resolve) => setImmediate(resolve));
     expect(sizes).toEqual([5, 5]);
     const replies = (await Promise.all([...first, ...second])) as unknown[][];
@@ -245,9 +246,9 @@ describe('batched and single-region decisions', () => {
     expect(mostInFlight).toBe(2);
     // One in flight, three gathered: fewer than pipelineAt, so they wait for its answer.
     sizes.length = 0;
-    const lone = batcher.submit(call('qf:{s1}:c0'), 0);
+    const lone = batcher.submit(fixedWindowCall('qf:{s1}:c0'), 0);
     await new Promise((resolve) => setImmediate(resolve));
-    const trickle = [1, 2, 3].map((i) => batcher.submit(call(`qf:{s1}:c${i}`), 0));
+    const trickle = [1, 2, 3].map((i) => batcher.submit(fixedWindowCall(`qf:{s1}:c${i}`), 0));
     await Promise.all([lone, ...trickle]);
     expect(sizes).toEqual([3]);
   });

@@ -1,6 +1,6 @@
 // A federated decision reads a key's hash once (lua/includes/federation.lua silent_hash_read): the silent test and the
-// general path share one HGETALL (and one read of the recovery marker), for the token bucket and both windows. Counted on a real redis-server through the
-// slow log, which lists the commands a script runs.
+// general path share one HGETALL (and one read of the recovery marker), for the token bucket and both windows.
+// Counted on a real redis-server through the slow log, which lists the commands a script runs.
 import { describe, expect, it } from 'vitest';
 import { keyLayout, shardOf } from '../../src/keys.ts';
 import { decideLibrary } from '../../src/store/library.ts';
