@@ -5,7 +5,9 @@ import { Hono } from 'hono';
 import { proxy } from 'hono/proxy';
 import { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import { checkAnswer } from '../../src/http/check.ts';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { parseConfig } from '../../src/config/load.ts';
@@ -34,6 +36,26 @@ export interface ServerOptions {
 
 const BODY = JSON.stringify({ ok: true });
 
+/** /v1/check's answer for the seed rule (1,000/min per API key, token bucket) denying a key, as quotafed writes it. */
+function deniedAnswer(): { headers: Record<string, string>; json: string } {
+  const at = Date.now();
+  const outcome = {
+    rule: 'per-key',
+    algorithm: 'tokenBucket',
+    allowed: false,
+    limit: 1000,
+    remaining: 0,
+    resetAtMs: at + 60_000,
+    retryAfterMs: 60,
+    periodMs: 60_000,
+    shadow: false,
+    source: 'cache',
+    failMode: 'open',
+  } as const;
+  const { headers, json } = checkAnswer({ allowed: false, binding: outcome, leases: [], outcomes: [outcome] }, at);
+  return { headers: { ...headers, 'Content-Type': 'application/json', 'Content-Length': `${Buffer.byteLength(json)}` }, json };
+}
+
 function apiKeyOf(authorization: string | undefined): string {
   return authorization?.replace(/^Bearer\s+/i, '') ?? 'anonymous';
 }
@@ -59,6 +81,16 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
       app.post('/v1/check', async (c) => {
         const body = (await c.req.json()) as { apiKey?: string };
         return c.json({ allowed: true, status: 200, rule: body.apiKey ? 'per-key' : null });
+      });
+      // The answer quotafed's /v1/check writes for a hot key over its limit (its headers and documented JSON, built
+      // once), written as /v1/check writes it: what HTTP, the JSON body and that answer cost with no limiter at all.
+      const denied = deniedAnswer();
+      app.post('/v1/answer', async (c) => {
+        const body = (await c.req.json()) as { apiKey?: string };
+        const outgoing = (c.env as { outgoing: ServerResponse }).outgoing;
+        outgoing.writeHead(200, body.apiKey ? { ...denied.headers } : {});
+        outgoing.end(denied.json);
+        return RESPONSE_ALREADY_SENT;
       });
       // What reading the caller's identity costs: through Hono (which makes @hono/node-server build a full
       // web Request) and straight from Node's IncomingMessage (c.env.incoming), which does not.

@@ -139,6 +139,11 @@ export const httpSection: Section = async (ctx) => {
       const check = await load('check', 'quotafed /v1/check, fresh keys', service, 'POST', fresh);
       await load('rlf-check-hot', 'Hono + rate-limiter-flexible, one hot key', rlfCheck, 'POST', hot);
       await load('check-hot', 'quotafed /v1/check, one hot key', service, 'POST', hot);
+      // The hot key's answer with no limiter: what HTTP, the body and /v1/check's documented answer cost alone.
+      await load('bare-answer', "bare Hono writing /v1/check's answer for a denied key (no limiter)", bare, 'POST', {
+        ...hot,
+        path: '/v1/answer',
+      });
       await load('check-cluster', 'quotafed /v1/check, node:cluster 2 workers, fresh keys', clustered, 'POST', fresh);
 
       await load('bare-proxy', 'bare Hono proxy to the upstream', bareProxy, 'GET', fresh);
@@ -198,6 +203,14 @@ export const httpSection: Section = async (ctx) => {
     },
     { comparison: 'quotafed /v1/check / bare Hono POST (stretch 0.85)', ratio: ratio('check', 'bare-post') },
     { comparison: 'Hono + rate-limiter-flexible / bare Hono POST', ratio: ratio('rlf-check', 'bare-post') },
+    {
+      comparison: "bare Hono writing /v1/check's answer / bare Hono POST (what the documented answer costs)",
+      ratio: ratio('bare-answer', 'bare-post'),
+    },
+    {
+      comparison: 'quotafed /v1/check, one hot key / bare Hono writing the same answer (what the limiter costs beyond it)',
+      ratio: ratio('check-hot', 'bare-answer'),
+    },
     { comparison: 'quotafed gateway / bare Hono proxy', ratio: ratio('gateway', 'bare-proxy') },
     { comparison: '/v1/check with node:cluster (2 workers) / one process', ratio: ratio('check-cluster', 'check') },
     { comparison: 'Hono + quotafed middleware / Hono + rate-limiter-flexible', ratio: ratio('middleware', 'rlf') },
