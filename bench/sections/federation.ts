@@ -53,6 +53,11 @@ export interface FederationBenchSizes {
   rounds: number;
   /** Seconds of load on other keys before the measured rounds (`--warm-up S`). */
   warmUpS: number;
+  /**
+   * Fixed offered rates of the rate sweep (`--rates 500,1000,2000`): each side's CPU at each, so a cost that grows
+   * with decisions and one that is paid per second (sync rounds, jobs) show apart; none by default.
+   */
+  rates: number[];
 }
 
 interface BenchCase {
@@ -75,6 +80,7 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
   const rounds = flag(argv, 'rounds') ?? env.QUOTAFED_BENCH_FEDERATION_ROUNDS;
   const lease = flag(argv, 'lease') ?? env.QUOTAFED_BENCH_FEDERATION_LEASE;
   const warmUp = flag(argv, 'warm-up') ?? env.QUOTAFED_BENCH_FEDERATION_WARM_UP;
+  const rates = flag(argv, 'rates') ?? env.QUOTAFED_BENCH_FEDERATION_RATES;
   const positive = (text: string, what: string) => {
     const value = Number(text.replace(/_/g, ''));
     if (!Number.isFinite(value) || value < 0) throw new Error(`federation bench: ${what} must be a number >= 0, got "${text}"`);
@@ -96,6 +102,13 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
     seconds: seconds !== undefined ? Math.max(1, positive(seconds, '--seconds')) : quick ? 3 : 10,
     rounds: rounds !== undefined ? Math.max(1, Math.round(positive(rounds, '--rounds'))) : quick ? 2 : 4,
     warmUpS: warmUp !== undefined ? positive(warmUp, '--warm-up') : 2,
+    rates: rates
+      ? rates
+          .split(',')
+          .filter(Boolean)
+          .map((rate) => Math.round(positive(rate, '--rates')))
+          .filter((rate) => rate > 0)
+      : [],
   };
 }
 
@@ -578,12 +591,49 @@ async function fixedRateRound(bench: BenchCase, side: Side, round: number, secon
   side.fixedCpu.decisions += figures.requests;
 }
 
+/** One side's readings at one rate of the sweep, summed over its rounds. */
+interface SweepSide {
+  decisions: number;
+  /** Wall time of the rounds' CPU windows (ms), load start-up included. */
+  ms: number;
+  /** CPU (µs) of every region (service + Redis), and of the sending region alone. */
+  micros: number;
+  senderMicros: number;
+}
+
+/** Both sides at one offered rate of the sweep. */
+interface SweepPoint {
+  rate: number;
+  standalone: SweepSide;
+  federated: SweepSide;
+}
+
+const emptySweepSide = (): SweepSide => ({ decisions: 0, ms: 0, micros: 0, senderMicros: 0 });
+
+async function sweepRound(bench: BenchCase, side: Side, into: SweepSide, seconds: number, rate: number): Promise<void> {
+  progress(`federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: sweep at ${rate}/s (${seconds} s)`);
+  const before = side.regions.map(cpuOf);
+  const started = performance.now();
+  const figures = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 40 + rate, durationS: seconds });
+  into.ms += performance.now() - started;
+  const after = side.regions.map(cpuOf);
+  side.regions.forEach((_, i) => {
+    const micros = after[i]!.service - before[i]!.service + after[i]!.redis - before[i]!.redis;
+    into.micros += micros;
+    if (i === 0) into.senderMicros += micros;
+  });
+  into.decisions += figures.requests;
+}
+
 /**
  * Both sides of a case, their saturation phase split into `sizes.rounds` rounds that alternate between the sides
  * (standalone first in even rounds, federated first in odd ones): a machine whose speed drifts during the run
  * (shared cores) then weighs on both sides alike, and the ratios compare like with like.
  */
-async function measureCase(bench: BenchCase, sizes: FederationBenchSizes): Promise<{ standalone: SideFigures; federated: SideFigures }> {
+async function measureCase(
+  bench: BenchCase,
+  sizes: FederationBenchSizes,
+): Promise<{ standalone: SideFigures; federated: SideFigures; sweep: SweepPoint[] }> {
   const standalone = await openSide(bench, sizes, false);
   let federated: Side | undefined;
   try {
@@ -605,7 +655,16 @@ async function measureCase(bench: BenchCase, sizes: FederationBenchSizes): Promi
       const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
       for (const side of order) await fixedRateRound(bench, side, round, seconds, rate);
     }
-    return { standalone: finishSide(standalone, rate), federated: finishSide(federated, rate) };
+    const sweep: SweepPoint[] = [];
+    for (const offered of sizes.rates) {
+      const point: SweepPoint = { rate: offered, standalone: emptySweepSide(), federated: emptySweepSide() };
+      for (let round = 0; round < rounds; round++) {
+        const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
+        for (const side of order) await sweepRound(bench, side, side.federated ? point.federated : point.standalone, seconds, offered);
+      }
+      sweep.push(point);
+    }
+    return { standalone: finishSide(standalone, rate), federated: finishSide(federated, rate), sweep };
   } finally {
     await stopRegions(standalone.regions);
     if (federated) await stopRegions(federated.regions);
@@ -718,6 +777,52 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
   };
 }
 
+/**
+ * The rate sweep: each side's CPU per decision at each offered rate, and what the federation costs beyond standalone
+ * both per decision and per second. A cost per decision keeps its µs as the rate grows; one paid per second (sync
+ * rounds, gossip jobs, idle work) keeps its ms/s, and its share of a decision shrinks as the rate grows.
+ */
+function sweepTable(bench: BenchCase, sweep: readonly SweepPoint[]): Table {
+  const perDecision = (side: SweepSide, micros: number) => (side.decisions > 0 ? micros / side.decisions : Number.NaN);
+  const perSecond = (side: SweepSide, micros: number) => (side.ms > 0 ? micros / side.ms : Number.NaN);
+  return {
+    id: `federation-sweep-${bench.id}`,
+    title: `10d. Federation at scale, ${bench.label} keys: the cost as the rate grows (fixed offered rates)`,
+    columns: [
+      'offered/s',
+      'achieved/s standalone / federated',
+      'whole CPU µs/decision standalone',
+      'federated',
+      'federated / standalone',
+      'beyond standalone, µs/decision',
+      'beyond standalone, CPU ms/s',
+      'sending region beyond standalone, CPU ms/s',
+    ],
+    rows: sweep.map(({ rate, standalone, federated }) => {
+      const s = perDecision(standalone, standalone.micros);
+      const f = perDecision(federated, federated.micros);
+      return {
+        'offered/s': rate,
+        'achieved/s standalone / federated': `${Math.round((1000 * standalone.decisions) / standalone.ms)} / ${Math.round((1000 * federated.decisions) / federated.ms)}`,
+        'whole CPU µs/decision standalone': round(s, 1),
+        federated: round(f, 1),
+        'federated / standalone': round(f / s, 2),
+        'beyond standalone, µs/decision': round(f - s, 1),
+        'beyond standalone, CPU ms/s': round(perSecond(federated, federated.micros) - perSecond(standalone, standalone.micros), 1),
+        'sending region beyond standalone, CPU ms/s': round(
+          perSecond(federated, federated.senderMicros) - perSecond(standalone, standalone.senderMicros),
+          1,
+        ),
+      };
+    }),
+    notes: [
+      `${FIXED_RATE_CONNECTIONS} connections at each offered rate, the sides alternating round by round as in the saturation phase. CPU: ` +
+        'every service process and redis-server (/proc) over each round, the load process start-up included (idle ' +
+        'time, counted on both sides alike); "achieved/s" over the same windows. ms/s: CPU per second of those windows.',
+    ],
+  };
+}
+
 interface Target {
   target: string;
   value: (s: SideFigures, f: SideFigures) => number | undefined;
@@ -814,13 +919,13 @@ export const federationSection: Section = async (ctx) => {
   const cases = casesOf(sizes);
   progress(
     `federation: ${cases.map((c) => c.label).join(', ')}; ${sizes.seconds} s per measured phase, ` +
-      `about ${Math.round(cases.length * (6 * sizes.seconds + 40))} s or more`,
+      `about ${Math.round(cases.length * (6 * sizes.seconds + 40 + sizes.rates.length * (2 * sizes.seconds + 8)))} s or more`,
   );
   const tables: Table[] = [];
   const targets: Row[] = [];
   for (const [index, bench] of cases.entries()) {
     progress(`federation: case ${index + 1}/${cases.length}, ${bench.label}`);
-    const { standalone, federated } = await measureCase(bench, sizes);
+    const { standalone, federated, sweep } = await measureCase(bench, sizes);
     record(ctx, bench, 'standalone', standalone);
     record(ctx, bench, 'federated', federated);
     const table = caseTable(bench, standalone, federated);
@@ -828,6 +933,7 @@ export const federationSection: Section = async (ctx) => {
       `\n${table.rows.map((row) => `  ${row.measure}: ${row.standalone ?? '–'} → ${row.federated ?? '–'}`).join('\n')}\n`,
     );
     tables.push(table, commandTable(bench, standalone, federated));
+    if (sweep.length > 0) tables.push(sweepTable(bench, sweep));
     targets.push(...targetRows(bench, standalone, federated));
   }
   tables.push({

@@ -56,7 +56,11 @@ describe('bench harness', () => {
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
     expect(
-      federationSizes(false, ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20', '--warm-up', '30'], {}),
+      federationSizes(
+        false,
+        ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20', '--warm-up', '30', '--rates', '250,1_000'],
+        {},
+      ),
     ).toEqual({
       lease: 20,
       uniformKeys: [1_000],
@@ -64,6 +68,7 @@ describe('bench harness', () => {
       seconds: 3,
       rounds: 3,
       warmUpS: 30,
+      rates: [250, 1_000],
     });
     expect(federationSizes(false, [], {})).toEqual({
       lease: 0,
@@ -72,6 +77,7 @@ describe('bench harness', () => {
       seconds: 10,
       rounds: 4,
       warmUpS: 2,
+      rates: [],
     });
     expect(federationSizes(true, [], { QUOTAFED_BENCH_FEDERATION_KEYS: '500' }).uniformKeys).toEqual([500]);
     const draws = 20_000;
