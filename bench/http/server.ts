@@ -1,19 +1,19 @@
 // One HTTP server under test, in its own process: `tsx bench/http/server.ts <mode> <options json>`.
 // Prints `READY <url>` on stdout when it listens, and stops on SIGTERM.
 import { serve } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import { proxy } from 'hono/proxy';
 import { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import type { Server, ServerResponse } from 'node:http';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import { checkAnswer } from '../../src/http/check.ts';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { startDemoUpstream } from '../../src/demo/upstream.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/store/client.ts';
+import { checkAnswer } from '../../src/http/check.ts';
 import { quotafed } from '../../src/http/middleware.ts';
 import { silentLogger } from '../../src/log.ts';
 import { serveClustered } from '../../src/ops/cluster-mode.ts';
@@ -86,9 +86,9 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
       // once), written as /v1/check writes it: what HTTP, the JSON body and that answer cost with no limiter at all.
       const denied = deniedAnswer();
       app.post('/v1/answer', async (c) => {
-        const body = (await c.req.json()) as { apiKey?: string };
+        await c.req.json();
         const outgoing = (c.env as { outgoing: ServerResponse }).outgoing;
-        outgoing.writeHead(200, body.apiKey ? { ...denied.headers } : {});
+        outgoing.writeHead(200, denied.headers);
         outgoing.end(denied.json);
         return RESPONSE_ALREADY_SENT;
       });

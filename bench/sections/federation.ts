@@ -370,8 +370,8 @@ interface Side {
   totals: SideTotals;
   /** The fixed-rate rounds' figures. */
   fixedRate: KeyedLoadFigures[];
-  /** CPU (µs) of every region (service + Redis) over the fixed-rate rounds, and the decisions answered in them. */
-  fixedCpu: { micros: number; senderMicros: number; decisions: number };
+  /** CPU of every region over the fixed-rate rounds, and the decisions answered in them. */
+  fixedCpu: FixedRateCpu;
   end?: { memory: number[]; keys: number[]; memoryUsage?: number };
   backlogLeft?: number;
   load(extra: Partial<KeyedLoadOptions>): Promise<KeyedLoadFigures>;
@@ -400,7 +400,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
     empty,
     load,
     fixedRate: [],
-    fixedCpu: { micros: 0, senderMicros: 0, decisions: 0 },
+    fixedCpu: emptyFixedRateCpu(),
     totals: {
       decisions: 0,
       seconds: 0,
@@ -575,46 +575,23 @@ function finishSide(side: Side, rate: number): SideFigures {
 }
 
 /** One round of a side's fixed-rate phase (`seconds` long, at `rate`), kept for finishSide. */
-async function fixedRateRound(bench: BenchCase, side: Side, round: number, seconds: number, rate: number): Promise<void> {
-  progress(
-    `federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: fixed ${rate}/s round ${round + 1}, ${FIXED_RATE_CONNECTIONS} connections (${seconds} s)`,
-  );
-  const before = side.regions.map(cpuOf);
-  const figures = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 2 + round, durationS: seconds });
-  const after = side.regions.map(cpuOf);
-  side.fixedRate.push(figures);
-  side.regions.forEach((_, i) => {
-    const micros = after[i]!.service - before[i]!.service + after[i]!.redis - before[i]!.redis;
-    side.fixedCpu.micros += micros;
-    if (i === 0) side.fixedCpu.senderMicros += micros;
-  });
-  side.fixedCpu.decisions += figures.requests;
-}
-
-/** One side's readings at one rate of the sweep, summed over its rounds. */
-interface SweepSide {
+/** What fixed-rate rounds of one side measured, summed over the rounds. */
+interface FixedRateCpu {
   decisions: number;
-  /** Wall time of the rounds' CPU windows (ms), load start-up included. */
+  /** Wall time of the rounds' CPU windows (ms), the load process's start-up included. */
   ms: number;
   /** CPU (µs) of every region (service + Redis), and of the sending region alone. */
   micros: number;
   senderMicros: number;
 }
 
-/** Both sides at one offered rate of the sweep. */
-interface SweepPoint {
-  rate: number;
-  standalone: SweepSide;
-  federated: SweepSide;
-}
+const emptyFixedRateCpu = (): FixedRateCpu => ({ decisions: 0, ms: 0, micros: 0, senderMicros: 0 });
 
-const emptySweepSide = (): SweepSide => ({ decisions: 0, ms: 0, micros: 0, senderMicros: 0 });
-
-async function sweepRound(bench: BenchCase, side: Side, into: SweepSide, seconds: number, rate: number): Promise<void> {
-  progress(`federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: sweep at ${rate}/s (${seconds} s)`);
+/** One round of a side at a fixed offered rate, its CPU, wall time and decisions added to `into`. */
+async function fixedRateLoad(side: Side, into: FixedRateCpu, seconds: number, rate: number, seed: number): Promise<KeyedLoadFigures> {
   const before = side.regions.map(cpuOf);
   const started = performance.now();
-  const figures = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed: 40 + rate, durationS: seconds });
+  const figures = await side.load({ connections: FIXED_RATE_CONNECTIONS, overallRate: rate, seed, durationS: seconds });
   into.ms += performance.now() - started;
   const after = side.regions.map(cpuOf);
   side.regions.forEach((_, i) => {
@@ -623,6 +600,21 @@ async function sweepRound(bench: BenchCase, side: Side, into: SweepSide, seconds
     if (i === 0) into.senderMicros += micros;
   });
   into.decisions += figures.requests;
+  return figures;
+}
+
+async function fixedRateRound(bench: BenchCase, side: Side, round: number, seconds: number, rate: number): Promise<void> {
+  progress(
+    `federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: fixed ${rate}/s round ${round + 1}, ${FIXED_RATE_CONNECTIONS} connections (${seconds} s)`,
+  );
+  side.fixedRate.push(await fixedRateLoad(side, side.fixedCpu, seconds, rate, 2 + round));
+}
+
+/** Both sides at one offered rate of the rate sweep (`--rates`). */
+interface SweepPoint {
+  rate: number;
+  standalone: FixedRateCpu;
+  federated: FixedRateCpu;
 }
 
 /**
@@ -657,10 +649,13 @@ async function measureCase(
     }
     const sweep: SweepPoint[] = [];
     for (const offered of sizes.rates) {
-      const point: SweepPoint = { rate: offered, standalone: emptySweepSide(), federated: emptySweepSide() };
+      const point: SweepPoint = { rate: offered, standalone: emptyFixedRateCpu(), federated: emptyFixedRateCpu() };
       for (let round = 0; round < rounds; round++) {
         const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
-        for (const side of order) await sweepRound(bench, side, side.federated ? point.federated : point.standalone, seconds, offered);
+        for (const side of order) {
+          progress(`federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: sweep at ${offered}/s (${seconds} s)`);
+          await fixedRateLoad(side, side.federated ? point.federated : point.standalone, seconds, offered, 40 + offered);
+        }
       }
       sweep.push(point);
     }
@@ -783,8 +778,8 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
  * rounds, gossip jobs, idle work) keeps its ms/s, and its share of a decision shrinks as the rate grows.
  */
 function sweepTable(bench: BenchCase, sweep: readonly SweepPoint[]): Table {
-  const perDecision = (side: SweepSide, micros: number) => (side.decisions > 0 ? micros / side.decisions : Number.NaN);
-  const perSecond = (side: SweepSide, micros: number) => (side.ms > 0 ? micros / side.ms : Number.NaN);
+  const perDecision = (side: FixedRateCpu, micros: number) => (side.decisions > 0 ? micros / side.decisions : Number.NaN);
+  const perSecond = (side: FixedRateCpu, micros: number) => (side.ms > 0 ? micros / side.ms : Number.NaN);
   return {
     id: `federation-sweep-${bench.id}`,
     title: `10d. Federation at scale, ${bench.label} keys: the cost as the rate grows (fixed offered rates)`,
