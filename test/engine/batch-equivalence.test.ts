@@ -108,6 +108,27 @@ async function run(input: { rules: ConfigInput['rules']; steps: Step[]; start: n
 /** A single-region decide call (decideCall's array) of one fixed window of 5 a minute on `key`, cost 1. */
 const fixedWindowCall = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
 
+/**
+ * The real caller with each call it makes recorded: its size (1 for a call sent alone) and how many are in flight.
+ */
+function recording(caller: DecideCaller): { counted: DecideCaller; sizes: number[]; calls: { inFlight: number; mostInFlight: number } } {
+  const sizes: number[] = [];
+  const calls = { inFlight: 0, mostInFlight: 0 };
+  const track = async <T>(size: number, call: () => Promise<T>): Promise<T> => {
+    sizes.push(size);
+    calls.mostInFlight = Math.max(calls.mostInFlight, ++calls.inFlight);
+    try {
+      return await call();
+    } finally {
+      calls.inFlight--;
+    }
+  };
+  const counted: DecideCaller = Object.assign((one: readonly (string | number)[]) => track(1, () => caller(one)), {
+    batch: (batch: readonly (readonly (string | number)[])[]) => track(batch.length, () => caller.batch(batch)),
+  });
+  return { counted, sizes, calls };
+}
+
 /** Each variant decides exactly what decide.lua decides one call at a time: the same answers, the same state. */
 async function matchesReference(input: Parameters<typeof run>[0], variants: Parameters<typeof run>[1][]): Promise<void> {
   const reference = await run(input, { singleRegion: false, batch: false });
@@ -186,20 +207,7 @@ describe('batched and single-region decisions', () => {
     await admin.flushall();
     const redis = withScripts(engineRedis);
     const caller = decideCaller(redis, { script: 'decideSingleRegion' });
-    // The real caller, with the size of each call it makes recorded.
-    const sizes: number[] = [];
-    const counted: DecideCaller = Object.assign(
-      (one: readonly (string | number)[]) => {
-        sizes.push(1);
-        return caller(one);
-      },
-      {
-        batch: (calls: readonly (readonly (string | number)[])[]) => {
-          sizes.push(calls.length);
-          return caller.batch(calls);
-        },
-      },
-    );
+    const { counted, sizes } = recording(caller);
     const batcher = createDecideBatcher(counted);
     await batcher.submit(fixedWindowCall('qf:{s1}:lone'), 0);
     // Three in this turn; two more once the first call is in flight (after the turn ends, before its answer).
@@ -215,26 +223,13 @@ describe('batched and single-region decisions', () => {
   it('keeps two calls in flight: an idle queue splits a big turn in two, and a group that gathers meanwhile goes at once', async () => {
     await admin.flushall();
     const caller = decideCaller(withScripts(engineRedis), { script: 'decideSingleRegion' });
-    const sizes: number[] = [];
-    let inFlight = 0;
-    let mostInFlight = 0;
-    const counted: DecideCaller = Object.assign((one: readonly (string | number)[]) => caller(one), {
-      batch: async (calls: readonly (readonly (string | number)[])[]) => {
-        sizes.push(calls.length);
-        mostInFlight = Math.max(mostInFlight, ++inFlight);
-        try {
-          return await caller.batch(calls);
-        } finally {
-          inFlight--;
-        }
-      },
-    });
+    const { counted, sizes, calls } = recording(caller);
     const batcher = createDecideBatcher(counted, { pipelineAt: 4 });
     // Ten in one turn with nothing in flight: two calls of five, both sent before either answers.
     const first = Array.from({ length: 10 }, (_, i) => batcher.submit(fixedWindowCall(`qf:{s1}:a${i}`), 0));
     await new Promise((resolve) => setImmediate(resolve));
     expect(sizes).toEqual([5, 5]);
-    expect(inFlight).toBe(2);
+    expect(calls.inFlight).toBe(2);
     // Two in flight: what gathers now waits, however many.
     const second = Array.from({ length: 6 }, (_, i) => batcher.submit(fixedWindowCall(`qf:{s1}:b${i}`), 0));
     await new Promise((resolve) => setImmediate(resolve));
@@ -243,11 +238,11 @@ describe('batched and single-region decisions', () => {
     expect(replies.every((reply) => reply[0] === 1)).toBe(true);
     // The six went as one call once a call had answered (one in flight, six >= pipelineAt).
     expect(sizes).toEqual([5, 5, 6]);
-    expect(mostInFlight).toBe(2);
+    expect(calls.mostInFlight).toBe(2);
     // One in flight, three gathered: fewer than pipelineAt, so they wait for its answer.
-    sizes.length = 0;
     const lone = batcher.submit(fixedWindowCall('qf:{s1}:c0'), 0);
     await new Promise((resolve) => setImmediate(resolve));
+    sizes.length = 0;
     const trickle = [1, 2, 3].map((i) => batcher.submit(fixedWindowCall(`qf:{s1}:c${i}`), 0));
     await Promise.all([lone, ...trickle]);
     expect(sizes).toEqual([3]);
@@ -258,14 +253,13 @@ describe('batched and single-region decisions', () => {
     const redis = withScripts(engineRedis);
     const caller = decideCaller(redis, { script: 'decideSingleRegion' });
     const batcher = createDecideBatcher(caller);
-    const good = (key: string) => [2, 'qf:{s1}:m', key, 0, 1, '1000000', 1000, 1, '', 'fw', 5, 60_000, 5, 1, -1, 30_000, '', 0];
     // An unknown algorithm code: the script raises an error for that call only.
-    const bad = [2, 'qf:{s1}:m', 'qf:{s1}:bad', 0, 1, '1000000', 1000, 1, '', 'zz', 5, 60_000, 5, 1, -1, 30_000, '', 0];
+    const bad = fixedWindowCall('qf:{s1}:bad').map((arg) => (arg === 'fw' ? 'zz' : arg));
     const results = await Promise.allSettled([
-      batcher.submit(good('qf:{s1}:x'), 0),
-      batcher.submit(good('qf:{s1}:y'), 0),
+      batcher.submit(fixedWindowCall('qf:{s1}:x'), 0),
+      batcher.submit(fixedWindowCall('qf:{s1}:y'), 0),
       batcher.submit(bad, 0),
-      batcher.submit(good('qf:{s1}:y'), 0),
+      batcher.submit(fixedWindowCall('qf:{s1}:y'), 0),
     ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
     expect((results[3] as PromiseFulfilledResult<unknown[]>).value[3]).toBe(3);
