@@ -4,7 +4,8 @@
 //   - which keys ended loud (a hash: a peer wrote to it, or it ran past its watermark or its pace; still marked
 //     silent, z, when no peer's cell is in it yet) and the share of the decisions they took, beside the silent ones
 //     (one string), with their denials, how many of those the over-limit cache answered (on, as in the service) and
-//     the false denials;
+//     the false denials; then the loud keys by Zipf rank, with their request rate beside region a's share of the
+//     limit: whether the keys that talk are the ones that need the federation;
 //   - each region's Redis time per decision by command and script (every command in the SLOWLOG: slower than
 //     without it, so compare the rows with each other, not with the bench);
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
@@ -12,7 +13,9 @@
 //   - the gossip jobs and bytes each region sent each peer (PROBE_ROWS=n: n commands per Redis, 12 by default);
 //   - with `jobs`: at three quarters of the load, each region's last 100 completed gossip jobs by link, and the
 //     first of them per peer link with their entries (key, cells rounded): what the peers send each other.
-// Used for docs/performance.md's tenth pass. Run alone on the machine: it loads both cores.
+// PROBE_RATE=r: the callers together offer r decisions a second (paced), as a region under that load would see
+// them; unset, they decide as fast as they can. Used for docs/performance.md's tenth and twenty-seventh passes. Run
+// alone on the machine: it loads both cores.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
@@ -86,10 +89,18 @@ async function printRecentJobs(): Promise<void> {
 }
 
 let decisions = 0;
-const end = Date.now() + seconds * 1000;
+const offered = Number(process.env.PROBE_RATE ?? 0);
+const start = Date.now();
+const end = start + seconds * 1000;
+let issued = 0;
 await Promise.all(
   Array.from({ length: callers }, async () => {
     while (Date.now() < end) {
+      if (offered > 0) {
+        // The next decision's slot in an even schedule of `offered` a second, shared by the callers.
+        const wait = start + (issued++ / offered) * 1000 - Date.now();
+        if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+      }
       const rank = draw();
       const decision = await a.engine.decide({ apiKey: `key-${rank}`, ip: '', method: 'POST', path: '/' });
       decisions++;
@@ -115,6 +126,8 @@ for (const region of fed.regions) {
 // Loud (a hash) or silent (a string), by the type of each key's state.
 const layout = layoutOf(a.config);
 const byType = new Map<string, { keys: number; decisions: number; denied: number; cached: number; falseDenied: number }>();
+// The loud keys by rank (0 the most frequent): [rank, decisions, denied].
+const loudRanks: [number, number, number][] = [];
 for (const [rank, tally] of perKey) {
   const key = layout.ruleKey('per-key', { principal: `key-${rank}`, dimensions: [`key-${rank}`] });
   let type = await a.redis.type(key);
@@ -127,6 +140,7 @@ for (const [rank, tally] of perKey) {
   row.cached += tally.cached;
   row.falseDenied += tally.falseDenied;
   byType.set(type, row);
+  if (type !== 'string') loudRanks.push([rank, tally.n, tally.denied]);
 }
 console.log(
   renderTable({
@@ -150,6 +164,36 @@ console.log(
       'false denials': row.falseDenied,
     })),
   }),
+);
+
+// Region a's share of the per-key rule a second (the regions share it equally): a key above it needs the federation.
+const perKeyRule = a.config.rules.find((rule) => rule.name === 'per-key')!;
+const shareRate = perKeyRule.limit / (perKeyRule.period / 1000) / fed.regions.length;
+const rankBands: [number, number][] = [
+  [0, 20],
+  [20, 50],
+  [50, 100],
+  [100, 200],
+  [200, 1_000],
+  [1_000, Number.POSITIVE_INFINITY],
+];
+console.log(
+  `\n${renderTable({
+    id: 'probe-loud-ranks',
+    title: `Region a's loud keys by rank (region a's share of the per-key limit: ${shareRate.toFixed(2)}/s per key)`,
+    columns: ['ranks', 'loud keys', 'their decisions', 'denied', 'requests/s per loud key'],
+    rows: rankBands.map(([from, to]) => {
+      const band = loudRanks.filter(([rank]) => rank >= from && rank < to);
+      const sent = band.reduce((sum, [, n]) => sum + n, 0);
+      return {
+        ranks: `${from + 1}-${Number.isFinite(to) ? to : 'end'}`,
+        'loud keys': band.length,
+        'their decisions': sent,
+        denied: band.reduce((sum, [, , denied]) => sum + denied, 0),
+        'requests/s per loud key': band.length > 0 ? (sent / band.length / seconds).toFixed(2) : '–',
+      };
+    }),
+  })}`,
 );
 
 // Our scripts by name (their SHA1, as ioredis sends EVALSHA); BullMQ's stay SHAs.
