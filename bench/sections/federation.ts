@@ -939,6 +939,10 @@ export const federationSection: Section = async (ctx) => {
     notes: [
       'The CPU targets are stated at 1 M keys (uniform and Zipf) and the gossip target at 1 M uniform keys; smaller key counts are ' +
         'shown against the same thresholds.',
+      `Each side's saturation load ran in ${sizes.rounds} round(s) of ${round(Math.max(1, sizes.seconds / sizes.rounds), 1)} s on fresh keys, ` +
+        "every bucket full at a key's first request: a short run measures a start, in which each hot key draws the peers' part of its " +
+        'bucket (and draws it again after a pause between rounds). `--seconds 120 --rounds 2` measures two minutes of steady load ' +
+        '(docs/performance.md, twenty-seventh pass).',
     ],
   });
   return tables;
