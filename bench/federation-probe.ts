@@ -30,6 +30,9 @@ import { renderTable, type Row } from './lib/table.ts';
 
 const seconds = Number(process.argv[2] ?? 8);
 const callers = Number(process.argv[3] ?? 32);
+// PROBE_RATE, read before anything starts.
+const offered = Number(process.env.PROBE_RATE ?? 0);
+if (!(offered >= 0)) throw new Error(`PROBE_RATE must be a number of decisions a second, got ${process.env.PROBE_RATE}`);
 const fed = await startDemoFederation({ maxWaitMs: 500 });
 const a = fed.region('a');
 const draw = keyDraw({ distribution: 'zipf', keys: 1_000_000 });
@@ -89,7 +92,6 @@ async function printRecentJobs(): Promise<void> {
 }
 
 let decisions = 0;
-const offered = Number(process.env.PROBE_RATE ?? 0);
 const start = Date.now();
 const end = start + seconds * 1000;
 let issued = 0;

@@ -617,6 +617,11 @@ interface SweepPoint {
   federated: FixedRateCpu;
 }
 
+/** The length of one round (s): each measured phase split into `sizes.rounds` rounds, at least a second each. */
+function roundSeconds(sizes: FederationBenchSizes): number {
+  return Math.max(1, sizes.seconds / sizes.rounds);
+}
+
 /**
  * Both sides of a case, their saturation phase split into `sizes.rounds` rounds that alternate between the sides
  * (standalone first in even rounds, federated first in odd ones): a machine whose speed drifts during the run
@@ -636,7 +641,7 @@ async function measureCase(
       progress(`federation ${bench.label}: waiting for second ${process.env.BENCH_START_SECOND} of the minute`);
     await untilSecondOfMinute(process.env.BENCH_START_SECOND);
     const rounds = sizes.rounds;
-    const seconds = Math.max(1, sizes.seconds / rounds);
+    const seconds = roundSeconds(sizes);
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
       for (const side of order) await saturationRound(bench, sizes, side, round, seconds, round === rounds - 1);
@@ -939,7 +944,7 @@ export const federationSection: Section = async (ctx) => {
     notes: [
       'The CPU targets are stated at 1 M keys (uniform and Zipf) and the gossip target at 1 M uniform keys; smaller key counts are ' +
         'shown against the same thresholds.',
-      `Each side's saturation load ran in ${sizes.rounds} round(s) of ${round(Math.max(1, sizes.seconds / sizes.rounds), 1)} s on fresh keys, ` +
+      `Each side's saturation load ran in ${sizes.rounds} round(s) of ${round(roundSeconds(sizes), 1)} s on fresh keys, ` +
         "every bucket full at a key's first request: a short run measures a start, in which each hot key draws the peers' part of its " +
         'bucket (and draws it again after a pause between rounds). `--seconds 120 --rounds 2` measures two minutes of steady load ' +
         '(docs/performance.md, twenty-seventh pass).',
