@@ -1,19 +1,18 @@
 // One HTTP server under test, in its own process: `tsx bench/http/server.ts <mode> <options json>`.
 // Prints `READY <url>` on stdout when it listens, and stops on SIGTERM.
 import { serve } from '@hono/node-server';
-import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { Hono } from 'hono';
 import { proxy } from 'hono/proxy';
 import { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
-import type { Server, ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigInput } from '../../src/config/schema.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import { startDemoUpstream } from '../../src/demo/upstream.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/store/client.ts';
-import { checkAnswer } from '../../src/http/check.ts';
+import { checkAnswer, writeAnswer } from '../../src/http/check.ts';
 import { quotafed } from '../../src/http/middleware.ts';
 import { silentLogger } from '../../src/log.ts';
 import { serveClustered } from '../../src/ops/cluster-mode.ts';
@@ -52,8 +51,7 @@ function deniedAnswer(): { headers: Record<string, string>; json: string } {
     source: 'cache',
     failMode: 'open',
   } as const;
-  const { headers, json } = checkAnswer({ allowed: false, binding: outcome, leases: [], outcomes: [outcome] }, at);
-  return { headers: { ...headers, 'Content-Type': 'application/json', 'Content-Length': `${Buffer.byteLength(json)}` }, json };
+  return checkAnswer({ allowed: false, binding: outcome, leases: [], outcomes: [outcome] }, at);
 }
 
 function apiKeyOf(authorization: string | undefined): string {
@@ -83,14 +81,11 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
         return c.json({ allowed: true, status: 200, rule: body.apiKey ? 'per-key' : null });
       });
       // The answer quotafed's /v1/check writes for a hot key over its limit (its headers and documented JSON, built
-      // once), written as /v1/check writes it: what HTTP, the JSON body and that answer cost with no limiter at all.
+      // once), written by /v1/check's own writer: what HTTP, the JSON body and that answer cost with no limiter at all.
       const denied = deniedAnswer();
       app.post('/v1/answer', async (c) => {
         await c.req.json();
-        const outgoing = (c.env as { outgoing: ServerResponse }).outgoing;
-        outgoing.writeHead(200, denied.headers);
-        outgoing.end(denied.json);
-        return RESPONSE_ALREADY_SENT;
+        return writeAnswer(c, denied.headers, denied.json);
       });
       // What reading the caller's identity costs: through Hono (which makes @hono/node-server build a full
       // web Request) and straight from Node's IncomingMessage (c.env.incoming), which does not.

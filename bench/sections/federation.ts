@@ -574,7 +574,6 @@ function finishSide(side: Side, rate: number): SideFigures {
   return figures;
 }
 
-/** One round of a side's fixed-rate phase (`seconds` long, at `rate`), kept for finishSide. */
 /** What fixed-rate rounds of one side measured, summed over the rounds. */
 interface FixedRateCpu {
   decisions: number;
@@ -603,6 +602,7 @@ async function fixedRateLoad(side: Side, into: FixedRateCpu, seconds: number, ra
   return figures;
 }
 
+/** One round of a side's fixed-rate phase (`seconds` long, at `rate`), kept for finishSide. */
 async function fixedRateRound(bench: BenchCase, side: Side, round: number, seconds: number, rate: number): Promise<void> {
   progress(
     `federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: fixed ${rate}/s round ${round + 1}, ${FIXED_RATE_CONNECTIONS} connections (${seconds} s)`,
@@ -615,6 +615,11 @@ interface SweepPoint {
   rate: number;
   standalone: FixedRateCpu;
   federated: FixedRateCpu;
+}
+
+/** The sides in round `round`'s order: standalone first in even rounds, federated first in odd ones. */
+function inTurn(round: number, standalone: Side, federated: Side): [Side, Side] {
+  return round % 2 === 0 ? [standalone, federated] : [federated, standalone];
 }
 
 /** The length of one round (s): each measured phase split into `sizes.rounds` rounds, at least a second each. */
@@ -643,20 +648,20 @@ async function measureCase(
     const rounds = sizes.rounds;
     const seconds = roundSeconds(sizes);
     for (let round = 0; round < rounds; round++) {
-      const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
+      const order = inTurn(round, standalone, federated);
       for (const side of order) await saturationRound(bench, sizes, side, round, seconds, round === rounds - 1);
     }
     const rate = Math.max(100, Math.round(standalone.totals.decisions / standalone.totals.seconds / 2 / 50) * 50);
     // The fixed-rate phase alternates too; each side's p99 and p50 are the medians of its rounds'.
     for (let round = 0; round < rounds; round++) {
-      const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
+      const order = inTurn(round, standalone, federated);
       for (const side of order) await fixedRateRound(bench, side, round, seconds, rate);
     }
     const sweep: SweepPoint[] = [];
     for (const offered of sizes.rates) {
       const point: SweepPoint = { rate: offered, standalone: emptyFixedRateCpu(), federated: emptyFixedRateCpu() };
       for (let round = 0; round < rounds; round++) {
-        const order = round % 2 === 0 ? [standalone, federated] : [federated, standalone];
+        const order = inTurn(round, standalone, federated);
         for (const side of order) {
           progress(`federation ${bench.label}, ${side.federated ? 'federated' : 'standalone'}: sweep at ${offered}/s (${seconds} s)`);
           await fixedRateLoad(side, side.federated ? point.federated : point.standalone, seconds, offered, 40 + offered);

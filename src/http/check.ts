@@ -213,8 +213,13 @@ export function checkAnswer(
 /**
  * Writes a 200 JSON answer straight to Node's response when there is one (one writeHead and one end, no web
  * Response for @hono/node-server to take apart), else returns it as a Response (app.request in tests).
+ * Adds Content-Type (and Content-Length) to `headers`.
+ *
+ * @example
+ * const { headers, json } = checkAnswer(decision, Date.now());
+ * return writeAnswer(c, headers, json);
  */
-function answer(c: Context, headers: Record<string, string>, json: string): Response {
+export function writeAnswer(c: Context, headers: Record<string, string>, json: string): Response {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
   if (outgoing === undefined || outgoing.headersSent) {
     headers['Content-Type'] = 'application/json';
@@ -261,7 +266,7 @@ export function registerCheckRoutes(app: Hono<QuotafedEnv>, options: CheckRouteO
     const settle =
       decision.refund && options.settle && options.engine.settleResponse ? options.settle.tokens.issue(decision.refund) : undefined;
     const { headers, json } = checkAnswer(decision, now(), { cost: request.cost, rules: options.rules, peek: request.peek, settle });
-    return answer(c, headers, json);
+    return writeAnswer(c, headers, json);
   });
 
   app.post('/v1/release', async (c) => {
