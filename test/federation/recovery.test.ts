@@ -87,7 +87,13 @@ describe('recovery', () => {
     try {
       expect(await admit(a, key, 12)).toBe(12);
       await a.federation!.flush();
-      const status = a.federation!.status().find((peer) => peer.name === 'c')!;
+      // The fast lane may hold the key in flight to c when the flush runs (the flush then leaves it to that lane),
+      // and its send fails only at the add's deadline: wait for the failure to be reported.
+      const status = await eventually(
+        () => a.federation!.status().find((peer) => peer.name === 'c' && peer.linkUp === false),
+        5_000,
+        'the link to c to be reported down',
+      );
       expect(status.linkUp).toBe(false);
       expect(status.backlog).toBeGreaterThan(0);
     } finally {
