@@ -1,7 +1,8 @@
 // Redis CPU per decision of the decide libraries' batch function, as the service sends it (decideBatchArgs of
 // 32 calls, fresh keys over 64 shards, the per-key token bucket 1,000/min): the single-region library beside a
 // federated region's (three regions, silent keys), by INFO commandstats (usec per FCALL ÷ calls per batch).
-// `npx tsx bench/lua-batch-time.ts [batches] [calls per batch] [tb|fw|sw]`; PATCH='from=>to;;from2=>to2' replaces text of the
+// `npx tsx bench/lua-batch-time.ts [batches] [calls per batch] [tb|fw|sw]`; KEY_POOL=n draws the keys from n (each
+// decided again: a silent key's string is read and parsed) instead of a fresh key per call; PATCH='from=>to;;from2=>to2' replaces text of the
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
 // the two rows of one run, not runs. Besides commandstats' usec (wall time: a preempted script counts its wait), the
 // redis-server's own CPU time over each run (/proc/<pid>/stat, 10 ms ticks) per decision, which preemption leaves out.
@@ -17,6 +18,8 @@ const batches = Number(process.argv[2] ?? 2000);
 const perBatch = Number(process.argv[3] ?? 32);
 /** The rule's algorithm: tb (the per-key token bucket, default), fw or sw (a window of the same limit). */
 const algorithm = (process.argv[4] ?? 'tb') as 'tb' | 'fw' | 'sw';
+const keyPool = Number(process.env.KEY_POOL ?? 0);
+if (!(Number.isInteger(keyPool) && keyPool >= 0)) throw new Error(`KEY_POOL must be a whole number of keys, got ${process.env.KEY_POOL}`);
 const server = await startRedis({});
 const redis = new Redis(server.url);
 const layout = keyLayout();
@@ -40,7 +43,8 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
   for (let b = 0; b < batches; b++) {
     const calls = [];
     for (let i = 0; i < perBatch; i++) {
-      const key = `k-${name}-${n++}`;
+      const key = `k-${name}-${keyPool > 0 ? n % keyPool : n}`;
+      n++;
       const shard = shardOf(key);
       calls.push(
         decideCall({

@@ -84,19 +84,20 @@ local function decide_silent(call, KEYS, now)
   local fence = shard_fence(KEYS[1], now, call.fences)
   local rule = call.rules[1].rule
   rule.key, rule.hash_read = key, nil
-  local tokens, capacity, rate, commit, gossip, false_denial, _, quota = silent_bucket(decide_params(rule, ctx), rule, fence, now)
-  if tokens == nil then
-    -- A loud hash: silent_bucket's second value is the HGETALL reply it read, which the general path (next, in this
-    -- same decide_prepared, on this rule and key) takes instead of reading the key again.
-    rule.hash_read = capacity
+  local s, flat = silent_bucket_state(decide_params(rule, ctx), rule, fence, now)
+  if s == nil then
+    -- A loud hash: silent_bucket_state's second value is the HGETALL reply it read, which the general path (next, in
+    -- this same decide_prepared, on this rule and key) takes instead of reading the key again.
+    rule.hash_read = flat
     return nil, fence
   end
-  if false_denial then return nil, fence end
-  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, rule.cost, rule.period, now)
-  if allowed and gossip ~= 'silent' then return nil, fence end
-  if allowed then commit() end
+  if s.false_denial then return nil, fence end
+  local allowed, after, reset_at, retry_after = bucket_verdict(s.tokens, s.cap, s.rate, rule.cost, rule.period, now)
+  if allowed and s.gossip ~= 'silent' then return nil, fence end
+  if allowed then silent_commit(s) end
   -- token_bucket's remaining and quota; the reply as decide_prepared writes it for one rule.
   local remaining = math.max(0, math.floor(after))
+  local quota = s.quota
   if quota == nil then quota = remaining end
   local verdict = allowed and 1 or 0
   return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }

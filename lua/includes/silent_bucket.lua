@@ -53,13 +53,91 @@ local function bucket_silent_names_of(r, k)
   return names
 end
 
-local function silent_bucket(p, rule, fence, now)
+-- The silent view of a rule at a fence (silent_share_at's units, b, fence_end, C, L, P; the key's TTL after a write
+-- and the silent share): the same for every call of a batch run that shares the rule, so kept on its params per fence.
+local function silent_view(p, fence)
+  local v = p.silent_view
+  if v == nil or v.fence ~= fence then
+    v = { fence = fence, units = p.units[p.self], b = bucket_budget(p), fence_end = bucket_fence_end(p, fence),
+      C = p.capacity, L = p.limit, P = p.period, ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit),
+      silent = silent_share(p) }
+    p.silent_view = v
+  end
+  return v
+end
+
+-- Texts of whole numbers (fmt_count) of the last value given, one memo per use: a batch's calls store at one clock,
+-- in one epoch, at one share. 0 is formatted every time (fmt_count formats it with fmt: -0 stays -0).
+local function last_count_fmt()
+  local last, text
+  return function(value)
+    if value ~= last or value == 0 then last, text = value, fmt_count(value) end
+    return text
+  end
+end
+local now_text, epoch_text, sigma_text = last_count_fmt(), last_count_fmt(), last_count_fmt()
+
+--[[
+  A silent bucket's write: this region's count and admission time of the epoch's slot and the tokens after, into the
+  key as it was read (`s`, silent_bucket_state's): its string with one SET PX, or its hash.
+]]
+local function silent_store(s, count, at, after)
+  local k, epoch, now = s.k, s.epoch, s.now
+  local values = s.values
+  if values ~= nil then
+    -- The string: every field as the hash's write below leaves it (a zero cell is an absent field).
+    values[2], values[3], values[4] = fmt(after), now_text(now), sigma_text(s.sigma)
+    values[5 + k] = epoch_text(epoch)
+    values[8 + 2 * k] = count == 0 and '' or fmt_count(count)
+    values[9 + 2 * k] = at == 0 and '' or (at == now and now_text(now) or fmt_count(at))
+    redis.call('SET', s.key, silent_string_text(values), 'PX', s.ttl)
+    return
+  end
+  local held, names = s.held, s.names
+  -- (Whole numbers written with %d: the same text as fmt's %.17g, at half the cost.)
+  local sets = { 'tokens', fmt(after), 'last_refill', fmt_count(now) }
+  if tonumber(held[4]) ~= s.sigma then
+    sets[#sets + 1] = 'sig'
+    sets[#sets + 1] = fmt_count(s.sigma)
+  end
+  if held[1] == false then
+    sets[#sets + 1] = 'z'
+    sets[#sets + 1] = '1'
+  end
+  local dels = {}
+  if s.held_k ~= epoch then
+    sets[#sets + 1] = names[4]
+    sets[#sets + 1] = fmt_count(epoch)
+  end
+  silent_cell(sets, dels, names[1], count, s.slot_c, fmt_count)
+  silent_cell(sets, dels, names[2], at, s.slot_t, fmt_count)
+  if #dels > 0 then redis.call('HDEL', s.key, unpack(dels)) end
+  redis.call('HSET', s.key, unpack(sets))
+  redis.call('PEXPIRE', s.key, s.ttl)
+end
+
+-- The admission's write (token_bucket.lua's commit).
+local function silent_commit(s)
+  silent_store(s, s.used + s.cost, math.max(s.last_at, s.now), s.tokens - s.cost)
+end
+
+-- A false denial of a stored bucket refreshes this region's t in the epoch (token_bucket.lua's touch).
+local function silent_touch(s)
+  silent_store(s, s.used, math.max(s.last_at, s.now), s.tokens)
+end
+
+--[[
+  The silent decision's state, without closures (decide.lua's decide_silent commits it with silent_commit): a table
+  with tokens, cap, rate, gossip, false_denial, quota and what silent_store writes with; stored says whether the key
+  held a bucket (a touch needs one). nil and the HGETALL reply when the key is a loud hash, nil alone for an
+  unbounded rule.
+]]
+local function silent_bucket_state(p, rule, fence, now)
   -- An unbounded rule's share is the whole (share_at), and its keys are never silent (admission_gossip).
   if p.unbounded then return nil end
   local r, P, C, L, cost = p.self, p.period, p.capacity, p.limit, rule.cost
   local epoch = math.floor(now / P)
   local k, kp = slot_index(epoch), slot_index(epoch - 1)
-  local names = own_slot_names(r, k)
   -- The key's one string (silent_string.lua: absent, or this region's silent string), else its hash. Another
   -- region's string (the regions were renumbered), a window's or a single region's number (gcra.lua, this region
   -- before it federated the rule): the hash they stand for, from now on.
@@ -73,32 +151,39 @@ local function silent_bucket(p, rule, fence, now)
     values, other, read = own_silent_values(rule.key, label(r), silent_string_values)
   end
   if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
-  local held, flat
+  -- The fields as HMGET answers bucket_silent_names_of's names (z, tokens, last_refill, sig, w0, w1, w2, this region's
+  -- c and t of slot k and c of slot kp), read as numbers: tonumber of an absent field ('' in the string, false in
+  -- the hash) is nil.
+  local held, names = nil, nil
+  local stored, last_refill, w0, w1, w2, slot_c, slot_t, before_c
   if values ~= nil then
-    -- HMGET's reply for the string: z = 1, then as bucket_silent_names_of's names ask.
-    held = { '1', silent_field(values, 2), silent_field(values, 3), silent_field(values, 4), silent_field(values, 5),
-      silent_field(values, 6), silent_field(values, 7), silent_field(values, 8 + 2 * k), silent_field(values, 9 + 2 * k),
-      silent_field(values, 8 + 2 * kp) }
+    stored, last_refill = tonumber(values[2]), tonumber(values[3])
+    w0, w1, w2 = tonumber(values[5]), tonumber(values[6]), tonumber(values[7])
+    slot_c, slot_t, before_c = tonumber(values[8 + 2 * k]), tonumber(values[9 + 2 * k]), tonumber(values[8 + 2 * kp])
   else
+    local flat
     held, flat = silent_hash_read(rule.key, bucket_silent_names_of(r, k), read)
     if held == nil then return nil, flat end
+    names = own_slot_names(r, k)
+    stored, last_refill = tonumber(held[2]), tonumber(held[3])
+    w0, w1, w2 = tonumber(held[5]), tonumber(held[6]), tonumber(held[7])
+    slot_c, slot_t, before_c = tonumber(held[8]), tonumber(held[9]), tonumber(held[10])
   end
-  local id0, id1, id2 = tonumber(held[5]) or -1, tonumber(held[6]) or -1, tonumber(held[7]) or -1
+  local id0, id1, id2 = w0 or -1, w1 or -1, w2 or -1
   local held_k, held_kp = id0, id0
   if k == 1 then held_k = id1 elseif k == 2 then held_k = id2 end
   if kp == 1 then held_kp = id1 elseif kp == 2 then held_kp = id2 end
   -- This region's cells of the epoch of `now` and of the one before (0 when their slot holds another epoch).
-  local slot_c, slot_t = tonumber(held[8]) or 0, tonumber(held[9]) or 0
-  local stored = tonumber(held[2])
+  slot_c, slot_t = slot_c or 0, slot_t or 0
   local used, last_at, before = 0, 0, 0
   -- (A key with no tokens decides as a new bucket, on empty slots.)
   if stored ~= nil and held_k == epoch then used, last_at = slot_c, slot_t end
-  if stored ~= nil and held_kp == epoch - 1 then before = tonumber(held[10]) or 0 end
+  if stored ~= nil and held_kp == epoch - 1 then before = before_c or 0 end
 
-  local v = { units = p.units[r], b = bucket_budget(p), fence_end = bucket_fence_end(p, fence), C = C, L = L, P = P }
+  local v = silent_view(p, fence)
   local tokens
   if stored ~= nil then
-    tokens = silent_refill(p, v, fence, stored, tonumber(held[3]) or 0, math.max(id0, id1, id2), now)
+    tokens = silent_refill(p, v, fence, stored, last_refill or 0, math.max(id0, id1, id2), now)
   elseif fence > 0 and fence <= now then
     -- new_bucket after a data loss: empty at the fence, refilled since (its slots are empty: latest -1).
     tokens = silent_refill(p, v, fence, silent_refill(p, v, fence, 0, fence, -1, now), now, -1, now)
@@ -120,48 +205,22 @@ local function silent_bucket(p, rule, fence, now)
     verdict_quota = math.max(verdict_quota, math.min(C, math.max(0, math.floor(held_global - (used + admitted)))))
   end
   local false_denial = not allowed and now >= v.fence_end and used + cost <= carried + elapsed_refill
+  local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, v.silent, p.horizon, now)
+  return {
+    tokens = tokens, cap = cap, rate = silent_rate(v, sigma), gossip = gossip, false_denial = false_denial,
+    quota = verdict_quota, stored = stored ~= nil,
+    -- What silent_store writes with.
+    key = rule.key, values = values, held = held, names = names, k = k, epoch = epoch, now = now, sigma = sigma,
+    held_k = held_k, slot_c = slot_c, slot_t = slot_t, used = used, last_at = last_at, cost = cost, ttl = v.ttl,
+  }
+end
 
-  -- The epoch's slot after a write: this region's cells (a slot holding an older epoch starts from zeros).
-  local ttl = federated_bucket_ttl(P, p.skew, C, p.budget, L)
-  local function store(count, at, after)
-    if values ~= nil then
-      -- The string: every field as the hash's write below leaves it (a zero cell is an absent field).
-      values[2], values[3], values[4] = fmt(after), fmt_count(now), fmt_count(sigma)
-      values[5 + k] = fmt_count(epoch)
-      values[8 + 2 * k] = count == 0 and '' or fmt_count(count)
-      values[9 + 2 * k] = at == 0 and '' or fmt_count(at)
-      redis.call('SET', rule.key, silent_string_text(values), 'PX', ttl)
-      return
-    end
-    -- (Whole numbers written with %d: the same text as fmt's %.17g, at half the cost.)
-    local sets = { 'tokens', fmt(after), 'last_refill', fmt_count(now) }
-    if tonumber(held[4]) ~= sigma then
-      sets[#sets + 1] = 'sig'
-      sets[#sets + 1] = fmt_count(sigma)
-    end
-    if held[1] == false then
-      sets[#sets + 1] = 'z'
-      sets[#sets + 1] = '1'
-    end
-    local dels = {}
-    if held_k ~= epoch then
-      sets[#sets + 1] = names[4]
-      sets[#sets + 1] = fmt_count(epoch)
-    end
-    silent_cell(sets, dels, names[1], count, slot_c, fmt_count)
-    silent_cell(sets, dels, names[2], at, slot_t, fmt_count)
-    if #dels > 0 then redis.call('HDEL', rule.key, unpack(dels)) end
-    redis.call('HSET', rule.key, unpack(sets))
-    redis.call('PEXPIRE', rule.key, ttl)
-  end
-  local function commit()
-    store(used + cost, math.max(last_at, now), tokens - cost)
-  end
-  -- A false denial of a stored bucket refreshes this region's t in the epoch (token_bucket.lua's touch).
+-- silent_bucket_state as federated_bucket (token_bucket.lua) takes it: tokens, capacity, rate, commit, gossip,
+-- false_denial, touch (nil without a stored bucket) and quota; nil and the HGETALL reply for a loud hash.
+local function silent_bucket(p, rule, fence, now)
+  local s, flat = silent_bucket_state(p, rule, fence, now)
+  if s == nil then return nil, flat end
   local touch = nil
-  if stored ~= nil then
-    touch = function() store(used, math.max(last_at, now), tokens) end
-  end
-  local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, silent_share(p), p.horizon, now)
-  return tokens, cap, silent_rate(v, sigma), commit, gossip, false_denial, touch, verdict_quota
+  if s.stored then touch = function() silent_touch(s) end end
+  return s.tokens, s.cap, s.rate, function() silent_commit(s) end, s.gossip, s.false_denial, touch, s.quota
 end
