@@ -2,7 +2,9 @@
 // 32 calls, fresh keys over 64 shards, the per-key token bucket 1,000/min): the single-region library beside a
 // federated region's (three regions, silent keys), by INFO commandstats (usec per FCALL ÷ calls per batch).
 // `npx tsx bench/lua-batch-time.ts [batches] [calls per batch] [tb|fw|sw]`; KEY_POOL=n draws the keys from n (each
-// decided again: a silent key's string is read and parsed) instead of a fresh key per call; PATCH='from=>to;;from2=>to2' replaces text of the
+// decided again: a silent key's string is read and parsed) instead of a fresh key per call; with LOUD=1 too, each
+// pool key of the federated run starts as a loud hash (both peers granted their share and this region returned it,
+// as bench/lua-time.ts's loud mode leaves it), so the general path decides it; PATCH='from=>to;;from2=>to2' replaces text of the
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
 // the two rows of one run, not runs. Besides commandstats' usec (wall time: a preempted script counts its wait), the
 // redis-server's own CPU time over each run (/proc/<pid>/stat, 10 ms ticks) per decision, which preemption leaves out.
@@ -25,6 +27,37 @@ const redis = new Redis(server.url);
 const layout = keyLayout();
 const rule = { head: [algorithm, 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
 
+/** Each pool key as a loud token bucket's hash in this epoch's slot (the cells of bench/lua-time.ts's loud mode). */
+async function loudKeys(name: string, pool: number): Promise<void> {
+  const now = Date.now();
+  const epoch = Math.floor(now / 60_000);
+  const s = `${epoch % 3}.`;
+  const pipeline = redis.pipeline();
+  for (let i = 0; i < pool; i++) {
+    const key = `k-${name}-${i}`;
+    const state = layout.stateKey(shardOf(key), 'per-key', key);
+    pipeline.hset(state, {
+      tokens: '300',
+      last_refill: String(now),
+      sig: '333333',
+      [`w${epoch % 3}`]: String(epoch),
+      [`c${s}0`]: '200',
+      [`t${s}0`]: String(now),
+      [`x${s}1.0`]: '333333',
+      [`x${s}2.0`]: '333333',
+      [`x${s}0.1`]: '333333',
+      [`x${s}0.2`]: '333333',
+      [`a${s}1.0`]: '333.33300000000003',
+      [`a${s}2.0`]: '333.33300000000003',
+      [`a${s}0.1`]: '295.72558419999979',
+      [`a${s}0.2`]: '295.72558419999979',
+      v: '121',
+    });
+    pipeline.pexpire(state, 600_000);
+  }
+  await pipeline.exec();
+}
+
 async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<{ usec: number; cpuUs: number }> {
   await redis.flushall();
   await redis.call('FUNCTION', 'FLUSH');
@@ -37,6 +70,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
     horizonMs: 10000,
   };
   for (let s = 0; s < 64; s++) await redis.hset(layout.shardMarkerKey(s), 'fence', 0);
+  if (process.env.LOUD === '1' && regions > 1 && keyPool > 0) await loudKeys(name, keyPool);
   await redis.config('RESETSTAT');
   const cpuBefore = processCpuMicros(server.pid) ?? Number.NaN;
   let n = 0;

@@ -5,13 +5,6 @@
 ]]
 --- @include "includes/gcra"
 
--- fmt for a count, nearly always a whole number: %d writes the same text as %.17g for a whole number of at
--- most 15 digits other than 0 (%.17g tells -0 from 0), at half the cost.
-local function fmt_count(value)
-  if value % 1 == 0 and value > -1e15 and value < 1e15 and value ~= 0 then return string.format('%d', value) end
-  return fmt(value)
-end
-
 -- A fmt that keeps the text of the value it was last given (formatting a double is not cheap): the calls of a
 -- batch store at one clock, and every new bucket or window of a rule stores the same tokens or counts. 0 is
 -- formatted every time: == cannot tell -0 from 0, fmt does.

@@ -6,8 +6,8 @@
     x<k>.<o>.<d>    allowance (share units for token buckets) moved from o to d
     a<k>.<o>.<d>    windows: region o's acknowledged view of c.d; token buckets: y, the tokens o moved to d
     t<k>.<o>        region o's clock at its last admission (demand recency)
-  Zero cells are not stored. Numbers are written with %.17g: Redis would turn a Lua number into a string with
-  %.14g, and fractional tokens must read back as the very same double.
+  Zero cells are not stored. Numbers are written with fmt (fmt.lua): as %.17g writes them, so fractional tokens
+  read back as the very same double.
   The parameters `p` mirror protocol.ts FederationParams:
     { n, self, units[0..n-1], limit, period, capacity, budget, unbounded, skew, policy }
   with policy = { hunger, reserve, give, min_surplus, idle } (REBALANCE; merges and sweeps only, rebalance.lua).
@@ -19,9 +19,7 @@ local KEPT_WINDOWS = 3
 -- A silent token bucket's one-string form (state layout 3), turned into its hash before any other write.
 --- @include "includes/silent_string"
 
-local function fmt(value)
-  return string.format('%.17g', value)
-end
+--- @include "includes/fmt"
 
 local function parse_units(csv, n)
   local units, i = {}, 0
@@ -525,13 +523,13 @@ local function load_silent(key, n, r, with_a, current, previous, ttl)
 end
 
 -- One of this region's cells in a silent key's write: set when it changed, deleted when it turned 0 (zero cells are
--- not stored). `format` writes the value (fmt, or a cheaper one that writes the same text).
-local function silent_cell(sets, dels, name, value, old, format)
+-- not stored).
+local function silent_cell(sets, dels, name, value, old)
   if value == 0 then
     if old ~= 0 then dels[#dels + 1] = name end
   elseif value ~= old then
     sets[#sets + 1] = name
-    sets[#sets + 1] = format(value)
+    sets[#sets + 1] = fmt(value)
   end
 end
 
@@ -570,9 +568,9 @@ local function store_silent(state, slots, sets)
       sets[#sets + 1] = 'w' .. kl
       sets[#sets + 1] = fmt(slot.id)
     end
-    silent_cell(sets, dels, 'c' .. kl .. own, slot.c[r], state.old.c, fmt)
-    silent_cell(sets, dels, 't' .. kl .. own, slot.t[r], state.old.t, fmt)
-    if state.with_a then silent_cell(sets, dels, 'a' .. kl .. own .. own, slot.a[r][r], state.old.a, fmt) end
+    silent_cell(sets, dels, 'c' .. kl .. own, slot.c[r], state.old.c)
+    silent_cell(sets, dels, 't' .. kl .. own, slot.t[r], state.old.t)
+    if state.with_a then silent_cell(sets, dels, 'a' .. kl .. own .. own, slot.a[r][r], state.old.a) end
   end
   if #dels > 0 then redis.call('HDEL', state.key, unpack(dels)) end
   if #sets > 0 then redis.call('HSET', state.key, unpack(sets)) end

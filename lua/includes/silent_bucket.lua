@@ -66,16 +66,8 @@ local function silent_view(p, fence)
   return v
 end
 
--- Texts of whole numbers (fmt_count) of the last value given, one memo per use: a batch's calls store at one clock,
--- in one epoch, at one share. 0 is formatted every time (fmt_count formats it with fmt: -0 stays -0).
-local function last_count_fmt()
-  local last, text
-  return function(value)
-    if value ~= last or value == 0 then last, text = value, fmt_count(value) end
-    return text
-  end
-end
-local now_text, epoch_text, sigma_text = last_count_fmt(), last_count_fmt(), last_count_fmt()
+-- The texts of a batch's clock, epoch and share: its calls store at one clock, in one epoch, at one share (last_fmt).
+local now_text, epoch_text, sigma_text = last_fmt(), last_fmt(), last_fmt()
 
 --[[
   A silent bucket's write: this region's count and admission time of the epoch's slot and the tokens after, into the
@@ -88,17 +80,16 @@ local function silent_store(s, count, at, after)
     -- The string: every field as the hash's write below leaves it (a zero cell is an absent field).
     values[2], values[3], values[4] = fmt(after), now_text(now), sigma_text(s.sigma)
     values[5 + k] = epoch_text(epoch)
-    values[8 + 2 * k] = count == 0 and '' or fmt_count(count)
-    values[9 + 2 * k] = at == 0 and '' or (at == now and now_text(now) or fmt_count(at))
+    values[8 + 2 * k] = count == 0 and '' or fmt(count)
+    values[9 + 2 * k] = at == 0 and '' or (at == now and now_text(now) or fmt(at))
     redis.call('SET', s.key, silent_string_text(values), 'PX', s.ttl)
     return
   end
   local held, names = s.held, s.names
-  -- (Whole numbers written with %d: the same text as fmt's %.17g, at half the cost.)
-  local sets = { 'tokens', fmt(after), 'last_refill', fmt_count(now) }
+  local sets = { 'tokens', fmt(after), 'last_refill', fmt(now) }
   if tonumber(held[4]) ~= s.sigma then
     sets[#sets + 1] = 'sig'
-    sets[#sets + 1] = fmt_count(s.sigma)
+    sets[#sets + 1] = fmt(s.sigma)
   end
   if held[1] == false then
     sets[#sets + 1] = 'z'
@@ -107,10 +98,10 @@ local function silent_store(s, count, at, after)
   local dels = {}
   if s.held_k ~= epoch then
     sets[#sets + 1] = names[4]
-    sets[#sets + 1] = fmt_count(epoch)
+    sets[#sets + 1] = fmt(epoch)
   end
-  silent_cell(sets, dels, names[1], count, s.slot_c, fmt_count)
-  silent_cell(sets, dels, names[2], at, s.slot_t, fmt_count)
+  silent_cell(sets, dels, names[1], count, s.slot_c)
+  silent_cell(sets, dels, names[2], at, s.slot_t)
   if #dels > 0 then redis.call('HDEL', s.key, unpack(dels)) end
   redis.call('HSET', s.key, unpack(sets))
   redis.call('PEXPIRE', s.key, s.ttl)

@@ -8,10 +8,7 @@
 ]]
 local SHARE_UNITS = 1000000
 
--- %.17g: Redis would turn a Lua number into a string with %.14g; fractional tokens must read back the same.
-local function fmt(value)
-  return string.format('%.17g', value)
-end
+--- @include "includes/fmt"
 
 --- @include "includes/bucket_single"
 
@@ -130,7 +127,7 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
       redis.call('HSET', key, w, fmt_opened_id(id), c, fmt_opened_cost(cost))
       redis.call('PEXPIRE', key, 2 * P + skew + 1000)
     else
-      redis.call('HSET', key, c, fmt_count(count + cost))
+      redis.call('HSET', key, c, fmt(count + cost))
     end
     return { 1, now, 1, remaining - cost, reset_at, 0, 0, remaining - cost, 0 }
   end
