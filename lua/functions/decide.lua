@@ -16,9 +16,9 @@ local function decide(KEYS, ARGV)
   renew_memos()
   return decide_fresh(KEYS, ARGV)
 end
-local function decide_call(call, KEYS, now)
+local function decide_call(call, KEYS, now, tried, fence)
   renew_memos()
-  return decide_prepared(call, KEYS, now)
+  return decide_prepared(call, KEYS, now, tried, fence)
 end
 
 --- @include "includes/decide_batch"

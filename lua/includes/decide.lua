@@ -72,16 +72,13 @@ end
   needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false. Nil,
   with nothing written, for anything else (a hash, a loud admission, a false denial): decide_prepared decides it,
   with the shard's fence read here as the second value (no second read of the marker). (silent_bucket may turn
-  another layout's string into its hash first: the state it stands for, unchanged.)
+  another layout's string into its hash first: the state it stands for, unchanged.) `marker` and `key` are the
+  call's first and last KEYS (silent_path).
 ]]
-local function decide_silent(call, KEYS, now)
+local function decide_silent(call, marker, key, now)
   local ctx = call.ctx
-  local n = ctx.n
-  -- KEYS: the marker, n - 1 pending sets, the fast lane, the bell, the rule's state key.
-  if #KEYS ~= n + 3 then return nil end
-  local key = KEYS[n + 3]
   if hash_hints[key] then return nil end
-  local fence = shard_fence(KEYS[1], now, call.fences)
+  local fence = shard_fence(marker, now, call.fences)
   local rule = call.rules[1].rule
   rule.key, rule.hash_read = key, nil
   local s, flat = silent_bucket_state(decide_params(rule, ctx), rule, fence, now)
@@ -103,13 +100,23 @@ local function decide_silent(call, KEYS, now)
   return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }
 end
 
--- One decide call (KEYS and reply as lua/decide.lua documents them) of a prepared call, at `now`.
-local function decide_prepared(call, KEYS, now)
+-- Whether a call of `key_count` KEYS takes the silent path first: a silent candidate (silent_candidate, asked once
+-- per prepared call) with its KEYS as decide_silent reads them: the marker, n - 1 pending sets, the fast lane, the
+-- bell, the rule's state key.
+local function silent_path(call, key_count)
   if call.silent == nil then call.silent = silent_candidate(call) end
-  local fence
-  if call.silent then
+  return call.silent and key_count == call.ctx.n + 3
+end
+
+--[[
+  One decide call (KEYS and reply as lua/decide.lua documents them) of a prepared call, at `now`. `tried`: the
+  caller ran decide_silent already (decide_batch.lua), which answered nil and, as `fence`, the shard's fence it
+  read (nil when it read none).
+]]
+local function decide_prepared(call, KEYS, now, tried, fence)
+  if not tried and silent_path(call, #KEYS) then
     local reply
-    reply, fence = decide_silent(call, KEYS, now)
+    reply, fence = decide_silent(call, KEYS[1], KEYS[#KEYS], now)
     if reply ~= nil then return reply end
   end
   local ctx, peek = call.ctx, call.peek

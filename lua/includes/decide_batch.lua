@@ -10,9 +10,10 @@
 
   Returns one reply per call, in call order: decide's reply, or the error that call raised (the others still
   decide). Each call runs through decide's own steps in order (its arguments read once for a run of calls that
-  share them; decide_prepared then sets each call's keys and fence, each shard's marker read once per batch), so the
-  batch answers exactly what the calls would one by one. Calls without a pinned clock (now override '') are decided at one Redis TIME read once per batch: they
-  are decided in the same instant anyway.
+  share them; a silent candidate's call tried on the silent path with its marker and state key before its KEYS are
+  gathered; decide_prepared then sets each call's keys and fence, each shard's marker read once per batch), so the
+  batch answers exactly what the calls would one by one. Calls without a pinned clock (now override '') are decided
+  at one Redis TIME read once per batch: they are decided in the same instant anyway.
 ]]
 --- @include "includes/batch"
 
@@ -29,9 +30,6 @@ local function decide_batch(keys, args)
   for i = 1, count do
     local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
     a = a + 2
-    local call_keys = {}
-    for j = 1, nk do call_keys[j] = keys[k + j] end
-    local ok, reply
     if na >= 0 then
       local call_args = {}
       for j = 1, na do call_args[j] = args[a + j] end
@@ -44,16 +42,30 @@ local function decide_batch(keys, args)
         prepare_error = result
       end
     end
-    k, a = k + nk, a + math.max(na, 0)
+    a = a + math.max(na, 0)
+    local ok, reply
     if call ~= nil then
       -- decide's now_ms, with the batch's one TIME read for a call without a clock of its own.
       local now = call.now_override
       if now == '' then now = clock() end
-      ok, reply = pcall(decide_call, call, call_keys, tonumber(now))
+      now = tonumber(now)
+      -- A silent candidate's call goes down the silent path first with the two keys that path reads, before its
+      -- KEYS are gathered (decide_prepared's first step): most calls end there.
+      local tried, fence = false, nil
+      if silent_path(call, nk) then
+        tried = true
+        ok, reply, fence = pcall(decide_silent, call, keys[k + 1], keys[k + nk], now)
+      end
+      if not tried or (ok and reply == nil) then
+        local call_keys = {}
+        for j = 1, nk do call_keys[j] = keys[k + j] end
+        ok, reply = pcall(decide_call, call, call_keys, now, tried, fence)
+      end
     else
       -- Arguments decide would refuse: every call of the run answers its error.
       ok, reply = false, prepare_error
     end
+    k = k + nk
     replies[i] = batch_reply(ok, reply)
   end
   return replies
