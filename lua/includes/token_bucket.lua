@@ -29,14 +29,23 @@ local function bucket_verdict(tokens, capacity, rate, cost, period, now)
 end
 
 --- @include "includes/silent_bucket"
+--- @include "includes/loud_bucket"
 
 local function federated_bucket(rule, ctx, now)
   local p = decide_params(rule, ctx)
   -- A silent key (silent_bucket.lua) is decided in scalars from one short read.
   local tokens, capacity, rate, store, gossip, false_denial, touch, quota = silent_bucket(p, rule, ctx.fence, now)
   if tokens ~= nil then return tokens, capacity, rate, store, gossip, false_denial, touch, quota end
-  -- A loud hash: silent_bucket answered nil and, as its second value, the HGETALL reply it read.
+  -- A loud hash: silent_bucket answered nil and, as its second value, the HGETALL reply it read. Decided in scalars
+  -- from that reply (loud_bucket.lua) when it can be, else from load_bucket's view.
   local flat = capacity
+  if flat ~= nil then
+    local loud_tokens, loud_capacity, loud_rate, loud_store, loud_gossip, loud_false, loud_touch, loud_quota, loud_skips =
+      loud_bucket(p, rule, ctx.fence, now, flat)
+    if loud_tokens ~= nil then
+      return loud_tokens, loud_capacity, loud_rate, loud_store, loud_gossip, loud_false, loud_touch, loud_quota, loud_skips
+    end
+  end
   local state, bucket = load_bucket(p, rule.key, true, now, flat)
   local verdict = decide_bucket(p, bucket, ctx.fence, now, rule.cost)
   local share = share_at(p, verdict.bucket.slots, ctx.fence, now)
