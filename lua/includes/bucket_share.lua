@@ -53,9 +53,15 @@ local function share_at(p, slots, fence, t)
   return math.max(0, share)
 end
 
+-- b_r, this region's part of the budget: kept on the params (its budget, units and index never change).
 local function bucket_budget(p)
   if p.unbounded then return 0 end
-  return portion(p.budget, p.units[p.self])
+  local part = p.budget_part
+  if part == nil then
+    part = portion(p.budget, p.units[p.self])
+    p.budget_part = part
+  end
+  return part
 end
 
 -- cap_r(σ) = C·σ/S + b_r
@@ -78,32 +84,35 @@ local function next_share_change(p, fence, t)
   return next
 end
 
-local function share_settles(p, slots, fence)
-  local latest = -1
-  for k = 0, KEPT_WINDOWS - 1 do latest = math.max(latest, slots[k].id) end
-  return math.max(bucket_fence_end(p, fence), (latest + 2) * p.period + p.skew)
-end
-
--- Tokens at `now`: the refill integrated over the exact piecewise-constant σ path since the last refill.
-local function refill(p, bucket, fence, now)
-  local tokens = bucket.tokens
-  local t = bucket.last
-  local slots = bucket.slots
-  if now <= t then return math.min(tokens, bucket_capacity(p, share_at(p, slots, fence, now))) end
-  local settles = share_settles(p, slots, fence)
+--[[
+  Tokens at `now` from `tokens` at `t`: the refill integrated over the exact piecewise-constant σ path, σ at a time
+  being share_of(p, view, fence, time) (share_at over a view's slots; the silent and loud views' own, silent_bucket.lua
+  and loud_bucket.lua), `latest` the latest epoch the view keeps (-1: none). The share settles two periods and the
+  skew after it: one last segment from there.
+]]
+local function refill_over(p, share_of, view, fence, tokens, t, latest, now)
+  if now <= t then return math.min(tokens, bucket_capacity(p, share_of(p, view, fence, now))) end
+  local settles = math.max(bucket_fence_end(p, fence), (latest + 2) * p.period + p.skew)
   local segment = 0
   while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
     local stop = math.min(now, next_share_change(p, fence, t))
-    local share = share_at(p, slots, fence, t)
+    local share = share_of(p, view, fence, t)
     tokens = math.min(bucket_capacity(p, share), tokens + (stop - t) * bucket_rate(p, share))
     t = stop
     segment = segment + 1
   end
-  local share = share_at(p, slots, fence, now)
+  local share = share_of(p, view, fence, now)
   if t < now and t >= settles then
     tokens = math.min(bucket_capacity(p, share), tokens + (now - t) * bucket_rate(p, share))
   end
   return math.min(tokens, bucket_capacity(p, share))
+end
+
+-- Tokens of `bucket` at `now` (refill_over its slots).
+local function refill(p, bucket, fence, now)
+  local latest = -1
+  for k = 0, KEPT_WINDOWS - 1 do latest = math.max(latest, bucket.slots[k].id) end
+  return refill_over(p, share_at, bucket.slots, fence, bucket.tokens, bucket.last, latest, now)
 end
 
 -- A bucket with no state: full, or after a data loss empty at the fence and refilled since.

@@ -38,6 +38,8 @@ local function rule_params(base, limit, period, capacity, budget)
   p.limit, p.period, p.capacity = limit, period, capacity
   p.unbounded = budget < 0
   p.budget = math.max(budget, 0)
+  -- What is kept on parameters for their rule (bucket_budget, silent_view) is not the base's.
+  p.budget_part, p.silent_view = nil, nil
   return p
 end
 

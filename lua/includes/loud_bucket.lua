@@ -37,6 +37,11 @@ local function loud_names_of(n, r)
   return names
 end
 
+-- The loud view's share as refill_over (bucket_share.lua) asks it: the view is its share_at.
+local function loud_share_of(_, share_at_t, _, t)
+  return share_at_t(t)
+end
+
 local function loud_bucket(p, rule, fence, now, flat)
   if p.unbounded then return nil end
   local n, r, P, C, L, skew, cost = p.n, p.self, p.period, p.capacity, p.limit, p.skew, rule.cost
@@ -98,24 +103,7 @@ local function loud_bucket(p, rule, fence, now, flat)
     if t - e * P < skew then share = share - netted_given(e - 1) end
     return math.max(0, share)
   end
-  -- refill (bucket_share.lua).
-  local tokens, t = stored, tonumber(f.last_refill) or 0
-  if now <= t then
-    tokens = math.min(tokens, bucket_capacity(p, share_at_t(now)))
-  else
-    local settles = math.max(fence_end, (latest + 2) * P + skew)
-    local segment = 0
-    while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
-      local stop = math.min(now, next_share_change(p, fence, t))
-      local share = share_at_t(t)
-      tokens = math.min(bucket_capacity(p, share), tokens + (stop - t) * bucket_rate(p, share))
-      t = stop
-      segment = segment + 1
-    end
-    local share = share_at_t(now)
-    if t < now and t >= settles then tokens = math.min(bucket_capacity(p, share), tokens + (now - t) * bucket_rate(p, share)) end
-    tokens = math.min(tokens, bucket_capacity(p, share))
-  end
+  local tokens = refill_over(p, loud_share_of, share_at_t, fence, stored, tonumber(f.last_refill) or 0, latest, now)
   local share = share_at_t(now)
   local capacity = bucket_capacity(p, share)
   local allowed = tokens >= cost

@@ -13,30 +13,14 @@
   of the current epoch's slot and its c of the previous epoch's. Returns nil and that HGETALL reply when the key
   holds state without z (the general path decides it from the reply), else what federated_bucket returns.
 ]]
--- The silent view's share, capacity and rate (bucket_share.lua share_at, bucket_capacity, bucket_rate): `v` holds
--- units (σ outside the fence span), b (this region's budget part), fence_end, C, L and P.
+-- The silent view's share (bucket_share.lua share_at): `v` (silent_view) holds units, σ outside the fence span.
 local function silent_share_at(v, t)
   if t < v.fence_end then return 0 end
   return v.units
 end
-local function silent_capacity(v, s) return (v.C * s) / SHARE_UNITS + v.b end
-local function silent_rate(v, s) return (v.L * s) / (v.P * SHARE_UNITS) end
-
--- bucket_share.lua refill, over the same segments (the share is constant on each; their edges split the float sums).
-local function silent_refill(p, v, fence, tokens, t, latest, now)
-  if now <= t then return math.min(tokens, silent_capacity(v, silent_share_at(v, now))) end
-  local settles = math.max(v.fence_end, (latest + 2) * v.P + p.skew)
-  local segment = 0
-  while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
-    local stop = math.min(now, next_share_change(p, fence, t))
-    local s = silent_share_at(v, t)
-    tokens = math.min(silent_capacity(v, s), tokens + (stop - t) * silent_rate(v, s))
-    t = stop
-    segment = segment + 1
-  end
-  local s = silent_share_at(v, now)
-  if t < now and t >= settles then tokens = math.min(silent_capacity(v, s), tokens + (now - t) * silent_rate(v, s)) end
-  return math.min(tokens, silent_capacity(v, s))
+-- As refill_over asks it (bucket_share.lua).
+local function silent_share_of(_, v, _, t)
+  return silent_share_at(v, t)
 end
 
 -- The names silent_bucket reads from a hash (a field_list), once per library load: z, tokens, last_refill, sig, the
@@ -53,14 +37,13 @@ local function bucket_silent_names_of(r, k)
   return names
 end
 
--- The silent view of a rule at a fence (silent_share_at's units, b, fence_end, C, L, P; the key's TTL after a write
--- and the silent share): the same for every call of a batch run that shares the rule, so kept on its params per fence.
+-- The silent view of a rule at a fence (silent_share_at's units and fence_end; the key's TTL after a write and the
+-- silent share): the same for every call of a batch run that shares the rule, so kept on its params per fence.
 local function silent_view(p, fence)
   local v = p.silent_view
   if v == nil or v.fence ~= fence then
-    v = { fence = fence, units = p.units[p.self], b = bucket_budget(p), fence_end = bucket_fence_end(p, fence),
-      C = p.capacity, L = p.limit, P = p.period, ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit),
-      silent = silent_share(p) }
+    v = { fence = fence, units = p.units[p.self], fence_end = bucket_fence_end(p, fence),
+      ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit), silent = silent_share(p) }
     p.silent_view = v
   end
   return v
@@ -174,16 +157,16 @@ local function silent_bucket_state(p, rule, fence, now)
   local v = silent_view(p, fence)
   local tokens
   if stored ~= nil then
-    tokens = silent_refill(p, v, fence, stored, last_refill or 0, math.max(id0, id1, id2), now)
+    tokens = refill_over(p, silent_share_of, v, fence, stored, last_refill or 0, math.max(id0, id1, id2), now)
   elseif fence > 0 and fence <= now then
     -- new_bucket after a data loss: empty at the fence, refilled since (its slots are empty: latest -1).
-    tokens = silent_refill(p, v, fence, silent_refill(p, v, fence, 0, fence, -1, now), now, -1, now)
+    tokens = refill_over(p, silent_share_of, v, fence, refill_over(p, silent_share_of, v, fence, 0, fence, -1, now), now, -1, now)
   else
-    tokens = silent_capacity(v, silent_share_at(v, now))
+    tokens = bucket_capacity(p, silent_share_at(v, now))
   end
 
   local sigma = silent_share_at(v, now)
-  local cap = silent_capacity(v, sigma)
+  local cap = bucket_capacity(p, sigma)
   -- bucketQuotaRemaining and bucketFalseDenial over this region's counts alone.
   local carried = math.max(0, math.min(C, L) - before)
   local elapsed_refill = (L * (now - epoch * P)) / P
@@ -198,7 +181,7 @@ local function silent_bucket_state(p, rule, fence, now)
   local false_denial = not allowed and now >= v.fence_end and used + cost <= carried + elapsed_refill
   local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, v.silent, p.horizon, now)
   return {
-    tokens = tokens, cap = cap, rate = silent_rate(v, sigma), gossip = gossip, false_denial = false_denial,
+    tokens = tokens, cap = cap, rate = bucket_rate(p, sigma), gossip = gossip, false_denial = false_denial,
     quota = verdict_quota, stored = stored ~= nil,
     -- What silent_store writes with.
     key = rule.key, values = values, held = held, names = names, k = k, epoch = epoch, now = now, sigma = sigma,
