@@ -33,6 +33,10 @@ interface Row {
   commands: number;
   granted: number;
 }
+// PATCH='from=>to;;…' replaces text of apply_gossip.lua and of its library first (bench/lib/lua-patch.ts); applied
+// before anything starts, so a `from` the sources do not hold leaves no redis-server behind.
+const patchedScript = process.env.PATCH ? patchedSource(luaSource('applyGossip'), process.env.PATCH) : undefined;
+const patchedLibrary = process.env.PATCH ? patchedSource(gossipLibrary().source, process.env.PATCH) : undefined;
 const [senderServer, receiverServer] = await Promise.all([startRedis({}), startRedis({})]);
 const configFor = (region: string, algorithm: string) =>
   parseConfig({
@@ -47,8 +51,7 @@ const configFor = (region: string, algorithm: string) =>
 async function row(algorithm: string): Promise<string> {
   const sender = withScripts(new Redis(senderServer.url));
   const receiverClient = new Redis(receiverServer.url);
-  // PATCH='from=>to;;…' replaces text of apply_gossip.lua and of its library first (bench/lib/lua-patch.ts).
-  if (process.env.PATCH) receiverClient.defineCommand('applyGossip', { lua: patchedSource(luaSource('applyGossip'), process.env.PATCH) });
+  if (patchedScript) receiverClient.defineCommand('applyGossip', { lua: patchedScript });
   const receiver = withScripts(receiverClient);
   await Promise.all([sender.flushall(), receiver.flushall()]);
   await Promise.all([markShardsIntact(sender), markShardsIntact(receiver)]);
@@ -73,8 +76,7 @@ async function row(algorithm: string): Promise<string> {
   const measure = async (via: 'script' | 'function') => {
     await receiver.flushall();
     await receiver.call('FUNCTION', 'FLUSH');
-    if (via === 'function' && process.env.PATCH)
-      await receiver.call('FUNCTION', 'LOAD', patchedSource(gossipLibrary().source, process.env.PATCH));
+    if (via === 'function' && patchedLibrary) await receiver.call('FUNCTION', 'LOAD', patchedLibrary);
     await markShardsIntact(receiver);
     const rows = [];
     for (let pass = 0; pass < 2; pass++) {

@@ -22,6 +22,8 @@ const perBatch = Number(process.argv[3] ?? 32);
 const algorithm = (process.argv[4] ?? 'tb') as 'tb' | 'fw' | 'sw';
 const keyPool = Number(process.env.KEY_POOL ?? 0);
 if (!(Number.isInteger(keyPool) && keyPool >= 0)) throw new Error(`KEY_POOL must be a whole number of keys, got ${process.env.KEY_POOL}`);
+// PATCH applied before anything starts: a `from` the source does not hold stops the bench without a redis-server left behind.
+const federatedSource = patchedSource(decideLibrary('decide').source, process.env.PATCH);
 const server = await startRedis({});
 const redis = new Redis(server.url);
 const layout = keyLayout();
@@ -62,7 +64,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
   await redis.flushall();
   await redis.call('FUNCTION', 'FLUSH');
   const lib = decideLibrary(name);
-  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? patchedSource(lib.source, process.env.PATCH) : lib.source);
+  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? federatedSource : lib.source);
   const topology = {
     selfIndex: 0,
     unitsCsv: regions === 1 ? '1000000' : '333333,333333,333333',

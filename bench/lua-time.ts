@@ -12,9 +12,10 @@ import { decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
 import { scriptSource } from '../src/store/lua-source.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { patchedSource } from './lib/lua-patch.ts';
+// PATCH applied before anything starts: a `from` the source does not hold stops the bench without a redis-server left behind.
+const src = patchedSource(scriptSource('includes/decide'), process.env.PATCH);
 const server = await startRedis({});
 const redis = new Redis(server.url);
-const src = patchedSource(scriptSource('includes/decide'), process.env.PATCH);
 const n = Number(process.argv[2] ?? 2000);
 const layout = keyLayout();
 const rule = { head: ['tb', 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
