@@ -139,36 +139,42 @@ local function peers_hold_share(p, slot)
   return false
 end
 
+-- What one global bucket surely held by `now` in its epoch, before protocol.ts globalBucketHeld clamps it to C:
+-- min(C, L) less the previous epoch's use `before` (carried into the epoch), plus L·elapsed/P.
+local function bucket_room(p, now, before)
+  local epoch = math.floor(now / p.period)
+  local carried = math.max(0, math.min(p.capacity, p.limit) - before)
+  return carried + (p.limit * (now - epoch * p.period)) / p.period
+end
+
+--[[
+  protocol.ts bucketQuotaRemaining over a view's counts (the general, silent and loud views each sum their own):
+  the federation's remaining quota after a decision, in whole tokens, never below this region's own `remaining`;
+  `used` and `before` are the epoch's and the previous epoch's use before the decision, `admitted` what it took.
+  (Only the federated paths ask: a single region's quota is its remaining.)
+]]
+local function bucket_quota_of(p, fence, now, remaining, admitted, used, before)
+  local own = math.max(0, math.floor(remaining))
+  if now < bucket_fence_end(p, fence) then return own end
+  local held = math.min(p.capacity, bucket_room(p, now, before))
+  return math.max(own, math.min(p.capacity, math.max(0, math.floor(held - (used + admitted)))))
+end
+
 -- protocol.ts bucketFalseDenial: outside the fence's zero-share span, while a peer holds share in the epoch (a
--- region holding every share unit has nothing to ask for), the view's epoch use plus the cost fits in what one
--- global bucket surely holds: min(C, L) less the previous epoch's use, plus L·elapsed/P.
+-- region holding every share unit has nothing to ask for), the view's epoch use plus the cost fits in bucket_room.
 local function bucket_false_denial(p, bucket, fence, now, cost)
   if now < bucket_fence_end(p, fence) then return false end
   local epoch = math.floor(now / p.period)
   local current = epoch_cells(p, bucket.slots, epoch)
   if not peers_hold_share(p, current) then return false end
-  local used = sum_cells(current.c, p.n)
-  -- The global bucket held at least min(C, L) less the previous epoch's use when this epoch began.
-  local carried = math.max(0, math.min(p.capacity, p.limit) - sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
-  return used + cost <= carried + (p.limit * (now - epoch * p.period)) / p.period
+  return sum_cells(current.c, p.n) + cost <= bucket_room(p, now, sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
 end
 
--- protocol.ts globalBucketHeld: what one global bucket surely holds at `now` for the view's counts,
--- min(C, carried + L·elapsed/P).
-local function global_bucket_held(p, bucket, now)
-  local epoch = math.floor(now / p.period)
-  local carried = math.max(0, math.min(p.capacity, p.limit) - sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
-  return math.min(p.capacity, carried + (p.limit * (now - epoch * p.period)) / p.period)
-end
-
--- protocol.ts bucketQuotaRemaining: the federation's remaining quota after a decision as this view has it, in
--- whole tokens, never below this region's own; `bucket` is the state the decision started from. (Only the
--- federated path calls it: a single region's quota is its remaining.)
+-- bucket_quota_of for `bucket`, the state the decision started from.
 local function bucket_quota_remaining(p, bucket, fence, now, remaining, admitted)
-  local own = math.max(0, math.floor(remaining))
-  if now < bucket_fence_end(p, fence) then return own end
-  local used = sum_cells(epoch_cells(p, bucket.slots, math.floor(now / p.period)).c, p.n) + admitted
-  return math.max(own, math.min(p.capacity, math.max(0, math.floor(global_bucket_held(p, bucket, now) - used))))
+  local epoch = math.floor(now / p.period)
+  return bucket_quota_of(p, fence, now, remaining, admitted, sum_cells(epoch_cells(p, bucket.slots, epoch).c, p.n),
+    sum_cells(epoch_cells(p, bucket.slots, epoch - 1).c, p.n))
 end
 
 -- The decision without its effect: { allowed, remaining, quota, tokens (after refill), bucket (the current

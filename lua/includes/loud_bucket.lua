@@ -44,7 +44,7 @@ end
 
 local function loud_bucket(p, rule, fence, now, flat)
   if p.unbounded then return nil end
-  local n, r, P, C, L, skew, cost = p.n, p.self, p.period, p.capacity, p.limit, p.skew, rule.cost
+  local n, r, P, skew, cost = p.n, p.self, p.period, p.skew, rule.cost
   local names = loud_names_of(n, r)
   -- The hash as name -> text.
   local f = {}
@@ -115,14 +115,8 @@ local function loud_bucket(p, rule, fence, now, flat)
   -- bucketQuotaRemaining and, for a denial, bucketFalseDenial (bucket_share.lua).
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
-  local quota = math.max(0, math.floor(remaining))
-  local carried, elapsed = 0, 0
-  if now >= fence_end then
-    carried = math.max(0, math.min(C, L) - sum_counts(epoch - 1))
-    elapsed = (L * (now - epoch * P)) / P
-    local used = sum_counts(epoch) + admitted
-    quota = math.max(quota, math.min(C, math.max(0, math.floor(math.min(C, carried + elapsed) - used))))
-  end
+  local used, before = sum_counts(epoch), sum_counts(epoch - 1)
+  local quota = bucket_quota_of(p, fence, now, remaining, admitted, used, before)
   if not allowed then
     if now >= fence_end then
       local peers_hold = false
@@ -130,7 +124,7 @@ local function loud_bucket(p, rule, fence, now, flat)
         if d ~= r and p.units[d] + net_transfer(epoch, d) > 0 then peers_hold = true end
       end
       -- A false denial: load_bucket's view decides it (it touches the bucket and calls the peers).
-      if peers_hold and sum_counts(epoch) + cost <= carried + elapsed then return nil end
+      if peers_hold and used + cost <= bucket_room(p, now, before) then return nil end
     end
     return tokens, capacity, bucket_rate(p, share), function() end, 'silent', false, nil, quota
   end

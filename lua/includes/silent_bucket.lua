@@ -168,17 +168,11 @@ local function silent_bucket_state(p, rule, fence, now)
   local sigma = silent_share_at(v, now)
   local cap = bucket_capacity(p, sigma)
   -- bucketQuotaRemaining and bucketFalseDenial over this region's counts alone.
-  local carried = math.max(0, math.min(C, L) - before)
-  local elapsed_refill = (L * (now - epoch * P)) / P
   local allowed = tokens >= cost
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
-  local verdict_quota = math.max(0, math.floor(remaining))
-  if now >= v.fence_end then
-    local held_global = math.min(C, carried + elapsed_refill)
-    verdict_quota = math.max(verdict_quota, math.min(C, math.max(0, math.floor(held_global - (used + admitted)))))
-  end
-  local false_denial = not allowed and now >= v.fence_end and used + cost <= carried + elapsed_refill
+  local verdict_quota = bucket_quota_of(p, fence, now, remaining, admitted, used, before)
+  local false_denial = not allowed and now >= v.fence_end and used + cost <= bucket_room(p, now, before)
   local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, v.silent, p.horizon, now)
   return {
     tokens = tokens, cap = cap, rate = bucket_rate(p, sigma), gossip = gossip, false_denial = false_denial,
