@@ -4,7 +4,8 @@
 // `npx tsx bench/lua-batch-time.ts [batches] [calls per batch] [tb|fw|sw]`; KEY_POOL=n draws the keys from n (each
 // decided again: a silent key's string is read and parsed) instead of a fresh key per call; with LOUD=1 too, each
 // pool key of the federated run starts as a loud hash (both peers granted their share and this region returned it,
-// as bench/lua-time.ts's loud mode leaves it), so the general path decides it; PATCH='from=>to;;from2=>to2' replaces text of the
+// as bench/lua-time.ts's loud mode leaves it), so the loud path decides it; LOUD=held: both peers granted their share
+// and this region holds it (a Zipf head key's steady state, the peers idle bystanders); PATCH='from=>to;;from2=>to2' replaces text of the
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
 // the two rows of one run, not runs. Besides commandstats' usec (wall time: a preempted script counts its wait), the
 // redis-server's own CPU time over each run (/proc/<pid>/stat, 10 ms ticks) per decision, which preemption leaves out.
@@ -27,6 +28,8 @@ const federatedSource = patchedSource(decideLibrary('decide').source, process.en
 const server = await startRedis({});
 const redis = new Redis(server.url);
 const layout = keyLayout();
+/** LOUD=1 or LOUD=held: the pool keys start as loud hashes. */
+const loud = process.env.LOUD === '1' || process.env.LOUD === 'held';
 const rule = { head: [algorithm, 1000, 60000, 1000] as const, budget: 50, leaseTtl: 30000, shadow: 0 as const };
 
 /** Each pool key as a loud token bucket's hash in this epoch's slot (the cells of bench/lua-time.ts's loud mode). */
@@ -47,13 +50,18 @@ async function loudKeys(name: string, pool: number): Promise<void> {
       [`t${s}0`]: String(now),
       [`x${s}1.0`]: '333333',
       [`x${s}2.0`]: '333333',
-      [`x${s}0.1`]: '333333',
-      [`x${s}0.2`]: '333333',
       [`a${s}1.0`]: '333.33300000000003',
       [`a${s}2.0`]: '333.33300000000003',
-      [`a${s}0.1`]: '295.72558419999979',
-      [`a${s}0.2`]: '295.72558419999979',
       v: '121',
+      // LOUD=1: this region returned both grants as well; LOUD=held: it holds them (both peers bystanders).
+      ...(process.env.LOUD === 'held'
+        ? {}
+        : {
+            [`x${s}0.1`]: '333333',
+            [`x${s}0.2`]: '333333',
+            [`a${s}0.1`]: '295.72558419999979',
+            [`a${s}0.2`]: '295.72558419999979',
+          }),
     });
     pipeline.pexpire(state, 600_000);
   }
@@ -72,7 +80,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
     horizonMs: 10000,
   };
   for (let s = 0; s < 64; s++) await redis.hset(layout.shardMarkerKey(s), 'fence', 0);
-  if (process.env.LOUD === '1' && regions > 1 && keyPool > 0) await loudKeys(name, keyPool);
+  if (loud && regions > 1 && keyPool > 0) await loudKeys(name, keyPool);
   await redis.config('RESETSTAT');
   const cpuBefore = processCpuMicros(server.pid) ?? Number.NaN;
   let n = 0;
@@ -105,7 +113,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
 }
 
 /** What the federated row decides: loud hashes (LOUD=1 with a pool) or silent keys. */
-const federatedKind = process.env.LOUD === '1' && keyPool > 0 ? 'loud' : 'silent';
+const federatedKind = loud && keyPool > 0 ? `loud (${process.env.LOUD})` : 'silent';
 const best = { single: Infinity, federated: Infinity, singleCpu: Infinity, federatedCpu: Infinity };
 for (let rep = 0; rep < Number(process.env.REPS ?? 3); rep++) {
   const single = await run('decideSingleRegion', 1);

@@ -66,25 +66,67 @@ local function silent_candidate(call)
   return read.code == 'tb' and not read.shadow and read.rule.lease_ask == 0 and read.rule.budget >= 0
 end
 
+-- decide_prepared's reply for one token-bucket rule that neither leases nor reports a false denial.
+local function one_bucket_reply(allowed, after, reset_at, retry_after, quota, now)
+  -- token_bucket's remaining and quota.
+  local remaining = math.max(0, math.floor(after))
+  if quota == nil then quota = remaining end
+  local verdict = allowed and 1 or 0
+  return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }
+end
+
+-- Whether a round report of region `self` of `n` that skips `skips` (report_skips) goes to no peer at all.
+local function skips_every_peer(skips, n, self)
+  if skips == nil then return false end
+  for o = 0, n - 1 do
+    if o ~= self and not skips[o] then return false end
+  end
+  return true
+end
+
+--[[
+  A loud hash's decision on the silent path's frame (decide_silent): loud_bucket's answer (loud_bucket.lua) when it
+  needs no message, else nil with nothing written. decide_prepared, given the same answer, would commit an admission
+  and mark no peer (its gossip is silent, or a round report that skips every peer as a bystander), and write nothing
+  for a denial (loud_bucket answers no false denial); this reply is the one it gives then. Anything else (an admission
+  the peers must hear of, or a decision loud_bucket leaves to load_bucket) goes to decide_prepared.
+]]
+local function decide_loud(p, rule, fence, now, flat)
+  local tokens, capacity, rate, store, gossip, _, _, quota, skips = loud_bucket(p, rule, fence, now, flat)
+  if tokens == nil then return nil end
+  local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, rule.cost, rule.period, now)
+  if allowed then
+    if gossip ~= 'silent' and not (gossip == 'round' and skips_every_peer(skips, p.n, p.self)) then return nil end
+    store()
+  end
+  return one_bucket_reply(allowed, after, reset_at, retry_after, quota, now)
+end
+
 --[[
   A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the very
   reply decide_prepared would give when the key is this region's silent string (or absent) and the decision
-  needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false. Nil,
-  with nothing written, for anything else (a hash, a loud admission, a false denial): decide_prepared decides it,
+  needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false; or, for a
+  loud hash, decide_loud's. Nil, with nothing written, for anything else (a loud admission the peers must hear of,
+  a false denial): decide_prepared decides it,
   with the shard's fence read here as the second value (no second read of the marker). (silent_bucket may turn
   another layout's string into its hash first: the state it stands for, unchanged.) `marker` and `key` are the
   call's first and last KEYS (silent_path).
 ]]
 local function decide_silent(call, marker, key, now)
   local ctx = call.ctx
-  if hash_hints[key] then return nil end
   local fence = shard_fence(marker, now, call.fences)
   local rule = call.rules[1].rule
   rule.key, rule.hash_read = key, nil
-  local s, flat = silent_bucket_state(decide_params(rule, ctx), rule, fence, now)
+  local p = decide_params(rule, ctx)
+  local s, flat = silent_bucket_state(p, rule, fence, now)
   if s == nil then
-    -- A loud hash: silent_bucket_state's second value is the HGETALL reply it read, which the general path (next, in
-    -- this same decide_prepared, on this rule and key) takes instead of reading the key again.
+    -- A loud hash: silent_bucket_state's second value is the HGETALL reply it read. Decided here when it needs no
+    -- message (decide_loud), else by the general path (next, in this same decide_prepared, on this rule and key),
+    -- which takes the reply instead of reading the key again.
+    if flat ~= nil then
+      local reply = decide_loud(p, rule, fence, now, flat)
+      if reply ~= nil then return reply end
+    end
     rule.hash_read = flat
     return nil, fence
   end
@@ -92,12 +134,7 @@ local function decide_silent(call, marker, key, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(s.tokens, s.cap, s.rate, rule.cost, rule.period, now)
   if allowed and s.gossip ~= 'silent' then return nil, fence end
   if allowed then silent_commit(s) end
-  -- token_bucket's remaining and quota; the reply as decide_prepared writes it for one rule.
-  local remaining = math.max(0, math.floor(after))
-  local quota = s.quota
-  if quota == nil then quota = remaining end
-  local verdict = allowed and 1 or 0
-  return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }
+  return one_bucket_reply(allowed, after, reset_at, retry_after, s.quota, now)
 end
 
 -- Whether a call of `key_count` KEYS takes the silent path first: a silent candidate (silent_candidate, asked once
