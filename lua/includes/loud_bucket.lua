@@ -37,14 +37,63 @@ local function loud_names_of(n, r)
   return names
 end
 
--- The loud view's share as refill_over (bucket_share.lua) asks it: the view is its share_at.
-local function loud_share_of(_, share_at_t, _, t)
-  return share_at_t(t)
+--[[
+  The cells of epoch e that the loud view reads, for region r of n, from `f` (the hash as name -> text) whose slot k
+  holds epoch ids[k]: every region's count summed (sum_counts), r's net transfer (bucket_share.lua net_transfer(e, r)),
+  what r gave net (netted_given(e)) and whether a peer talks in it (a count, or a transfer with r, non-zero), each
+  summed in the order of the general view's loops. All 0 (and no talk) when no slot holds e.
+]]
+local function loud_epoch(f, names, ids, n, r, e)
+  local s = slot_index(e)
+  if ids[s] ~= e then return 0, 0, 0, false end
+  local counts, transfers = names.c[s], names.x[s]
+  local sum, net, given, talks = 0, 0, 0, false
+  for o = 0, n - 1 do
+    local count = tonumber(f[counts[o]]) or 0
+    sum = sum + count
+    if o ~= r then
+      local to_r, from_r = tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
+      net = net + (to_r - from_r)
+      given = given + math.max(0, from_r - to_r)
+      if count ~= 0 or to_r ~= 0 or from_r ~= 0 then talks = true end
+    end
+  end
+  return sum, net, given, talks
 end
+
+--[[
+  The loud view's share at t (bucket_share.lua share_at over its slots), as refill_over asks it: `view` holds the
+  hash's cells and the epoch of `now` with its net transfer and the net given in the epoch before it (the epochs a
+  decision asks about most), any other epoch read from the cells.
+]]
+local function loud_share_of(p, view, _, t)
+  if t < view.fence_end then return 0 end
+  local e = math.floor(t / p.period)
+  local net, given
+  if e == view.epoch then
+    net = view.net
+  else
+    _, net = loud_epoch(view.f, view.names, view.ids, p.n, p.self, e)
+  end
+  local share = p.units[p.self] + net
+  if t - e * p.period < p.skew then
+    if e == view.epoch then
+      given = view.given_before
+    else
+      _, _, given = loud_epoch(view.f, view.names, view.ids, p.n, p.self, e - 1)
+    end
+    share = share - given
+  end
+  return math.max(0, share)
+end
+
+-- The view loud_share_of reads, one table for every decision (refill_over and the share are done with it before
+-- loud_bucket returns): no table per decision for the slots, the epoch cells or the share.
+local loud_view = { ids = {} }
 
 local function loud_bucket(p, rule, fence, now, flat)
   if p.unbounded then return nil end
-  local n, r, P, skew, cost = p.n, p.self, p.period, p.skew, rule.cost
+  local n, r, P, cost = p.n, p.self, p.period, rule.cost
   local names = loud_names_of(n, r)
   -- The hash as name -> text.
   local f = {}
@@ -53,75 +102,49 @@ local function loud_bucket(p, rule, fence, now, flat)
   if stored == nil then return nil end
   local epoch = math.floor(now / P)
   local k = slot_index(epoch)
-  local ids = {}
+  local view = loud_view
+  local ids = view.ids
   local latest = -1
   for s = 0, KEPT_WINDOWS - 1 do
     ids[s] = tonumber(f[names.w[s]]) or -1
     latest = math.max(latest, ids[s])
   end
-  -- x[o][d] of the slot holding epoch e, 0 when no slot holds it or the plan does not read the cell.
-  local function x(e, o, d)
-    local s = slot_index(e)
-    if ids[s] ~= e then return 0 end
-    local name = names.x[s][o][d]
-    if name == nil then return 0 end
-    return tonumber(f[name]) or 0
-  end
-  -- c[o] of epoch e (a count of epoch e or e - 1: the plan reads both).
-  local function c(e, o)
-    local s = slot_index(e)
-    if ids[s] ~= e then return 0 end
-    return tonumber(f[names.c[s][o]]) or 0
-  end
-  -- net_transfer and netted_given (bucket_share.lua) of epoch e for region d.
-  local function net_transfer(e, d)
-    local net = 0
-    for o = 0, n - 1 do
-      if o ~= d then net = net + (x(e, o, d) - x(e, d, o)) end
-    end
-    return net
-  end
-  local function netted_given(e)
-    local total = 0
-    for d = 0, n - 1 do
-      if d ~= r then total = total + math.max(0, x(e, r, d) - x(e, d, r)) end
-    end
-    return total
-  end
-  local function sum_counts(e)
-    local total = 0
-    for o = 0, n - 1 do total = total + c(e, o) end
-    return total
-  end
   local v = silent_view(p, fence)
   local fence_end = v.fence_end
-  -- share_at (bucket_share.lua) of this view.
-  local function share_at_t(t)
-    if t < fence_end then return 0 end
-    local e = math.floor(t / P)
-    local share = p.units[r] + net_transfer(e, r)
-    if t - e * P < skew then share = share - netted_given(e - 1) end
-    return math.max(0, share)
-  end
-  local tokens = refill_over(p, loud_share_of, share_at_t, fence, stored, tonumber(f.last_refill) or 0, latest, now)
-  local share = share_at_t(now)
+  local used, net, _, talks = loud_epoch(f, names, ids, n, r, epoch)
+  local before, _, given_before, talked = loud_epoch(f, names, ids, n, r, epoch - 1)
+  view.f, view.names, view.epoch, view.net, view.given_before, view.fence_end = f, names, epoch, net, given_before, fence_end
+  local tokens = refill_over(p, loud_share_of, view, fence, stored, tonumber(f.last_refill) or 0, latest, now)
+  local share = loud_share_of(p, view, fence, now)
+  view.f = nil
   local capacity = bucket_capacity(p, share)
   local allowed = tokens >= cost
   -- An admission writes this region's cells of the epoch's slot in place (store_admission); a first admission of
   -- the epoch in its slot starts the slot anew: load_bucket's view.
-  local own_c, own_t = c(epoch, r), 0
-  if ids[k] == epoch then own_t = tonumber(f[names.t[k]]) or 0 end
+  local own_c, own_t = 0, 0
+  if ids[k] == epoch then
+    own_c, own_t = tonumber(f[names.c[k][r]]) or 0, tonumber(f[names.t[k]]) or 0
+  end
   if allowed and (ids[k] ~= epoch or own_c + cost == 0 or math.max(own_t, now) == 0) then return nil end
   -- bucketQuotaRemaining and, for a denial, bucketFalseDenial (bucket_share.lua).
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
-  local used, before = sum_counts(epoch), sum_counts(epoch - 1)
   local quota = bucket_quota_of(p, fence, now, remaining, admitted, used, before)
+  -- This region's transfers with peer o in the epoch's slot (0 when the slot holds another epoch): to it, from it.
+  local transfers = names.x[k]
+  local function with_peer(o)
+    if ids[k] ~= epoch then return 0, 0 end
+    return tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
+  end
   if not allowed then
     if now >= fence_end then
+      -- A peer holds share (its net_transfer has only the cells with this region at one end).
       local peers_hold = false
       for d = 0, n - 1 do
-        if d ~= r and p.units[d] + net_transfer(epoch, d) > 0 then peers_hold = true end
+        if d ~= r then
+          local to_r, from_r = with_peer(d)
+          if p.units[d] + (from_r - to_r) > 0 then peers_hold = true end
+        end
       end
       -- A false denial: load_bucket's view decides it (it touches the bucket and calls the peers).
       if peers_hold and used + cost <= bucket_room(p, now, before) then return nil end
@@ -129,20 +152,18 @@ local function loud_bucket(p, rule, fence, now, flat)
     return tokens, capacity, bucket_rate(p, share), function() end, 'silent', false, nil, quota
   end
   -- The gossip class (token_bucket.lua federated_bucket, admission_gossip.lua) and the report's bystanders.
-  local function talks_in(e)
-    for o = 0, n - 1 do
-      if o ~= r and (c(e, o) ~= 0 or x(e, o, r) ~= 0 or x(e, r, o) ~= 0) then return true end
-    end
-    return false
-  end
-  local talks = talks_in(epoch) or talks_in(epoch - 1)
-  local gossip = admission_gossip(talks, own_c, capacity - tokens, own_t, tokens - cost, capacity, cost, v.silent,
+  local gossip = admission_gossip(talks or talked, own_c, capacity - tokens, own_t, tokens - cost, capacity, cost, v.silent,
     p.horizon, now)
   local skips = nil
   for o = 0, n - 1 do
-    if o ~= r and c(epoch, o) == 0 and x(epoch, r, o) == 0 and x(epoch, o, r) >= p.units[o] then
-      if skips == nil then skips = {} end
-      skips[o] = true
+    if o ~= r then
+      local to_r, from_r = with_peer(o)
+      local count = 0
+      if ids[k] == epoch then count = tonumber(f[names.c[k][o]]) or 0 end
+      if count == 0 and from_r == 0 and to_r >= p.units[o] then
+        if skips == nil then skips = {} end
+        skips[o] = true
+      end
     end
   end
   -- store_admission's write: tokens, last_refill, sig (the share at `now`: an admission moves no share) and this
