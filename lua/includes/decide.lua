@@ -91,8 +91,8 @@ end
   for a denial (loud_bucket answers no false denial); this reply is the one it gives then. Anything else (an admission
   the peers must hear of, or a decision loud_bucket leaves to load_bucket) goes to decide_prepared.
 ]]
-local function decide_loud(p, rule, fence, now, flat)
-  local tokens, capacity, rate, store, gossip, _, _, quota, skips = loud_bucket(p, rule, fence, now, flat)
+local function decide_loud(p, rule, fence, now, flat, map)
+  local tokens, capacity, rate, store, gossip, _, _, quota, skips = loud_bucket(p, rule, fence, now, flat, map)
   if tokens == nil then return nil end
   local allowed, after, reset_at, retry_after = bucket_verdict(tokens, capacity, rate, rule.cost, rule.period, now)
   if allowed then
@@ -118,13 +118,14 @@ local function decide_silent(call, marker, key, now)
   local rule = call.rules[1].rule
   rule.key, rule.hash_read = key, nil
   local p = decide_params(rule, ctx)
-  local s, flat = silent_bucket_state(p, rule, fence, now)
+  local s, flat, map = silent_bucket_state(p, rule, fence, now)
   if s == nil then
-    -- A loud hash: silent_bucket_state's second value is the HGETALL reply it read. Decided here when it needs no
+    -- A loud hash: silent_bucket_state's second and third values are the HGETALL reply it read and its map. Decided
+    -- here when it needs no
     -- message (decide_loud), else by the general path (next, in this same decide_prepared, on this rule and key),
     -- which takes the reply instead of reading the key again.
     if flat ~= nil then
-      local reply = decide_loud(p, rule, fence, now, flat)
+      local reply = decide_loud(p, rule, fence, now, flat, map)
       if reply ~= nil then return reply end
     end
     rule.hash_read = flat

@@ -190,40 +190,29 @@ local function own_slot_names(r, k)
   return names
 end
 
---[[
-  A list of field names with `at` (name -> its place in the list), for picking HMGET's reply out of an HGETALL reply
-  (picked_fields). Built by the memoized name lists below, once per library load.
-]]
-local function field_list(names)
-  names.at = {}
-  for i, name in ipairs(names) do names.at[name] = i end
-  return names
-end
-
--- HMGET's reply for `names` (a field_list), out of `flat`, an HGETALL reply: one pass over the hash.
-local function picked_fields(flat, names)
-  local values, at = {}, names.at
-  for i = 1, #names do values[i] = false end
-  for j = 1, #flat, 2 do
-    local i = at[flat[j]]
-    if i ~= nil then values[i] = flat[j + 1] end
-  end
-  return values
+-- An HGETALL reply as name -> text.
+local function hash_map(flat)
+  local f = {}
+  for j = 1, #flat, 2 do f[flat[j]] = flat[j + 1] end
+  return f
 end
 
 --[[
   A key's hash for a decision's silent test (load_silent; silent_bucket.lua): read once with HGETALL, then HMGET's
-  reply for `names` (a field_list whose first name is z) when the key is silent, or nil and the HGETALL reply when it
-  is loud (no z, and one of the other names held): load_state reads that reply (`flat`) instead of the key. A loud
-  key's decision read its hash twice before (a short HMGET that found no z, then HGETALL). `flat` is an HGETALL reply
-  already read (nil: read the key).
+  reply for `names` (a list whose first name is z) when the key is silent, or nil, the HGETALL reply and that reply as
+  name -> text (hash_map) when it is loud (no z, and one of the other names held): load_state reads the reply
+  (`flat`) and the loud bucket (loud_bucket.lua) the map instead of the key. A loud key's decision read its hash
+  twice before (a short HMGET that found no z, then HGETALL). `flat` is an HGETALL reply already read (nil: read the
+  key).
 ]]
 local function silent_hash_read(key, names, flat)
   if flat == nil then flat = redis.call('HGETALL', key) end
-  local values = picked_fields(flat, names)
+  local f = hash_map(flat)
+  local values = {}
+  for i = 1, #names do values[i] = f[names[i]] or false end
   if values[1] == false then
     for i = 2, #names do
-      if values[i] ~= false then return nil, flat end
+      if values[i] ~= false then return nil, flat, f end
     end
   end
   return values, nil
@@ -464,7 +453,7 @@ local function window_hash_of_other(key)
   if not silent_string_to_hash(key) then redis.call('DEL', key) end
 end
 
--- The names load_silent reads (a field_list), once per library load: z, the slot ids, region r's c and t of slot
+-- The names load_silent reads, once per library load: z, the slot ids, region r's c and t of slot
 -- `current`, its c of slot `previous` and (with_a) its a of `current`.
 local window_silent_names = {}
 local function window_silent_names_of(r, current, previous, with_a)
@@ -476,7 +465,7 @@ local function window_silent_names_of(r, current, previous, with_a)
     local kc = tostring(current)
     names = { 'z', 'w0', 'w1', 'w2', 'c' .. kc .. own, 't' .. kc .. own, 'c' .. tostring(previous) .. own }
     if with_a then names[8] = 'a' .. kc .. own .. own end
-    row[code] = field_list(names)
+    row[code] = names
   end
   return names
 end

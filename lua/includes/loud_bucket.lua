@@ -1,14 +1,15 @@
 --[[
-  A loud token bucket decided in scalars (token_bucket.lua tries it when silent_bucket.lua finds a loud hash): the
-  decision load_bucket's view and decide_bucket give, read straight from the key's HGETALL reply without building
-  the slots. It reads what the decision's read plan reads (load_bucket: every slot's id and its transfers to and
-  from this region, every region's count of the epoch of `now` and of the one before, this region's admission time
-  in the epoch) and computes bucket_share.lua's share_at, refill, bucketQuotaRemaining and bucketFalseDenial and
-  admission_gossip.lua's gossip class and report skips with the same float operations in the same order (a cell
-  the plan does not read is 0 there and here). It answers an admission whose epoch's slot already holds the epoch
-  and a denial that is not false; anything else (no tokens, an unbounded rule, the first admission of an epoch in
-  its slot, a false denial) returns nil, and load_bucket's view decides it. The differential test
-  (test/federation/differential.test.ts) decides every loud key of its schedules through here against protocol.ts.
+  A loud token bucket decided in scalars (decide.lua's decide_loud, then token_bucket.lua, try it when
+  silent_bucket.lua finds a loud hash): the decision load_bucket's view and decide_bucket give, read straight from the
+  key's HGETALL reply (its map, federation.lua hash_map, which the silent test built) without building the slots. It
+  reads what the decision's read plan reads (load_bucket: every slot's id and its transfers to and from this region,
+  every region's count of the epoch of `now` and of the one before, this region's admission time in the epoch) and
+  computes bucket_share.lua's share_at, refill, bucketQuotaRemaining and bucketFalseDenial and admission_gossip.lua's
+  gossip class and report skips with the same float operations in the same order (a cell the plan does not read is 0
+  there and here). It answers an admission whose epoch's slot already holds the epoch and a denial that is not false;
+  anything else (no tokens, an unbounded rule, the first admission of an epoch in its slot, a false denial) returns
+  nil, and load_bucket's view decides it. The differential test (test/federation/differential.test.ts) decides every
+  loud key of its schedules through here against protocol.ts.
 ]]
 
 -- The names the loud view reads for region r of n, once per library load: per slot k its id (w), every region's
@@ -91,13 +92,12 @@ end
 -- loud_bucket returns): no table per decision for the slots, the epoch cells or the share.
 local loud_view = { ids = {} }
 
-local function loud_bucket(p, rule, fence, now, flat)
+local function loud_bucket(p, rule, fence, now, flat, map)
   if p.unbounded then return nil end
   local n, r, P, cost = p.n, p.self, p.period, rule.cost
   local names = loud_names_of(n, r)
-  -- The hash as name -> text.
-  local f = {}
-  for j = 1, #flat, 2 do f[flat[j]] = flat[j + 1] end
+  -- The hash as name -> text (`map`, when the silent test built it).
+  local f = map or hash_map(flat)
   local stored = tonumber(f.tokens)
   if stored == nil then return nil end
   local epoch = math.floor(now / P)

@@ -10,7 +10,8 @@
   Reads one GET: a new key or this region's silent string (silent_string.lua), written back with one SET PX. A
   hash is read with one HGETALL (silent_hash_read; a key found to be a hash lately is read so at once, without the
   GET: silent_string.lua's hint): z, tokens, last_refill, sig, the slot ids, this region's c and t
-  of the current epoch's slot and its c of the previous epoch's. Returns nil and that HGETALL reply when the key
+  of the current epoch's slot and its c of the previous epoch's. Returns nil, that HGETALL reply and its map
+  (federation.lua hash_map) when the key
   holds state without z (the general path decides it from the reply), else what federated_bucket returns.
 ]]
 -- The silent view's share (bucket_share.lua share_at): `v` (silent_view) holds units, σ outside the fence span.
@@ -23,7 +24,7 @@ local function silent_share_of(_, v, _, t)
   return silent_share_at(v, t)
 end
 
--- The names silent_bucket reads from a hash (a field_list), once per library load: z, tokens, last_refill, sig, the
+-- The names silent_bucket reads from a hash, once per library load: z, tokens, last_refill, sig, the
 -- slot ids, region r's c and t of slot k and its c of the slot before (own_slot_names).
 local bucket_silent_names = {}
 local function bucket_silent_names_of(r, k)
@@ -31,7 +32,7 @@ local function bucket_silent_names_of(r, k)
   local names = row[k]
   if names == nil then
     local own = own_slot_names(r, k)
-    names = field_list({ 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', own[1], own[2], own[3] })
+    names = { 'z', 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', own[1], own[2], own[3] }
     row[k] = names
   end
   return names
@@ -103,7 +104,7 @@ end
 --[[
   The silent decision's state, without closures (decide.lua's decide_silent commits it with silent_commit): a table
   with tokens, cap, rate, gossip, false_denial, quota and what silent_store writes with; stored says whether the key
-  held a bucket (a touch needs one). nil and the HGETALL reply when the key is a loud hash, nil alone for an
+  held a bucket (a touch needs one). nil, the HGETALL reply and its map when the key is a loud hash, nil alone for an
   unbounded rule.
 ]]
 local function silent_bucket_state(p, rule, fence, now)
@@ -135,9 +136,9 @@ local function silent_bucket_state(p, rule, fence, now)
     w0, w1, w2 = tonumber(values[5]), tonumber(values[6]), tonumber(values[7])
     slot_c, slot_t, before_c = tonumber(values[8 + 2 * k]), tonumber(values[9 + 2 * k]), tonumber(values[8 + 2 * kp])
   else
-    local flat
-    held, flat = silent_hash_read(rule.key, bucket_silent_names_of(r, k), read)
-    if held == nil then return nil, flat end
+    local flat, map
+    held, flat, map = silent_hash_read(rule.key, bucket_silent_names_of(r, k), read)
+    if held == nil then return nil, flat, map end
     names = own_slot_names(r, k)
     stored, last_refill = tonumber(held[2]), tonumber(held[3])
     w0, w1, w2 = tonumber(held[5]), tonumber(held[6]), tonumber(held[7])

@@ -19,9 +19,9 @@ const UNITS = [333_333, 333_333, 333_334];
 const SCALAR = scriptSource('decide');
 // The switch: loud_bucket answers nil at once, so token_bucket.lua and decide.lua's decide_loud both leave the key to
 // load_bucket's view.
-const SWITCH = 'local function loud_bucket(p, rule, fence, now, flat)\n  if p.unbounded then return nil end';
+const SWITCH = 'local function loud_bucket(p, rule, fence, now, flat, map)\n  if p.unbounded then return nil end';
 if (!SCALAR.includes(SWITCH)) throw new Error('loud_bucket.lua: the loud path switch moved');
-const GENERAL = SCALAR.replace(SWITCH, 'local function loud_bucket(p, rule, fence, now, flat)\n  if true then return nil end');
+const GENERAL = SCALAR.replace(SWITCH, 'local function loud_bucket(p, rule, fence, now, flat, map)\n  if true then return nil end');
 const sides = [
   { layout: keyLayout('scalar'), source: SCALAR },
   { layout: keyLayout('general'), source: GENERAL },
@@ -34,11 +34,11 @@ const PROBE = SCALAR.replace(ADMITS, "  error('scalar admission')").replace(DENI
 const probe = keyLayout('probe');
 // A fourth copy whose decide_loud (decide.lua: a loud decision on the silent path's frame, no message) raises where
 // it answers: how many of the scalar path's answers skip the general loop.
-const DIRECT = '      local reply = decide_loud(p, rule, fence, now, flat)\n      if reply ~= nil then return reply end';
+const DIRECT = '      local reply = decide_loud(p, rule, fence, now, flat, map)\n      if reply ~= nil then return reply end';
 if (!SCALAR.includes(DIRECT)) throw new Error('decide.lua: decide_loud moved');
 const DIRECT_PROBE = SCALAR.replace(
   DIRECT,
-  "      local reply = decide_loud(p, rule, fence, now, flat)\n      if reply ~= nil then error(reply[1] == 1 and 'direct admission' or 'direct denial') end",
+  "      local reply = decide_loud(p, rule, fence, now, flat, map)\n      if reply ~= nil then error(reply[1] == 1 and 'direct admission' or 'direct denial') end",
 );
 
 interface Case {
