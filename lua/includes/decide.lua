@@ -107,10 +107,9 @@ end
   reply decide_prepared would give when the key is this region's silent string (or absent) and the decision
   needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false; or, for a
   loud hash, decide_loud's. Nil, with nothing written, for anything else (a loud admission the peers must hear of,
-  a false denial): decide_prepared decides it,
-  with the shard's fence read here as the second value (no second read of the marker). (silent_bucket may turn
-  another layout's string into its hash first: the state it stands for, unchanged.) `marker` and `key` are the
-  call's first and last KEYS (silent_path).
+  a false denial): decide_prepared decides it, with the shard's fence read here as the second value (no second read
+  of the marker). (silent_bucket may turn another layout's string into its hash first: the state it stands for,
+  unchanged.) `marker` and `key` are the call's first and last KEYS (silent_path).
 ]]
 local function decide_silent(call, marker, key, now)
   local ctx = call.ctx
@@ -121,9 +120,8 @@ local function decide_silent(call, marker, key, now)
   local s, flat, map = silent_bucket_state(p, rule, fence, now)
   if s == nil then
     -- A loud hash: silent_bucket_state's second and third values are the HGETALL reply it read and its map. Decided
-    -- here when it needs no
-    -- message (decide_loud), else by the general path (next, in this same decide_prepared, on this rule and key),
-    -- which takes the reply instead of reading the key again.
+    -- here when it needs no message (decide_loud), else by the general path (next, in this same decide_prepared, on
+    -- this rule and key), which takes the reply instead of reading the key again.
     if flat ~= nil then
       local reply = decide_loud(p, rule, fence, now, flat, map)
       if reply ~= nil then return reply end

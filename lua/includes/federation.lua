@@ -453,8 +453,8 @@ local function window_hash_of_other(key)
   if not silent_string_to_hash(key) then redis.call('DEL', key) end
 end
 
--- The names load_silent reads, once per library load: z, the slot ids, region r's c and t of slot
--- `current`, its c of slot `previous` and (with_a) its a of `current`.
+-- The names load_silent reads, once per library load: z, the slot ids, region r's c and t of slot `current`, its c
+-- of slot `previous` and (with_a) its a of `current`.
 local window_silent_names = {}
 local function window_silent_names_of(r, current, previous, with_a)
   local row = memo_row(memo_row(window_silent_names, r), with_a)

@@ -9,10 +9,10 @@
 
   Reads one GET: a new key or this region's silent string (silent_string.lua), written back with one SET PX. A
   hash is read with one HGETALL (silent_hash_read; a key found to be a hash lately is read so at once, without the
-  GET: silent_string.lua's hint): z, tokens, last_refill, sig, the slot ids, this region's c and t
-  of the current epoch's slot and its c of the previous epoch's. Returns nil, that HGETALL reply and its map
-  (federation.lua hash_map) when the key
-  holds state without z (the general path decides it from the reply), else what federated_bucket returns.
+  GET: silent_string.lua's hint): z, tokens, last_refill, sig, the slot ids, this region's c and t of the current
+  epoch's slot and its c of the previous epoch's. Returns nil, that HGETALL reply and its map (federation.lua
+  hash_map) when the key holds state without z (decide_loud or the general path decides it from them), else what
+  federated_bucket returns.
 ]]
 -- The silent view's share (bucket_share.lua share_at): `v` (silent_view) holds units, σ outside the fence span.
 local function silent_share_at(v, t)
@@ -24,8 +24,8 @@ local function silent_share_of(_, v, _, t)
   return silent_share_at(v, t)
 end
 
--- The names silent_bucket reads from a hash, once per library load: z, tokens, last_refill, sig, the
--- slot ids, region r's c and t of slot k and its c of the slot before (own_slot_names).
+-- The names silent_bucket reads from a hash, once per library load: z, tokens, last_refill, sig, the slot ids, region
+-- r's c and t of slot k and its c of the slot before (own_slot_names).
 local bucket_silent_names = {}
 local function bucket_silent_names_of(r, k)
   local row = memo_row(bucket_silent_names, r)

@@ -254,7 +254,7 @@ describe('a loud token bucket decided in scalars (loud_bucket.lua)', () => {
     expect(answered.general).toBeGreaterThan(50);
     expect(answered.admission + answered.denial + answered.general).toBe(decisions);
     // decide_loud answered admissions and denials without the general loop; the rest of the scalar path's answers
-    // (an admission the peers must hear of, a peek) went through it.
+    // (an admission the peers must hear of, a peek) went through decide_prepared.
     expect(direct.admission).toBeGreaterThan(20);
     expect(direct.denial).toBeGreaterThan(20);
     expect(direct.admission + direct.denial).toBeLessThanOrEqual(answered.admission + answered.denial);
