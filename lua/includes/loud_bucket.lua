@@ -88,6 +88,14 @@ local function loud_share_of(p, view, _, t)
   return math.max(0, share)
 end
 
+-- Region r's transfers with peer o in a slot's cells `transfers` (names.x[k]), read from `f`: to r, from r.
+local function peer_transfers(f, transfers, r, o)
+  return tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
+end
+
+-- A denial's write: none.
+local function no_write() end
+
 -- The view loud_share_of reads, one table for every decision (refill_over and the share are done with it before
 -- loud_bucket returns): no table per decision for the slots, the epoch cells or the share.
 local loud_view = { ids = {} }
@@ -130,37 +138,33 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
   local quota = bucket_quota_of(p, fence, now, remaining, admitted, used, before)
-  -- This region's transfers with peer o in the epoch's slot (0 when the slot holds another epoch): to it, from it.
+  -- This region's transfers with its peers in the epoch's slot (none when the slot holds another epoch).
   local transfers = names.x[k]
-  local function with_peer(o)
-    if ids[k] ~= epoch then return 0, 0 end
-    return tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
-  end
   if not allowed then
     if now >= fence_end then
       -- A peer holds share (its net_transfer has only the cells with this region at one end).
       local peers_hold = false
       for d = 0, n - 1 do
         if d ~= r then
-          local to_r, from_r = with_peer(d)
+          local to_r, from_r = 0, 0
+          if ids[k] == epoch then to_r, from_r = peer_transfers(f, transfers, r, d) end
           if p.units[d] + (from_r - to_r) > 0 then peers_hold = true end
         end
       end
       -- A false denial: load_bucket's view decides it (it touches the bucket and calls the peers).
       if peers_hold and used + cost <= bucket_room(p, now, before) then return nil end
     end
-    return tokens, capacity, bucket_rate(p, share), function() end, 'silent', false, nil, quota
+    return tokens, capacity, bucket_rate(p, share), no_write, 'silent', false, nil, quota
   end
   -- The gossip class (token_bucket.lua federated_bucket, admission_gossip.lua) and the report's bystanders.
   local gossip = admission_gossip(talks or talked, own_c, capacity - tokens, own_t, tokens - cost, capacity, cost, v.silent,
     p.horizon, now)
+  -- (An admission here is in an epoch its slot holds: ids[k] == epoch.)
   local skips = nil
   for o = 0, n - 1 do
     if o ~= r then
-      local to_r, from_r = with_peer(o)
-      local count = 0
-      if ids[k] == epoch then count = tonumber(f[names.c[k][o]]) or 0 end
-      if count == 0 and from_r == 0 and to_r >= p.units[o] then
+      local to_r, from_r = peer_transfers(f, transfers, r, o)
+      if (tonumber(f[names.c[k][o]]) or 0) == 0 and from_r == 0 and to_r >= p.units[o] then
         if skips == nil then skips = {} end
         skips[o] = true
       end

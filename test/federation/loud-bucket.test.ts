@@ -28,7 +28,7 @@ const sides = [
 ] as const;
 // A third copy whose scalar path raises where it would answer: which branch answered each decision (coverage).
 const ADMITS = '  return tokens, capacity, bucket_rate(p, share), store, gossip, false, nil, quota, skips';
-const DENIES = "    return tokens, capacity, bucket_rate(p, share), function() end, 'silent', false, nil, quota";
+const DENIES = "    return tokens, capacity, bucket_rate(p, share), no_write, 'silent', false, nil, quota";
 if (!SCALAR.includes(ADMITS) || !SCALAR.includes(DENIES)) throw new Error('loud_bucket.lua: its answers moved');
 const PROBE = SCALAR.replace(ADMITS, "  error('scalar admission')").replace(DENIES, "    error('scalar denial')");
 const probe = keyLayout('probe');
