@@ -185,10 +185,10 @@ local function silent_bucket_state(p, rule, fence, now)
 end
 
 -- silent_bucket_state as federated_bucket (token_bucket.lua) takes it: tokens, capacity, rate, commit, gossip,
--- false_denial, touch (nil without a stored bucket) and quota; nil and the HGETALL reply for a loud hash.
+-- false_denial, touch (nil without a stored bucket) and quota; nil, the HGETALL reply and its map for a loud hash.
 local function silent_bucket(p, rule, fence, now)
-  local s, flat = silent_bucket_state(p, rule, fence, now)
-  if s == nil then return nil, flat end
+  local s, flat, map = silent_bucket_state(p, rule, fence, now)
+  if s == nil then return nil, flat, map end
   local touch = nil
   if s.stored then touch = function() silent_touch(s) end end
   return s.tokens, s.cap, s.rate, function() silent_commit(s) end, s.gossip, s.false_denial, touch, s.quota

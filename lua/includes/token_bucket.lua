@@ -36,12 +36,12 @@ local function federated_bucket(rule, ctx, now)
   -- A silent key (silent_bucket.lua) is decided in scalars from one short read.
   local tokens, capacity, rate, store, gossip, false_denial, touch, quota = silent_bucket(p, rule, ctx.fence, now)
   if tokens ~= nil then return tokens, capacity, rate, store, gossip, false_denial, touch, quota end
-  -- A loud hash: silent_bucket answered nil and, as its second value, the HGETALL reply it read. Decided in scalars
-  -- from that reply (loud_bucket.lua) when it can be, else from load_bucket's view.
-  local flat = capacity
+  -- A loud hash: silent_bucket answered nil and, as its second and third values, the HGETALL reply it read and its
+  -- map. Decided in scalars from them (loud_bucket.lua) when it can be, else from load_bucket's view.
+  local flat, map = capacity, rate
   if flat ~= nil then
     local loud_tokens, loud_capacity, loud_rate, loud_store, loud_gossip, loud_false, loud_touch, loud_quota, loud_skips =
-      loud_bucket(p, rule, ctx.fence, now, flat)
+      loud_bucket(p, rule, ctx.fence, now, flat, map)
     if loud_tokens ~= nil then
       return loud_tokens, loud_capacity, loud_rate, loud_store, loud_gossip, loud_false, loud_touch, loud_quota, loud_skips
     end
