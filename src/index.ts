@@ -6,3 +6,4 @@ export { createLimiter, type Limiter, type LimiterOptions, type LimitResult } fr
 export { tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, type AlgorithmSpec, type Period } from './algorithms.ts';
 export type { Decision, Lease, RuleOutcome } from './engine/types.ts';
 export { registerDefaultMetrics, registry } from './metrics.ts';
+export { tuneV8 } from './v8-tuning.ts';

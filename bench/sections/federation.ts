@@ -312,6 +312,9 @@ interface SideFigures {
   idleCommandsPerSec?: number;
   /** CPU of the busiest region (service + Redis) while idle, ms per second. */
   idleCpuMsPerSec?: number;
+  /** The busiest idle service's wake-ups a second and its CPU per wake-up (µs): what an idle event loop costs here. */
+  idleWakeupsPerSec?: number;
+  idleCpuPerWakeupUs?: number;
   /** The sending service's write system calls and wake-ups per decision. */
   senderWrites: number;
   senderWakeups: number;
@@ -367,6 +370,8 @@ interface Side {
   empty: number[];
   idleCommandsPerSec?: number;
   idleCpuMsPerSec?: number;
+  idleWakeupsPerSec?: number;
+  idleCpuPerWakeupUs?: number;
   totals: SideTotals;
   /** The fixed-rate rounds' figures. */
   fixedRate: KeyedLoadFigures[];
@@ -427,13 +432,21 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
       progress(`federation ${bench.label}, ${side}: idle regions (${idleS} s)`);
       const before = await Promise.all(regions.map((region) => commandCalls(region.admin)));
       const cpuBefore = regions.map(cpuOf);
+      const ioBefore = regions.map((region) => region.service.io());
       await sleep(idleS * 1000);
       const cpuAfter = regions.map(cpuOf);
+      const ioAfter = regions.map((region) => region.service.io());
       const after = await Promise.all(regions.map((region) => commandCalls(region.admin)));
       opened.idleCommandsPerSec = Math.max(...regions.map((_, i) => totalCalls(callsDelta(before[i]!, after[i]!)) / idleS));
       opened.idleCpuMsPerSec = Math.max(
         ...regions.map((_, i) => (cpuAfter[i]!.service - cpuBefore[i]!.service + cpuAfter[i]!.redis - cpuBefore[i]!.redis) / 1000 / idleS),
       );
+      // An idle service is woken by its timers and its replies: on a virtual machine each wake-up costs tens to
+      // hundreds of µs of CPU (docs/performance.md, thirtieth pass), which is most of an idle region's cost.
+      const wakeups = regions.map((_, i) => (ioAfter[i]?.wakeups ?? Number.NaN) - (ioBefore[i]?.wakeups ?? Number.NaN));
+      const busiest = wakeups.reduce((best, count, i) => (count > wakeups[best]! ? i : best), 0);
+      opened.idleWakeupsPerSec = wakeups[busiest]! / idleS;
+      opened.idleCpuPerWakeupUs = (cpuAfter[busiest]!.service - cpuBefore[busiest]!.service) / wakeups[busiest]!;
     }
     // A fresh Node server spends up to twice its steady CPU while its code is optimised: warm up on other keys,
     // drawn as the measured ones are. (A warm-up on 1,000 keys at saturation made those keys loud: they held
@@ -539,6 +552,8 @@ function finishSide(side: Side, rate: number): SideFigures {
   };
   if (side.idleCommandsPerSec !== undefined) figures.idleCommandsPerSec = side.idleCommandsPerSec;
   if (side.idleCpuMsPerSec !== undefined) figures.idleCpuMsPerSec = side.idleCpuMsPerSec;
+  if (side.idleWakeupsPerSec !== undefined) figures.idleWakeupsPerSec = side.idleWakeupsPerSec;
+  if (side.idleCpuPerWakeupUs !== undefined) figures.idleCpuPerWakeupUs = side.idleCpuPerWakeupUs;
   if (side.backlogLeft !== undefined) figures.backlogLeft = side.backlogLeft;
   if (federated) {
     let service = 0;
@@ -760,6 +775,8 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row('MEMORY USAGE B/state key (sending region, sample)', standalone.memoryUsage, federated.memoryUsage),
       row('idle federated region, Redis commands/s (busiest of the three, before any load)', undefined, federated.idleCommandsPerSec, null),
       row('idle federated region, CPU ms/s, service + Redis (busiest of the three)', undefined, federated.idleCpuMsPerSec, null),
+      row('  its service: wake-ups/s (voluntary context switches), busiest of the three', undefined, federated.idleWakeupsPerSec, null),
+      row('  its service: CPU µs per wake-up', undefined, federated.idleCpuPerWakeupUs, null),
       row('backlog left after the catch-up wait (keys)', undefined, federated.backlogLeft, null),
       row('sync lag p99 us-east → peers, ms (bucket bound, all keys)', undefined, federated.syncLagP99Ms, null),
       row(`p50 ms at a fixed ${standalone.halfRate}/s (half standalone saturation)`, standalone.halfP50Ms, federated.halfP50Ms),
