@@ -17,6 +17,7 @@ import { quotafed } from '../../src/http/middleware.ts';
 import { silentLogger } from '../../src/log.ts';
 import { serveClustered } from '../../src/ops/cluster-mode.ts';
 import { startRegionService } from '../../src/service.ts';
+import { tuneV8 } from '../../src/v8-tuning.ts';
 
 export type ServerMode = 'upstream' | 'bare' | 'bare-proxy' | 'rlf' | 'rlf-check' | 'middleware' | 'service';
 
@@ -185,7 +186,9 @@ async function start(mode: ServerMode, options: ServerOptions): Promise<{ url: s
       };
     }
     case 'middleware': {
-      // Hono with quotafed's exported middleware on the bare Redis engine: like for like with the rlf app.
+      // Hono with quotafed's exported middleware on the bare Redis engine: like for like with the rlf app. The app
+      // starts as the README's "Embedding the middleware" says a process that decides in-process should (tuneV8).
+      tuneV8();
       const config = parseConfig({
         region: 'bench',
         logLevel: 'silent',
