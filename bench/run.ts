@@ -6,6 +6,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedis } from '../src/ops/redis-process.ts';
+import { tuneV8 } from '../src/v8-tuning.ts';
 import { newClient, type BenchContext, type BenchOptions, type Section } from './lib/context.ts';
 import { elapsedSeconds, progress } from './lib/progress.ts';
 import { renderTable, type Table } from './lib/table.ts';
@@ -47,6 +48,9 @@ function parseArgs(argv: readonly string[]): BenchOptions & { out: string } {
 }
 
 async function main(): Promise<void> {
+  // The in-process rows (engine, commands, memory) decide in this process, which starts as the README says one that
+  // decides in-process should (tuneV8: V8's allocation-site pretenuring off); rate-limiter-flexible shares it.
+  tuneV8();
   const options = parseArgs(process.argv.slice(2));
   const unknown = options.only.filter((name) => !SECTIONS.some(([known]) => known === name));
   if (unknown.length) throw new Error(`unknown section(s) ${unknown.join(', ')}; known: ${SECTIONS.map(([name]) => name).join(', ')}`);

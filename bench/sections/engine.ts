@@ -5,7 +5,6 @@ import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { Redis } from 'ioredis';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createRegionRedis, waitReady } from '../../src/store/client.ts';
-import { tuneV8 } from '../../src/v8-tuning.ts';
 import { allowRule, apiKeyRequest, benchConfig, HIGH_LIMIT, keyOf, type BenchContext, type Section } from '../lib/context.ts';
 import { closedLoop, openLoop, type LoadResult } from '../lib/load.ts';
 import { progress } from '../lib/progress.ts';
@@ -85,9 +84,6 @@ export function loadRow(limiter: string, keys: number, load: string, result: Loa
 }
 
 export const engineSection: Section = async (ctx) => {
-  // Both limiters decide in this process, which starts as the README says one that decides in-process should
-  // (tuneV8: V8's allocation-site pretenuring off; rate-limiter-flexible gets the same process).
-  tuneV8();
   const concurrency = 64;
   const satMs = ctx.ms(2_000, 800);
   const openMs = ctx.ms(2_000, 800);
