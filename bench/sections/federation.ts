@@ -443,10 +443,13 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
       );
       // An idle service is woken by its timers and its replies: on a virtual machine each wake-up costs tens to
       // hundreds of µs of CPU (docs/performance.md, thirtieth pass), which is most of an idle region's cost.
+      // (Left out where /proc is missing.)
       const wakeups = regions.map((_, i) => (ioAfter[i]?.wakeups ?? Number.NaN) - (ioBefore[i]?.wakeups ?? Number.NaN));
       const busiest = wakeups.reduce((best, count, i) => (count > wakeups[best]! ? i : best), 0);
-      opened.idleWakeupsPerSec = wakeups[busiest]! / idleS;
-      opened.idleCpuPerWakeupUs = (cpuAfter[busiest]!.service - cpuBefore[busiest]!.service) / wakeups[busiest]!;
+      if (wakeups[busiest]! > 0) {
+        opened.idleWakeupsPerSec = wakeups[busiest]! / idleS;
+        opened.idleCpuPerWakeupUs = (cpuAfter[busiest]!.service - cpuBefore[busiest]!.service) / wakeups[busiest]!;
+      }
     }
     // A fresh Node server spends up to twice its steady CPU while its code is optimised: warm up on other keys,
     // drawn as the measured ones are. (A warm-up on 1,000 keys at saturation made those keys loud: they held
