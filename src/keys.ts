@@ -115,8 +115,11 @@ export interface KeyLayout {
   /** What a state key of this layout looks like. */
   readonly statePattern: RegExp;
   ruleKey(ruleName: string, identity: IdentityParts): string;
-  /** The state key and its shard, hashing the principal once (the decision path needs both). */
-  stateKeyOf(ruleName: string, identity: IdentityParts): { key: string; shard: number };
+  /**
+   * The state key and its shard, hashing the principal once (the decision path needs both), and the key's identity
+   * hash (its last part: 16 base64url characters of SHA-256, a string read without copying the key).
+   */
+  stateKeyOf(ruleName: string, identity: IdentityParts): { key: string; shard: number; hash: string };
   /** A state key from its parts (the gossip wire, which carries no prefix). */
   stateKey(shard: number, ruleName: string, identityHash: string): string;
   /**
@@ -176,7 +179,8 @@ export function keyLayout(prefix: string = DEFAULT_KEY_PREFIX, options: KeyLayou
   const shardKey = (shard: number, suffix: string) => `${prefix}:${shardTag(shard)}:${suffix}`;
   const stateKeyOf = (ruleName: string, identity: IdentityParts) => {
     const shard = shardOf(identity.principal);
-    return { key: shardKey(shard, `${ruleName}:${identityHash(ruleName, identity.dimensions)}`), shard };
+    const hash = identityHash(ruleName, identity.dimensions);
+    return { key: shardKey(shard, `${ruleName}:${hash}`), shard, hash };
   };
   const meta = `${prefix}:meta`;
   const oneMarker = shardKey(0, 'm');

@@ -5,11 +5,8 @@ import type { Config, Dimension, Rule } from '../config/schema.ts';
 import { layoutOf, type KeyLayout } from '../keys.ts';
 import { matchDescriptor } from './descriptors.ts';
 import { configuredPlan } from './plans.ts';
-import { createIdentityCache, type Identity, type IdentityCache } from './identity-cache.ts';
+import { createIdentityCache, identityCacheKey, type Identity, type IdentityCache } from './identity-cache.ts';
 import type { MatchedRule, PlanChoice, RequestContext } from './types.ts';
-
-/** Identities longer than this are hashed every time: a cache of 8 KB API keys would cost more than it saves. */
-const IDENTITY_CACHE_MAX_CHARS = 256;
 
 interface CompiledRule {
   rule: Rule;
@@ -25,8 +22,8 @@ interface CompiledRules {
   /** Undefined when no rule names endpoints: nothing to route. */
   router: TrieRouter<{ index: number; pattern: string }> | undefined;
   rules: readonly CompiledRule[];
-  /** Callers' state keys, so a returning caller's key is not hashed again. */
-  identities: IdentityCache;
+  /** Callers' state keys per key prefix, so a returning caller's key is not hashed again. */
+  identities: Map<string, IdentityCache>;
 }
 
 const compiled = new WeakMap<readonly Rule[], CompiledRules>();
@@ -59,7 +56,7 @@ function compile(config: Pick<Config, 'rules'> & Partial<Pick<Config, 'plans'>>)
   result = {
     router: routes > 0 ? router : undefined,
     rules: byRule,
-    identities: createIdentityCache(),
+    identities: new Map(),
   };
   compiled.set(rules, result);
   return result;
@@ -83,8 +80,8 @@ export function outcomeBase(rule: Rule) {
 }
 
 /** Entries in the identity cache of these rules (for tests of its bound). */
-export function identityCacheSize(config: Pick<Config, 'rules'>): number {
-  return compile(config).identities.size;
+export function identityCacheSize(config: Pick<Config, 'rules' | 'redis'>): number {
+  return compile(config).identities.get(layoutOf(config).prefix)?.size ?? 0;
 }
 
 function dimensionValue(dimension: Dimension, request: RequestContext, endpoint: string | undefined, method: string): string | undefined {
@@ -113,20 +110,23 @@ function identityOf(
   entry: CompiledRule,
   dimensions: readonly string[],
 ): Identity {
-  // The principal is one of the dimension values or derived from all of them, so the values decide the key (and
-  // the prefix, so two layouts over the same rules never share an entry).
-  let cacheKey = `${keys.prefix}|${index}`;
-  for (const value of dimensions) cacheKey += `|${value.length}:${value}`;
-  const cacheable = cacheKey.length <= IDENTITY_CACHE_MAX_CHARS;
-  if (cacheable) {
-    const hit = compiledRules.identities.get(cacheKey);
+  // The principal is one of the dimension values or derived from all of them, so the rule and the values decide
+  // the key (and the prefix: two layouts over the same rules never share a cache).
+  let cache = compiledRules.identities.get(keys.prefix);
+  if (cache === undefined) {
+    cache = createIdentityCache();
+    compiledRules.identities.set(keys.prefix, cache);
+  }
+  const cacheKey = identityCacheKey(dimensions);
+  if (cacheKey !== undefined) {
+    const hit = cache.get(index, cacheKey);
     if (hit) return hit;
   }
   const { rule, principalAt } = entry;
   const principal = principalAt !== -1 ? dimensions[principalAt]! : `${rule.name}|${dimensions.join('|')}`;
-  const { key, shard } = keys.stateKeyOf(rule.name, { principal, dimensions });
+  const { key, shard, hash } = keys.stateKeyOf(rule.name, { principal, dimensions });
   const identity = { key, principal, shard };
-  if (cacheable) compiledRules.identities.offer(cacheKey, identity);
+  if (cacheKey !== undefined) cache.offer(index, cacheKey, identity, hash);
   return identity;
 }
 

@@ -4,12 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createResilientEngine } from '../../src/engine/resilient.ts';
-import { IDENTITY_CACHE_MAX } from '../../src/engine/identity-cache.ts';
+import { createIdentityCache, IDENTITY_CACHE_MAX, identityCacheKey } from '../../src/engine/identity-cache.ts';
 import { identityCacheSize, matchRules } from '../../src/engine/rules.ts';
 import { luaSource } from '../../src/store/commands.ts';
 import { decideCall, parseDecideReply } from '../../src/store/decide-calls.ts';
 import { decideLibrary } from '../../src/store/library.ts';
-import { ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
+import { identityHash, ruleKey, shardMarkerKey, shardOf } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
@@ -127,6 +127,40 @@ describe('identity cache', () => {
     expect(afterOneOffs).toBeLessThan(2_500);
     for (let round = 0; round < 3; round++) for (let i = 0; i < 1_000; i++) matchRules(rules, request(`steady-${i}`));
     expect(identityCacheSize(rules) - afterOneOffs).toBe(1_000);
+  });
+});
+
+describe('identity cache lookups', () => {
+  const identity = (name: string) => ({ key: `qf:{s0}:r:${identityHash('r', [name])}`, principal: name, shard: 0 });
+  const remember = (cache: ReturnType<typeof createIdentityCache>, name: string) => {
+    // Twice: the doorkeeper admits an identity the second time it is offered.
+    cache.offer(0, name, identity(name), identityHash('r', [name]));
+    cache.offer(0, name, identity(name), identityHash('r', [name]));
+  };
+
+  it('files a one-dimension rule under the value itself and longer ones under their framed values', () => {
+    expect(identityCacheKey(['api-key-42'])).toBe('api-key-42');
+    expect(identityCacheKey(['a|1:b', 'c'])).not.toBe(identityCacheKey(['a', 'b|1:c']));
+    expect(identityCacheKey(['k'.repeat(257)])).toBeUndefined();
+  });
+
+  it('looks up one call in 16 while fewer than half hit, and every call again once they would', () => {
+    const cache = createIdentityCache();
+    for (let i = 0; i < 100; i++) remember(cache, `steady-${i}`);
+    // Mostly hits: every call is looked up.
+    for (let i = 0; i < 2 * 512; i++) expect(cache.get(0, `steady-${i % 100}`)?.principal).toBe(`steady-${i % 100}`);
+    expect(cache.sampling).toBe(false);
+    // Callers that never return: after a window of misses the cache samples.
+    for (let i = 0; i < 512; i++) expect(cache.get(0, `once-${i}`)).toBeUndefined();
+    expect(cache.sampling).toBe(true);
+    // A known caller is now answered from the cache on one call in 16 only (the others hash again: the same key).
+    let answered = 0;
+    for (let i = 0; i < 1_600; i++) if (cache.get(0, 'steady-1') !== undefined) answered++;
+    expect(answered).toBe(100);
+    // Those sampled lookups all hit: the cache looks up every call again.
+    for (let i = 0; i < 512 * 16; i++) cache.get(0, `steady-${i % 100}`);
+    expect(cache.sampling).toBe(false);
+    expect(cache.get(0, 'steady-7')?.key).toBe(identity('steady-7').key);
   });
 });
 
