@@ -15,7 +15,7 @@
 // Looked up only while it pays: a lookup in a Map of tens of thousands of callers costs a few cache misses, which
 // a hit repays (the two SHA-256 and the key it saves) only when most lookups hit. So the cache counts its hits over
 // windows of LOOKUP_WINDOW lookups and, while fewer than half hit, looks up only one call in SAMPLE_EVERY (to see
-// when it would pay again) and answers the others "unknown" at once; identities are still offered on every miss,
+// when it would pay again) and answers the others "unknown" at once, each rule on its own count; identities are still offered on every miss,
 // so what it holds grows as it would. Measured (docs/performance.md, fourteenth pass): matchRules per call at
 // 1,000,000 uniform callers (2% would hit) 0.9 µs, at 100,000 (26%) 0.3-0.5 µs slower with every lookup than with none;
 // at 1,000 callers, 30,000 or Zipf(1.0) over 1,000,000 (77-100% hit) 0.2-1.5 µs faster.
@@ -62,8 +62,8 @@ export function identityCacheKey(dimensions: readonly string[]): string | undefi
 
 export interface IdentityCache {
   readonly size: number;
-  /** True while fewer than half the lookups hit: only one call in SAMPLE_EVERY is looked up. */
-  readonly sampling: boolean;
+  /** True while fewer than half the lookups for the rule at index `rule` hit: one call in SAMPLE_EVERY is looked up. */
+  sampling(rule: number): boolean;
   /** The identity remembered for the rule at index `rule` under `cacheKey` (identityCacheKey). */
   get(rule: number, cacheKey: string): Identity | undefined;
   /**
@@ -73,14 +73,27 @@ export interface IdentityCache {
   offer(rule: number, cacheKey: string, identity: Identity, hash: string): void;
 }
 
+/** One rule's identities and whether looking them up pays (rules differ: a few IPs, a million API keys). */
+interface RuleIdentities {
+  map: Map<string, Identity>;
+  sampling: boolean;
+  calls: number;
+  lookups: number;
+  hits: number;
+}
+
 export function createIdentityCache(): IdentityCache {
   /** Per rule index. */
-  const byRule: Map<string, Identity>[] = [];
+  const byRule: RuleIdentities[] = [];
   let size = 0;
-  let sampling = false;
-  let calls = 0;
-  let lookups = 0;
-  let hits = 0;
+  const ruleAt = (rule: number): RuleIdentities => {
+    let entry = byRule[rule];
+    if (entry === undefined) {
+      entry = { map: new Map(), sampling: false, calls: 0, lookups: 0, hits: 0 };
+      byRule[rule] = entry;
+    }
+    return entry;
+  };
   const seen = new Uint8Array(BITS / 8);
   let marks = 0;
 
@@ -106,35 +119,30 @@ export function createIdentityCache(): IdentityCache {
     get size() {
       return size;
     },
-    get sampling() {
-      return sampling;
-    },
+    sampling: (rule) => byRule[rule]?.sampling ?? false,
     get(rule, cacheKey) {
-      if (sampling && (++calls & (SAMPLE_EVERY - 1)) !== 0) return undefined;
-      const hit = byRule[rule]?.get(cacheKey);
-      if (hit !== undefined) hits++;
-      if (++lookups === LOOKUP_WINDOW) {
-        sampling = hits * 2 < lookups;
-        lookups = 0;
-        hits = 0;
+      const entry = ruleAt(rule);
+      if (entry.sampling && (++entry.calls & (SAMPLE_EVERY - 1)) !== 0) return undefined;
+      const hit = entry.map.get(cacheKey);
+      if (hit !== undefined) entry.hits++;
+      if (++entry.lookups === LOOKUP_WINDOW) {
+        entry.sampling = entry.hits * 2 < entry.lookups;
+        entry.lookups = 0;
+        entry.hits = 0;
       }
       return hit;
     },
     offer(rule, cacheKey, identity, hash) {
       if (!admitted(hash)) return;
-      let identities = byRule[rule];
+      const { map } = ruleAt(rule);
       // Full: start afresh, unless this identity is already in (offered again while lookups are sampled).
-      if (size >= IDENTITY_CACHE_MAX && identities?.has(cacheKey) !== true) {
-        for (const each of byRule) each?.clear();
+      if (size >= IDENTITY_CACHE_MAX && !map.has(cacheKey)) {
+        for (const each of byRule) each?.map.clear();
         size = 0;
       }
-      if (identities === undefined) {
-        identities = new Map();
-        byRule[rule] = identities;
-      }
-      const before = identities.size;
-      identities.set(cacheKey, identity);
-      size += identities.size - before;
+      const before = map.size;
+      map.set(cacheKey, identity);
+      size += map.size - before;
     },
   };
 }

@@ -149,18 +149,30 @@ describe('identity cache lookups', () => {
     for (let i = 0; i < 100; i++) remember(cache, `steady-${i}`);
     // Mostly hits: every call is looked up.
     for (let i = 0; i < 2 * 512; i++) expect(cache.get(0, `steady-${i % 100}`)?.principal).toBe(`steady-${i % 100}`);
-    expect(cache.sampling).toBe(false);
+    expect(cache.sampling(0)).toBe(false);
     // Callers that never return: after a window of misses the cache samples.
     for (let i = 0; i < 512; i++) expect(cache.get(0, `once-${i}`)).toBeUndefined();
-    expect(cache.sampling).toBe(true);
+    expect(cache.sampling(0)).toBe(true);
     // A known caller is now answered from the cache on one call in 16 only (the others hash again: the same key).
     let answered = 0;
     for (let i = 0; i < 1_600; i++) if (cache.get(0, 'steady-1') !== undefined) answered++;
     expect(answered).toBe(100);
     // Those sampled lookups all hit: the cache looks up every call again.
     for (let i = 0; i < 512 * 16; i++) cache.get(0, `steady-${i % 100}`);
-    expect(cache.sampling).toBe(false);
+    expect(cache.sampling(0)).toBe(false);
     expect(cache.get(0, 'steady-7')?.key).toBe(identity('steady-7').key);
+  });
+
+  it('decides per rule: a rule whose callers return keeps looking up beside one whose callers never do', () => {
+    const cache = createIdentityCache();
+    cache.offer(1, 'ip-1', identity('ip-1'), identityHash('r', ['ip-1']));
+    cache.offer(1, 'ip-1', identity('ip-1'), identityHash('r', ['ip-1']));
+    for (let i = 0; i < 4 * 512; i++) {
+      cache.get(0, `once-${i}`);
+      expect(cache.get(1, 'ip-1')).toBeDefined();
+    }
+    expect(cache.sampling(0)).toBe(true);
+    expect(cache.sampling(1)).toBe(false);
   });
 });
 
