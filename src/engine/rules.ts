@@ -103,20 +103,19 @@ function identityApplies(rule: Rule, hasKey: boolean): boolean {
   return true;
 }
 
-function identityOf(
-  keys: KeyLayout,
-  compiledRules: CompiledRules,
-  index: number,
-  entry: CompiledRule,
-  dimensions: readonly string[],
-): Identity {
-  // The principal is one of the dimension values or derived from all of them, so the rule and the values decide
-  // the key (and the prefix: two layouts over the same rules never share a cache).
+/** The identity cache of these rules under this layout's prefix: two layouts over the same rules never share one. */
+function identitiesOf(compiledRules: CompiledRules, keys: KeyLayout): IdentityCache {
   let cache = compiledRules.identities.get(keys.prefix);
   if (cache === undefined) {
     cache = createIdentityCache();
     compiledRules.identities.set(keys.prefix, cache);
   }
+  return cache;
+}
+
+function identityOf(keys: KeyLayout, cache: IdentityCache, index: number, entry: CompiledRule, dimensions: readonly string[]): Identity {
+  // The principal is one of the dimension values or derived from all of them, so the rule and the values decide
+  // the key.
   const cacheKey = identityCacheKey(dimensions);
   if (cacheKey !== undefined) {
     const hit = cache.get(index, cacheKey);
@@ -172,6 +171,7 @@ export function matchRules(
   const keys = layoutOf(config);
   const compiledRules = compile(config);
   const { router, rules } = compiledRules;
+  const identities = identitiesOf(compiledRules, keys);
   let endpointOf: Map<number, string> | undefined;
   if (router) {
     const [routes] = router.match('ALL', request.path);
@@ -203,7 +203,7 @@ export function matchRules(
     }
     if (!complete) continue;
     if (entry.plans === undefined) {
-      const { key, principal, shard } = identityOf(keys, compiledRules, index, entry, dimensions);
+      const { key, principal, shard } = identityOf(keys, identities, index, entry, dimensions);
       matched.push({ rule, key, principal, endpoint, shard });
       continue;
     }
@@ -212,7 +212,7 @@ export function matchRules(
     const deciding = planRules(rules, index, choice, config.federation?.maxClockSkewMs ?? 0);
     if (deciding.length === 0) onUnlimited?.(rule, endpoint);
     for (const at of deciding) {
-      const { key, principal, shard } = identityOf(keys, compiledRules, at, rules[at]!, dimensions);
+      const { key, principal, shard } = identityOf(keys, identities, at, rules[at]!, dimensions);
       matched.push({ rule: rules[at]!.rule, key, principal, endpoint, shard });
     }
   }
