@@ -5,20 +5,20 @@
 // already; a rule of several dimensions keys by their length-prefixed values. (A single Map under a key built from
 // the prefix, the rule and the values cost a concatenation and a fresh string's hash on every lookup: with callers
 // that rarely return, 100,000 or 1,000,000 uniform API keys, the cache made matchRules 0.7-1.2 µs a call slower
-// than no cache at all; docs/performance.md, fourteenth pass.)
+// than no cache at all; docs/performance.md, hot path, fourteenth pass.)
 //
-// Bounded by starting afresh when full: a miss costs one get and one set, with no recency bookkeeping. (An LRU cost
-// more on a miss than hashing the identity again once hashing took 0.75 µs; a Map that dropped its first entry on
-// every insert once full slowed down as deleted entries piled up at its head.) A caller that keeps coming is back
-// in the cache at its next requests.
+// Bounded by starting afresh when full: a miss costs at most one get and one set, with no recency bookkeeping. (An
+// LRU cost more on a miss than hashing the identity again once hashing took 0.75 µs; a Map that dropped its first
+// entry on every insert once full slowed down as deleted entries piled up at its head.) A caller that keeps coming
+// is back in the cache at its next requests.
 //
 // Looked up only while it pays: a lookup in a Map of tens of thousands of callers costs a few cache misses, which
 // a hit repays (the two SHA-256 and the key it saves) only when most lookups hit. So the cache counts each rule's
 // hits over windows of LOOKUP_WINDOW lookups and, while fewer than half hit, looks up only one call in SAMPLE_EVERY
 // (to see when it would pay again) and answers the others "unknown" at once; identities are still offered on every
-// miss, so what it holds grows as it would. Measured (docs/performance.md, fourteenth pass): matchRules per call at
-// 1,000,000 uniform callers (2% would hit) 0.9 µs, at 100,000 (26%) 0.3-0.5 µs slower with every lookup than with
-// none; at 1,000 callers, 30,000 or Zipf(1.0) over 1,000,000 (77-100% hit) 0.2-1.5 µs faster.
+// miss, so what it holds grows as it would. Measured (docs/performance.md, hot path, fourteenth pass): matchRules
+// per call at 1,000,000 uniform callers (2% would hit) 0.9 µs, at 100,000 (26%) 0.3-0.5 µs slower with every lookup
+// than with none; at 1,000 callers, 30,000 or Zipf(1.0) over 1,000,000 (77-100% hit) 0.2-1.5 µs faster.
 //
 // In front of it, a doorkeeper (TinyLFU's): one bit per bucket of identities, so an identity enters the cache the
 // second time it is seen, not the first. Cleared after MARKS first sightings, so at most 1/4 of its bits are set and
