@@ -19,7 +19,7 @@
 
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
-  local replies = {}
+  local add, _, done = batch_packer()
   -- The batch's clock: one TIME read, on first need.
   local clock = batch_clock_once()
   -- Each shard's fence, read once per batch (federation.lua shard_fence): the batch is one script call.
@@ -66,7 +66,7 @@ local function decide_batch(keys, args)
       ok, reply = false, prepare_error
     end
     k = k + nk
-    replies[i] = batch_reply(ok, reply)
+    add(ok, reply)
   end
-  return replies
+  return done()
 end

@@ -21,8 +21,8 @@ local function decide(KEYS, ARGV)
   local peek = read_peek(ARGV, 0, rule_count)
   if rule_count == 1 and not peek then
     local code, limit, period, burst, cost, skew, shadow = read_first_rule(ARGV, 0)
-    if code == 'fw' then return single_fixed_window(KEYS[2], limit, period, burst, cost, skew, shadow, now) end
-    if code == 'tb' then return single_token_bucket(KEYS[2], limit, period, burst, cost, skew, shadow, now) end
+    if code == 'fw' then return single_reply(single_fixed_window(KEYS[2], limit, period, burst, cost, skew, shadow, now)) end
+    if code == 'tb' then return single_reply(single_token_bucket(KEYS[2], limit, period, burst, cost, skew, shadow, now)) end
   end
   local _, _, skew = read_context(ARGV, 0)
   local ctx = { n = 1, self = 0, skew = skew, fence = 0 }

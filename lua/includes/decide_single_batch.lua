@@ -14,7 +14,7 @@
 
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
-  local replies = {}
+  local add, add_one, done = batch_packer()
   -- The batch's clock: one TIME read, on first need.
   local clock = batch_clock_once()
   -- The current arguments: args[at + j] is ARGV[j] (j <= size); call_args their copy, once decide needs one.
@@ -46,11 +46,13 @@ local function decide_batch(keys, args)
       end
       a = a + na
     end
-    local ok, reply
     if single ~= nil and nk >= 2 then
       local now = pinned
       if now == '' then now = tonumber(clock()) end
-      ok, reply = pcall(single, keys[k + 2], limit, period, burst, cost, skew, shadow, now)
+      -- single_reply's nine numbers: no false denial, the quota is the remaining, no lease.
+      local ok, verdict, at, allowed, remaining, reset_at, retry_after =
+        pcall(single, keys[k + 2], limit, period, burst, cost, skew, shadow, now)
+      add_one(ok, verdict, at, allowed, remaining, reset_at, retry_after, 0, remaining, 0)
     else
       local call_keys = {}
       for j = 1, nk do call_keys[j] = keys[k + j] end
@@ -59,10 +61,9 @@ local function decide_batch(keys, args)
         for j = 1, size do call_args[j] = args[at + j] end
       end
       pin_clock(call_args, clock)
-      ok, reply = pcall(decide, call_keys, call_args)
+      add(pcall(decide, call_keys, call_args))
     end
     k = k + nk
-    replies[i] = batch_reply(ok, reply)
   end
-  return replies
+  return done()
 end

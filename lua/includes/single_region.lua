@@ -85,10 +85,11 @@ end
 --[[
   One rule of one of these two algorithms (nearly every call): the same reads, writes, numbers and reply as
   decide_single.lua's loop over window_rule / token_bucket, without its tables, closures and string building.
-  Returns the reply. The arguments are the rule's numbers as decide_single.lua reads them from ARGV (its one
-  rule's limit, period, burst and cost, the call's skew, shadow '1'; read_rule.lua reads them), so
-  decide_batch (decide_single_batch.lua) reads them once for a run of calls with the same arguments. A fixed
-  window takes no burst, a token bucket no skew.
+  Returns the reply's six numbers (all allowed, now, allowed, remaining, reset at, retry after), which
+  single_reply makes decide's reply (and decide_single_batch.lua the batch's packed row, batch.lua). The arguments are the rule's numbers
+  as decide_single.lua reads them from ARGV (its one rule's limit, period, burst and cost, the call's skew,
+  shadow '1'; read_rule.lua reads them), so decide_batch (decide_single_batch.lua) reads them once for a run of
+  calls with the same arguments. A fixed window takes no burst, a token bucket no skew.
 ]]
 -- Slot k's fields (k = id mod 3, window_rule's 'w' .. k and so on), so a decision builds none of them.
 local SLOT_W = { [0] = 'w0', 'w1', 'w2' }
@@ -129,14 +130,24 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
     else
       redis.call('HSET', key, c, fmt(count + cost))
     end
-    return { 1, now, 1, remaining - cost, reset_at, 0, 0, remaining - cost, 0 }
+    return 1, now, 1, remaining - cost, reset_at, 0
   end
-  return { shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now), 0, remaining, 0 }
+  return shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now)
 end
 
 local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
   local Q = gcra_interval(L, P)
   local allowed, F, remaining, reset_at, retry_after = gcra_decide(gcra_read(key, C, L, P, Q, now), C, Q, cost, P, now)
   if allowed then gcra_store(key, F, now) end
-  return { (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, remaining, reset_at, retry_after, 0, remaining, 0 }
+  return (allowed or shadow) and 1 or 0, now, allowed and 1 or 0, remaining, reset_at, retry_after
 end
+
+--[[
+  single_fixed_window's and single_token_bucket's answer (all allowed, now, allowed, remaining, reset at, retry
+  after) as decide's reply for one rule: no false denial, the federation's remaining quota is the remaining (one
+  region is exact), no lease.
+]]
+local function single_reply(verdict, now, allowed, remaining, reset_at, retry_after)
+  return { verdict, now, allowed, remaining, reset_at, retry_after, 0, remaining, 0 }
+end
+

@@ -1,7 +1,7 @@
 // decide through Redis Functions (FCALL of the decide library), with EVALSHA of the script as the fallback
 // for a server that cannot load functions.
 import type { ScriptedRedis } from './commands.ts';
-import { decideBatchArgs } from './decide-calls.ts';
+import { decideBatchArgs, unpackBatchReply } from './decide-calls.ts';
 import { functionsOrScripts } from './functions-mode.ts';
 import { decideLibrary, type DecideScriptName } from './library.ts';
 
@@ -46,8 +46,8 @@ export function decideCaller(redis: ScriptedRedis, options: DecideCallerOptions 
         ),
       ),
     );
-  const viaBatch = async (calls: readonly (readonly (string | number)[])[]) =>
-    (await redis.fcall(batchFn, ...(decideBatchArgs(calls) as [number, ...(string | number)[]]))) as unknown[];
+  const viaBatch = async (calls: readonly (readonly (string | number)[])[]): Promise<unknown[]> =>
+    unpackBatchReply(await redis.fcall(batchFn, ...(decideBatchArgs(calls) as [number, ...(string | number)[]])), calls.length);
   const caller = ((call: readonly (string | number)[]) =>
     withReload(
       () => viaFunction(call),

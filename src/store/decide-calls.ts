@@ -4,7 +4,7 @@
 import type { Config, Rule } from '../config/schema.ts';
 import type { KeyLayout } from '../keys.ts';
 import { scriptBudget, type Topology } from '../protocol/index.ts';
-import { arrayReply, numberAt } from './replies.ts';
+import { arrayReply, numberAt, unexpected } from './replies.ts';
 import { ALGORITHM_CODES } from './script-call.ts';
 
 /** The decide call's ARGV positions (1-based, as Lua reads them), before the rules. */
@@ -204,4 +204,59 @@ export function decideBatchArgs(calls: readonly (readonly (string | number)[])[]
     previous = call;
   }
   return out;
+}
+
+const COMMA = 44;
+const SEMICOLON = 59;
+const MINUS = 45;
+const BANG = 33;
+const ZERO = 48;
+
+/**
+ * The batch function's packed reply (lua/includes/batch.lua batch_packer) as one reply per call, in call order:
+ * the integers of the call's decide reply (what parseDecideReply reads) or the Error the call raised. Throws when
+ * the reply is not of that shape or does not hold `count` calls.
+ *
+ * @example
+ * unpackBatchReply(['1,1765072800123,1,9,1765072860000,0,0,9,0;!', new Error('ERR bad rule')], 2);
+ * // [[1, 1765072800123, 1, 9, 1765072860000, 0, 0, 9, 0], Error('ERR bad rule')]
+ */
+export function unpackBatchReply(raw: unknown, count: number): (number[] | Error)[] {
+  const parts: readonly unknown[] = Array.isArray(raw) ? raw : [];
+  const text = parts[0];
+  if (typeof text !== 'string') throw unexpected('decide_batch', 'a packed text and its errors', raw);
+  const replies: (number[] | Error)[] = [];
+  let errors = 1;
+  let row: number[] = [];
+  let value = 0;
+  let negative = false;
+  let digits = 0;
+  const end = text.length;
+  for (let i = 0; i <= end; i++) {
+    const code = i < end ? text.charCodeAt(i) : SEMICOLON;
+    if (code === COMMA || code === SEMICOLON) {
+      if (digits === 0) throw unexpected('decide_batch', 'rows of integers', raw);
+      row.push(negative ? -value : value);
+      value = 0;
+      negative = false;
+      digits = 0;
+      if (code === SEMICOLON) {
+        replies.push(row);
+        row = [];
+      }
+    } else if (code >= ZERO && code <= ZERO + 9) {
+      value = value * 10 + (code - ZERO);
+      digits++;
+    } else if (code === MINUS && digits === 0 && !negative) {
+      negative = true;
+    } else if (code === BANG && digits === 0 && !negative && row.length === 0 && (i + 1 === end || text.charCodeAt(i + 1) === SEMICOLON)) {
+      const error = parts[errors++];
+      replies.push(error instanceof Error ? error : new Error(`decide batch call failed: ${String(error)}`));
+      i++;
+    } else {
+      throw unexpected('decide_batch', 'rows of integers', raw);
+    }
+  }
+  if (replies.length !== count) throw unexpected('decide_batch', `${count} calls' rows`, raw);
+  return replies;
 }

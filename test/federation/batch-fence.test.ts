@@ -4,7 +4,7 @@
 // batches (src/federation/recovery.ts fences every shard so) is what the next batch decides by.
 import { describe, expect, it } from 'vitest';
 import { keyLayout, layoutOf, shardOf } from '../../src/keys.ts';
-import { decideBatchArgs } from '../../src/store/decide-calls.ts';
+import { decideBatchArgs, unpackBatchReply } from '../../src/store/decide-calls.ts';
 import { decideLibrary } from '../../src/store/library.ts';
 import { client, useRedis } from '../harness/redis.ts';
 import { federatedDecideCall } from '../support/decide-call.ts';
@@ -29,7 +29,7 @@ function sameShardKeys(): string[] {
 }
 
 async function batch(calls: (string | number)[][]): Promise<unknown[]> {
-  return (await redis.call('FCALL', library.batchFn, ...decideBatchArgs(calls))) as unknown[];
+  return unpackBatchReply(await redis.call('FCALL', library.batchFn, ...decideBatchArgs(calls)), calls.length);
 }
 
 async function oneByOne(calls: (string | number)[][]): Promise<unknown[]> {
