@@ -33,7 +33,7 @@ export async function closedLoop(call: Call, options: { concurrency: number; dur
       const now = performance.now();
       if (now >= end) return;
       const measuring = now >= measureFrom;
-      const sent = process.hrtime.bigint();
+      const sent = performance.now();
       try {
         await call(index++);
       } catch {
@@ -67,7 +67,6 @@ export async function openLoop(
   const total = options.warmupMs + options.durationMs;
   const perMs = options.ratePerSec / 1000;
   const t0 = performance.now();
-  const t0Ns = process.hrtime.bigint();
   let issued = 0;
   let inFlight = 0;
   let completed = 0;
@@ -75,8 +74,8 @@ export async function openLoop(
   const pending = new Set<Promise<void>>();
   const issue = (dueMs: number) => {
     const measuring = dueMs >= options.warmupMs;
-    const sent = process.hrtime.bigint();
-    const dueNs = t0Ns + BigInt(Math.round(dueMs * 1e6));
+    const sent = performance.now();
+    const due = t0 + dueMs;
     inFlight++;
     const done = call(issued++)
       .then(
@@ -89,7 +88,7 @@ export async function openLoop(
         inFlight--;
         if (measuring) {
           latency.since(sent);
-          fromDue.since(dueNs);
+          fromDue.since(due);
           completed++;
         }
         pending.delete(done);

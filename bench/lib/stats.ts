@@ -11,17 +11,20 @@ export interface LatencySummary {
 }
 
 export interface LatencyRecorder {
-  /** Records the time since `startNs` (a process.hrtime.bigint() reading). */
-  since(startNs: bigint): void;
+  /**
+   * Records the time since `startMs` (a performance.now() reading: a double, where process.hrtime.bigint() allocated
+   * two BigInts per call on the load generator's own path).
+   */
+  since(startMs: number): void;
   summary(): LatencySummary;
 }
 
 export function createLatencyRecorder(): LatencyRecorder {
   const histogram: RecordableHistogram = createHistogram({ lowest: 1, highest: 60_000_000_000, figures: 3 });
   return {
-    since(startNs) {
-      const elapsed = process.hrtime.bigint() - startNs;
-      histogram.record(elapsed > 0n ? elapsed : 1n);
+    since(startMs) {
+      const elapsedNs = Math.round((performance.now() - startMs) * 1e6);
+      histogram.record(elapsedNs > 0 ? elapsedNs : 1);
     },
     summary() {
       const ms = (ns: number) => Math.round((ns / 1e6) * 1000) / 1000;
