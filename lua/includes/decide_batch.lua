@@ -8,8 +8,8 @@
   they are the previous call's (the common case: same rules, cost and clock; only the keys differ)
   (src/store/decide-calls.ts decideBatchArgs lays this out)
 
-  Returns one reply per call, in call order: decide's reply, or the error that call raised (the others still
-  decide). Each call runs through decide's own steps in order (its arguments read once for a run of calls that
+  Returns one reply per call, in call order, packed in one text (batch.lua batch_packer: decide's reply as a row of
+  its integers, or the error that call raised, the others still deciding). Each call runs through decide's own steps in order (its arguments read once for a run of calls that
   share them; a silent candidate's call tried on the silent path with its marker and state key before its KEYS are
   gathered; decide_prepared then sets each call's keys and fence, each shard's marker read once per batch), so the
   batch answers exactly what the calls would one by one. Calls without a pinned clock (now override '') are decided
