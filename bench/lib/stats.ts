@@ -12,8 +12,9 @@ export interface LatencySummary {
 
 export interface LatencyRecorder {
   /**
-   * Records the time since `startMs` (a performance.now() reading: a double, where process.hrtime.bigint() allocated
-   * two BigInts per call on the load generator's own path).
+   * Records the time since `startMs` (a performance.now() reading), as whole nanoseconds in a Number: recording
+   * BigInts (process.hrtime.bigint() readings) cost the generator about 4 µs a call in a loaded process, paid by
+   * every limiter it measures (docs/performance.md, hot path, fifteenth pass).
    */
   since(startMs: number): void;
   summary(): LatencySummary;

@@ -47,9 +47,9 @@ local function batch_packer()
   local rows, out = {}, { '' }
   local format, unpack = string.format, unpack
   local now_text, reset_text = last_int(), last_int()
-  local function add_error(error)
+  local function add_error(err)
     rows[#rows + 1] = '!'
-    out[#out + 1] = batch_error(error)
+    out[#out + 1] = batch_error(err)
   end
   -- decide's reply for one rule: all allowed, now, then the rule's allowed, remaining, reset at, retry after, false
   -- denial, quota remaining and leased.

@@ -9,10 +9,11 @@
   (src/store/decide-calls.ts decideBatchArgs lays this out)
 
   Returns one reply per call, in call order, packed in one text (batch.lua batch_packer: decide's reply as a row of
-  its integers, or the error that call raised, the others still deciding). Each call runs through decide's own steps in order (its arguments read once for a run of calls that
-  share them; a silent candidate's call tried on the silent path with its marker and state key before its KEYS are
-  gathered; decide_prepared then sets each call's keys and fence, each shard's marker read once per batch), so the
-  batch answers exactly what the calls would one by one. Calls without a pinned clock (now override '') are decided
+  its integers, or the error that call raised, the others still deciding). Each call runs through decide's own
+  steps in order (its arguments read once for a run of calls that share them; a silent candidate's call tried on
+  the silent path with its marker and state key before its KEYS are gathered; decide_prepared then sets each call's
+  keys and fence, each shard's marker read once per batch), so the batch answers exactly what the calls would one
+  by one. Calls without a pinned clock (now override '') are decided
   at one Redis TIME read once per batch: they are decided in the same instant anyway.
 ]]
 --- @include "includes/batch"

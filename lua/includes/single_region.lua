@@ -85,9 +85,9 @@ end
 --[[
   One rule of one of these two algorithms (nearly every call): the same reads, writes, numbers and reply as
   decide_single.lua's loop over window_rule / token_bucket, without its tables, closures and string building.
-  Returns the reply's six numbers (all allowed, now, allowed, remaining, reset at, retry after), which
-  single_reply makes decide's reply (and decide_single_batch.lua the batch's packed row, batch.lua). The arguments are the rule's numbers
-  as decide_single.lua reads them from ARGV (its one rule's limit, period, burst and cost, the call's skew,
+  Returns the reply's six numbers (all allowed, now, allowed, remaining, reset at, retry after): single_reply makes
+  them decide's reply, decide_single_batch.lua the batch's packed row (batch.lua). The arguments are the rule's
+  numbers as decide_single.lua reads them from ARGV (its one rule's limit, period, burst and cost, the call's skew,
   shadow '1'; read_rule.lua reads them), so decide_batch (decide_single_batch.lua) reads them once for a run of
   calls with the same arguments. A fixed window takes no burst, a token bucket no skew.
 ]]
@@ -150,4 +150,3 @@ end
 local function single_reply(verdict, now, allowed, remaining, reset_at, retry_after)
   return { verdict, now, allowed, remaining, reset_at, retry_after, 0, remaining, 0 }
 end
-

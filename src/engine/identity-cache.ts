@@ -22,9 +22,10 @@
 // docs/performance.md, hot path, fifteenth pass). The draw is random so that callers who return in a fixed cycle are
 // not always skipped (every 16th call of a cycle of 1,000 callers only ever lands on an eighth of them). The price:
 // after a stream of one-off callers, a set of returning ones takes about 16 times as many calls to enter (a caller
-// enters at its second sampled call; 1,000 callers cycling: about 35 rounds rather than 2). Measured (fourteenth pass): matchRules per call at 1,000,000 uniform callers (2%
-// would hit) 0.9 µs, at 100,000 (26%) 0.3-0.5 µs slower with every lookup than with none; at 1,000 callers, 30,000
-// or Zipf(1.0) over 1,000,000 (77-100% hit) 0.2-1.5 µs faster.
+// enters at its second sampled call; 1,000 callers cycling: about 35 rounds rather than 2). Measured (fourteenth
+// pass): matchRules per call at 1,000,000 uniform callers (2% would hit) 0.9 µs, at 100,000 (26%) 0.3-0.5 µs slower
+// with every lookup than with none; at 1,000 callers, 30,000 or Zipf(1.0) over 1,000,000 (77-100% hit) 0.2-1.5 µs
+// faster.
 //
 // In front of it, a doorkeeper (TinyLFU's): one bit per bucket of identities, so an identity enters the cache the
 // second time it is seen, not the first. Cleared after MARKS first sightings, so at most 1/4 of its bits are set and
@@ -68,7 +69,10 @@ export function identityCacheKey(dimensions: readonly string[]): string | undefi
 
 export interface IdentityCache {
   readonly size: number;
-  /** True while fewer than half the lookups for the rule at index `rule` hit: one call in SAMPLE_EVERY (at random) is looked up. */
+  /**
+   * True while fewer than half the lookups for the rule at index `rule` hit: one call in SAMPLE_EVERY, drawn at
+   * random, is looked up.
+   */
   sampling(rule: number): boolean;
   /** The identity remembered for the rule at index `rule` under `cacheKey` (identityCacheKey). */
   get(rule: number, cacheKey: string): Identity | undefined;
