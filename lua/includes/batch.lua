@@ -3,6 +3,7 @@
   its place, and the batch's one Redis TIME read.
 ]]
 --- @include "includes/read_rule"
+--- @include "includes/fmt"
 
 -- A call's error as the reply in its place (pcall gives a table with err for a Redis error, else a message).
 local function batch_error(reply)
@@ -23,14 +24,9 @@ end
   call, in call order.
 ]]
 
--- A '%d' text that keeps the text of the value it was last given: a batch's rows repeat its clock and, for a
--- window, the window's end (a 13-digit number costs sprintf more than the rest of its row).
-local function last_int()
-  local last, text
-  return function(value)
-    if value ~= last then last, text = value, string.format('%d', value) end
-    return text
-  end
+-- A number as a reply row writes it (batch_packer).
+local function int_text(value)
+  return string.format('%d', value)
 end
 
 local BATCH_FORMATS = {}
@@ -46,7 +42,9 @@ end
 local function batch_packer()
   local rows, out = {}, { '' }
   local format, unpack = string.format, unpack
-  local now_text, reset_text = last_int(), last_int()
+  -- The rows repeat the batch's clock and, for a window, the window's end (a 13-digit number costs sprintf more than
+  -- the rest of its row): their texts are kept from row to row.
+  local now_text, reset_text = last_text(int_text), last_text(int_text)
   local function add_error(err)
     rows[#rows + 1] = '!'
     out[#out + 1] = batch_error(err)

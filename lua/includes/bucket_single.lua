@@ -5,15 +5,9 @@
 ]]
 --- @include "includes/gcra"
 
--- A fmt that keeps the text of the value it was last given (formatting a double is not cheap): the calls of a
--- batch store at one clock, and every new bucket or window of a rule stores the same tokens or counts. 0 is
--- formatted every time: == cannot tell -0 from 0, fmt does.
+-- A fmt that keeps the text of the value it was last given (fmt.lua last_text).
 local function last_fmt()
-  local last, text
-  return function(value)
-    if value ~= last or value == 0 then last, text = value, fmt(value) end
-    return text
-  end
+  return last_text(fmt)
 end
 
 --[[

@@ -9,3 +9,16 @@ local function fmt(value)
   if value % 1 == 0 and value > -1e15 and value < 1e15 and value ~= 0 then return string.format('%d', value) end
   return string.format('%.17g', value)
 end
+
+--[[
+  A function of a number that keeps the text `text_of` gave the value it was last given (formatting a number is not
+  cheap): the calls of a batch store and answer at one clock, and every new bucket or window of a rule stores the
+  same tokens or counts. 0 is formatted every time: == cannot tell -0 from 0, fmt does.
+]]
+local function last_text(text_of)
+  local last, text
+  return function(value)
+    if value ~= last or value == 0 then last, text = value, text_of(value) end
+    return text
+  end
+end
