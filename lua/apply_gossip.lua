@@ -27,7 +27,8 @@
   row). A merge that marks nobody leaves this region's acknowledgements (windows' a row, never read by a decision)
   to its next change.
 
-  Returns { changed (1|0), lag ms (now - sender's change time), granted (1|0: this region gave in the merge) }
+  Returns { changed (1|0), lag ms (now - sender's change time), granted (1|0: this region gave in the merge), lanes
+  (the bell's mask of the lanes the merge gave the publisher work in, includes/bell.lua; -1 every lane, 0 none) }
   An entry whose sender's change time is not after the key's reset mark r (reset_key.lua) + the max clock skew
   changes nothing: it is what an operator's reset forgot.
 ]]

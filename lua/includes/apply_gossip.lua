@@ -62,6 +62,14 @@ local function relay_targets(held, incoming, sender, self, n, bucket)
   return strict, relay_worthy(held, incoming, sender, n, bucket, nil)
 end
 
+--[[
+  Whether a merge leaves the shard's bell as it is (apply_job.lua sets it for its call, from its caller: the
+  region's publisher runs in that very process and is told the lanes from the reply instead,
+  src/federation/gossip/apply.ts). Off for every other call: lua/apply_gossip.lua starts with it off, and the
+  library's apply_gossip function turns it off (functions/gossip.lua).
+]]
+local bell_quiet = false
+
 local function apply_gossip(KEYS, ARGV)
   local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
   local n = tonumber(ARGV[2])
@@ -118,6 +126,8 @@ local function apply_gossip(KEYS, ARGV)
   end
 
   local changed, hungry_peer, granted, ahead, admits = false, false, false, false, false
+  -- The lanes this merge gave the publisher work in (bell.lua's mask; -1 every lane), 0 for none.
+  local rung = 0
   -- The merge is news to peer d (relay_targets): worthy_strict[d] when this region is idle in the key, else
   -- worthy_loose (the same for every peer).
   local worthy_strict, worthy_loose = {}, false
@@ -135,7 +145,7 @@ local function apply_gossip(KEYS, ARGV)
   end
   local reset_at = tonumber(mark)
   if reset_at ~= nil and sender_time <= reset_at + ctx.skew then
-    return { 0, now - sender_time, 0 }
+    return { 0, now - sender_time, 0, 0 }
   end
   if is_bucket then
     local state, bucket = load_bucket(p, key, false, now)
@@ -197,13 +207,14 @@ local function apply_gossip(KEYS, ARGV)
     if #marks > 0 then mark_changed(key, marks, now) end
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
-    -- The bell is for the publisher: rung only when this merge gave it something to send or sweep.
+    -- The bell is for the publisher: rung only when this merge gave it something to send or sweep (and answered
+    -- either way, for a publisher told in process: bell_quiet).
     if marked then
-      local lanes = bell_lanes_of(marks)
-      if hungry_peer then lanes = bit.bor(lanes, BELL_WATCH) end
-      if granted then lanes = bit.bor(lanes, BELL_FAST) end
-      ring_bell(bell, lanes)
+      rung = bell_lanes_of(marks)
+      if hungry_peer then rung = bit.bor(rung, BELL_WATCH) end
+      if granted then rung = bit.bor(rung, BELL_FAST) end
+      if not bell_quiet then ring_bell(bell, rung) end
     end
   end
-  return { changed and 1 or 0, now - sender_time, granted and 1 or 0 }
+  return { changed and 1 or 0, now - sender_time, granted and 1 or 0, rung }
 end

@@ -3,14 +3,14 @@
 // region's own Redis; this module moves state between regions' Redis servers in the background.
 import { Cluster, type Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
-import { layoutOf } from '../keys.ts';
+import { layoutOf, shardOfKey } from '../keys.ts';
 import type { Config } from '../config/schema.ts';
 import { orAfter } from '../deadline.ts';
 import { waitReady, type RegionRedis } from '../store/client.ts';
 import { SCRIPTS, withScripts, type ScriptedRedis } from '../store/commands.ts';
 import { silentLogger, type Logger } from '../log.ts';
 import { registry as sharedRegistry } from '../metrics.ts';
-import { createApplier } from './gossip/apply.ts';
+import { createApplier, type InProcessPublisher } from './gossip/apply.ts';
 import { peerTargets } from './gossip/connections.ts';
 import { createFingerprintWatch } from './fingerprints.ts';
 import { createPrefixWatch } from './prefix-watch.ts';
@@ -18,7 +18,7 @@ import { createRuleWatch } from './rule-watch.ts';
 import { parseRuleTerms, RULE_TERMS_FIELD, ruleFingerprints, ruleTermsOf, tightenRules, type RuleTerms } from './rule-identity.ts';
 import { createPublisherLock } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
-import { markLanesWithWork, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
+import { markLanesWithWork, markShardLanes, maskLanes, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
 import { createDirtyShards, pollingShards } from './gossip/dirty-shards.ts';
 import { FAST_LANE_MS } from './gossip/fast-lane.ts';
 import { createFastPace } from './gossip/fast-pace.ts';
@@ -257,6 +257,17 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     retighten();
   };
   const lock = createPublisherLock(local, keys, Math.max(5 * interval, 2_000));
+  // The gossip worker's merges tell the publisher of new work in process while it runs here and waits on the bells
+  // (the lock surely held): no bell rung, so no BLMPOP wake and drain_bells.lua round trip per applied job. Marks
+  // made just as the lock is lost only wait: a new holder looks at every shard when it takes over (lead), and the
+  // keys stay in their sets.
+  const inProcess: InProcessPublisher = {
+    quiet: () => bells !== undefined && lock.surelyHeld(),
+    queued(work) {
+      for (const { key, lanes } of work) markShardLanes(dirty, shardOfKey(key), maskLanes(lanes));
+      wakeFast();
+    },
+  };
   const applierFor = (rules: Config) =>
     createApplier({
       config: rules,
@@ -269,6 +280,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
       resync: (requester) => markAllPending(local, current, requester),
       fingerprints,
       ruleWatch,
+      publisher: inProcess,
     });
   let applier = applierFor(config);
   const apply: typeof applier = (data, bytes) => applier(data, bytes);

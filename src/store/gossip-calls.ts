@@ -89,15 +89,21 @@ export interface ApplyGossipReply {
   lagMs: number;
   /** The merge's rebalance gave allowance to a peer (the key went on the fast lane). */
   granted: boolean;
+  /**
+   * The lanes the merge gave the publisher work in, as a bell's mask (lua/includes/bell.lua: bit 0 the fast lane,
+   * bit 1 the watch sweep, bit 2 + d the round to peer d; -1 every lane; 0 none), whether it rang the bell or not.
+   */
+  lanes: number;
 }
 
-/** apply_gossip.lua's reply: { changed 0|1, now - sender time, granted 0|1 }. */
+/** apply_gossip.lua's reply: { changed 0|1, now - sender time, granted 0|1, lanes }. */
 export function parseApplyGossipReply(raw: unknown): ApplyGossipReply {
-  const reply = arrayReply('apply_gossip', raw, 3);
+  const reply = arrayReply('apply_gossip', raw, 4);
   return {
     changed: numberAt('apply_gossip', raw, reply[0]) === 1,
     lagMs: numberAt('apply_gossip', raw, reply[1]),
     granted: numberAt('apply_gossip', raw, reply[2]) === 1,
+    lanes: numberAt('apply_gossip', raw, reply[3]),
   };
 }
 
@@ -392,9 +398,14 @@ export const JOB_PART_ENTRIES = 16;
 /**
  * The job function's call: KEYS the record and meta keys, then each entry's apply_gossip keys; ARGV the record's
  * arguments, whether this part checks the record first and records the job after (the first and the last part),
- * the entry count, then per entry its key count, argument count and arguments (apply_job.lua).
+ * whether its merges leave the bells as they are (`quiet`), the entry count, then per entry its key count,
+ * argument count and arguments (apply_job.lua).
  */
-export function applyJobCall(record: JobRecord, entries: readonly ScriptCall[], part: { check: boolean; record: boolean }): ScriptCall {
+export function applyJobCall(
+  record: JobRecord,
+  entries: readonly ScriptCall[],
+  part: { check: boolean; record: boolean; quiet?: boolean },
+): ScriptCall {
   const keys = [record.replayKey, record.metaKey];
   const args: (string | number)[] = [
     String(record.seq),
@@ -403,6 +414,7 @@ export function applyJobCall(record: JobRecord, entries: readonly ScriptCall[], 
     record.heardAt,
     part.check ? 1 : 0,
     part.record ? 1 : 0,
+    part.quiet === true ? 1 : 0,
     entries.length,
   ];
   for (const entry of entries) {
@@ -433,13 +445,19 @@ async function applyJobInSteps(redis: ScriptedRedis, record: JobRecord, entries:
  * Applies one gossip job: its replay check, each entry's apply_gossip call (applyGossipCall) in order, then its
  * replay record and heard mark. One FCALL where the server runs Functions (one per JOB_PART_ENTRIES entries for a
  * long job: the first checks, the last records); on a Redis Cluster (the entries' keys hash to several slots) or
- * without Functions, the same steps as separate calls.
+ * without Functions, the same steps as separate calls. `quiet`: the merges leave the shards' bells as they are
+ * (the caller marks the lanes of each reply itself); the separate calls ring them regardless.
  *
  * @example
  * const outcome = await runApplyJob(redis, record, entries.map((entry) => applyGossipCall(keys, topology, rule, budget, sender, entry)));
  * if (outcome.replayed) return reject('replayed');
  */
-export async function runApplyJob(redis: ScriptedRedis, record: JobRecord, entries: readonly ScriptCall[]): Promise<ApplyJobReply> {
+export async function runApplyJob(
+  redis: ScriptedRedis,
+  record: JobRecord,
+  entries: readonly ScriptCall[],
+  quiet = false,
+): Promise<ApplyJobReply> {
   if (redis instanceof Cluster) return applyJobInSteps(redis, record, entries);
   const { jobFn } = gossipLibrary();
   const inParts = async (): Promise<ApplyJobReply> => {
@@ -447,7 +465,7 @@ export async function runApplyJob(redis: ScriptedRedis, record: JobRecord, entri
     // At least one part: a job without entries still checks and records.
     for (let from = 0; from === 0 || from < entries.length; from += JOB_PART_ENTRIES) {
       const part = entries.slice(from, from + JOB_PART_ENTRIES);
-      const call = applyJobCall(record, part, { check: from === 0, record: from + JOB_PART_ENTRIES >= entries.length });
+      const call = applyJobCall(record, part, { check: from === 0, record: from + JOB_PART_ENTRIES >= entries.length, quiet });
       const reply = parseApplyJobReply(await redis.fcall(jobFn, call.keys.length, ...call.keys, ...call.args), part.length);
       if (reply.replayed) return reply;
       replies.push(...reply.replies);

@@ -84,7 +84,7 @@ describe('reply parsers', () => {
       rules: [{ allowed: true, remaining: 9, resetAtMs: 60_000, retryAfterMs: 0, falseDenial: false, quotaRemaining: 997, leased: 4 }],
     });
     expect(parseDecideReply([0, 5, 0, 0, 60_000, 40, 1, 12, 0], 1).rules[0]!.falseDenial).toBe(true);
-    expect(parseApplyGossipReply([0, -3, 1])).toEqual({ changed: false, lagMs: -3, granted: true });
+    expect(parseApplyGossipReply([0, -3, 1, 5])).toEqual({ changed: false, lagMs: -3, granted: true, lanes: 5 });
     expect(parseTakePendingReply([3, [['k', '7', ['f', 'v']]]])).toEqual({
       pending: 3,
       keys: [{ key: 'k', version: '7', fields: ['f', 'v'] }],

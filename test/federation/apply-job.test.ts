@@ -8,7 +8,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { emptySlotCells, flattenSlot } from '../../src/federation/gossip/cells.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
-import { layoutOf } from '../../src/keys.ts';
+import { KEY_SHARDS, layoutOf, shardOfKey } from '../../src/keys.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
 import { withScripts, type ScriptedRedis } from '../../src/store/commands.ts';
 import {
@@ -138,6 +138,37 @@ describe('one gossip job in one call (apply_job.lua)', async () => {
     expect(viaJob.replayed === false && viaJob.replies.length).toBe(calls.length);
     expect(await snapshot(jobRedis)).toEqual(await snapshot(stepsRedis));
     expect(await runApplyJob(jobRedis, recordOf(1_000_003), calls)).toEqual({ replayed: true });
+  });
+
+  it('leaves the bells silent when asked (quiet) and answers the lanes the separate calls rang them for', async () => {
+    const bells = Array.from({ length: KEY_SHARDS }, (_, shard) => layout.bellKey(shard));
+    await jobRedis.del(...bells);
+    await stepsRedis.del(...bells);
+    const calls = Array.from({ length: 6 }, (_, i) => jobCalls(`quiet-${i}`)).flat();
+    const quiet = await runApplyJob(jobRedis, recordOf(1_000_004), calls, true);
+    // The steps path cannot be quiet: it rings, and tells what it rang.
+    const rung = await runApplyJob(stepsRedis, recordOf(1_000_004), calls, true);
+    expect(quiet).toEqual(rung);
+    if (quiet.replayed) return;
+    expect(await jobRedis.exists(...bells)).toBe(0);
+    const withoutBells = (all: Record<string, unknown>) => Object.fromEntries(Object.entries(all).filter(([key]) => !bells.includes(key)));
+    expect(withoutBells(await snapshot(jobRedis))).toEqual(withoutBells(await snapshot(stepsRedis)));
+    // Each shard's bell on the steps server names the lanes of that shard's replies together (bell.lua merges them).
+    const masks = new Map<number, number>();
+    quiet.replies.forEach((reply, i) => {
+      const shard = shardOfKey(calls[i]!.keys[0]!);
+      if (reply.lanes !== 0) masks.set(shard, (masks.get(shard) ?? 0) | reply.lanes);
+    });
+    expect(masks.size).toBeGreaterThan(0);
+    // Granted: the fast lane's bit.
+    expect(quiet.replies.filter((reply) => reply.granted).every((reply) => (reply.lanes & 1) === 1)).toBe(true);
+    for (const [shard, mask] of masks) expect(await stepsRedis.lrange(layout.bellKey(shard), 0, -1)).toEqual([`L${mask}`]);
+    expect((await stepsRedis.exists(...bells)) - masks.size).toBe(0);
+    // A call of its own afterwards rings again (the library's flag does not outlive the quiet call).
+    const again = jobCalls('quiet-after');
+    const reply = await runApplyJob(jobRedis, recordOf(1_000_005), again);
+    expect(reply.replayed === false && reply.replies[0]!.lanes).not.toBe(0);
+    expect(await jobRedis.exists(layout.bellKey(shardOfKey(again[0]!.keys[0]!)))).toBe(1);
   });
 
   it('writes nothing for a job it applied already', async () => {

@@ -11,7 +11,7 @@ import { decodeState, flattenSlot, slotLength, timeCellsOffset, unflattenSlot } 
 import { encodeJob, LIMITS, MESSAGE_VERSION, verify, type GossipMessage } from '../../src/federation/gossip/message.ts';
 import { sweepWatched } from '../../src/federation/gossip/watch-sweep.ts';
 import { topologyOf } from '../../src/protocol/index.ts';
-import { fastSetKey, layoutOf, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
+import { bellKey, fastSetKey, layoutOf, ruleKey, shardMarkerKey, shardOfKey, watchSetKey } from '../../src/keys.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
@@ -86,7 +86,11 @@ describe('the publisher sweep over the watch sets', () => {
       s: [flattenSlot(slot)],
     });
     // Changed, the lag, and granted: the grant puts the key on the fast lane.
-    expect(await runApplyGossip(redis, call)).toEqual({ changed: true, lagMs: expect.any(Number), granted: true });
+    const reply = await runApplyGossip(redis, call);
+    expect(reply).toEqual({ changed: true, lagMs: expect.any(Number), granted: true, lanes: expect.any(Number) });
+    // The bell it rang names the lanes it answers: the fast lane (the grant), the watch sweep, the round to a.
+    expect(await redis.lrange(bellKey(shard), 0, -1)).toEqual([`L${reply.lanes}`]);
+    expect(reply.lanes).toBe(1 | 2 | 4);
     expect(await redis.sismember(fastSetKey(shard), key)).toBe(1);
     const k = id % 3;
     expect(await redis.hget(key, `x${k}.1.0`)).toBe('20');

@@ -41,6 +41,13 @@ export interface ApplierDeps {
   /** Told about every rule fingerprint a sender sent (rule-watch.ts: a disagreement is logged once and on /readyz). */
   ruleWatch?: RuleWatch;
   /**
+   * The region's publisher, when it may run in this process (index.ts). While `quiet()` says it does, a job's merges
+   * leave the shards' bells as they are and `queued` is told, once per job, each key whose merge gave the publisher
+   * work, with its lanes (a bell's mask: gossip-calls.ts ApplyGossipReply.lanes): the publisher wakes without the
+   * bell's round trips (its BLMPOP's wake, drain_bells.lua). Without it, or while not quiet, the merges ring.
+   */
+  publisher?: InProcessPublisher;
+  /**
    * The rules in force as configured, whose fingerprints entries are compared with; `config` when omitted.
    * `config` itself may hold them at a disagreeing peer's tighter terms (rule-identity.ts `tightenRules`).
    */
@@ -48,6 +55,20 @@ export interface ApplierDeps {
 }
 
 export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
+
+/** The region's publisher as an applier in the same process tells it of new work (ApplierDeps.publisher). */
+export interface InProcessPublisher {
+  /** Whether merges may leave the bells silent now: this process surely runs the region's publisher. */
+  quiet(): boolean;
+  /** The keys a quiet job's merges gave work, each with its lanes (a bell's mask, -1 every lane). */
+  queued(work: readonly QueuedWork[]): void;
+}
+
+/** A key a merge gave the publisher work for, and in which lanes (a bell's mask: lua/includes/bell.lua). */
+export interface QueuedWork {
+  key: string;
+  lanes: number;
+}
 
 export function createApplier(deps: ApplierDeps): Applier {
   const { config, topology, redis, metrics, peers, logger } = deps;
@@ -134,15 +155,24 @@ export function createApplier(deps: ApplierDeps): Applier {
       }
       // Every entry's merge, the replay check before them and the record and heard mark after them: one call.
       const calls: ScriptCall[] = [];
+      const callKeys: string[] = [];
       let mismatched = 0;
       for (const entry of message.entries) {
         const call = entryCall(entry, senderIndex, message.rules);
         if (call === 'unknown_rule') skipped++;
         else if (call === 'rule_mismatch') mismatched++;
-        else calls.push(call);
+        else {
+          calls.push(call);
+          callKeys.push(entry.k);
+        }
       }
-      const job = await runApplyJob(redis, record, calls);
+      const publisher = deps.publisher?.quiet() === true ? deps.publisher : undefined;
+      const job = await runApplyJob(redis, record, calls, publisher !== undefined);
       if (job.replayed) return replayed();
+      if (publisher !== undefined) {
+        const work = job.replies.flatMap((result, i) => (result.lanes === 0 ? [] : [{ key: callKeys[i]!, lanes: result.lanes }]));
+        if (work.length > 0) publisher.queued(work);
+      }
       for (const result of job.replies) {
         if (result.changed) {
           changed++;

@@ -48,12 +48,30 @@ const BELL_MAX_PEER = 28;
 export function bellLanes(element: string): Lane[] | 'all' {
   const match = /^L(\d+)$/.exec(element);
   if (match === null) return 'all';
-  const mask = Number(match[1]);
+  return maskLanes(Number(match[1]));
+}
+
+/**
+ * The lanes of a bell's mask (the number after 'L'; a merge's reply answers it too: gossip-calls.ts
+ * ApplyGossipReply.lanes), a negative mask naming every lane.
+ *
+ * @example
+ * maskLanes(21); // ['fast', 0, 2]
+ * maskLanes(-1); // 'all'
+ */
+export function maskLanes(mask: number): Lane[] | 'all' {
+  if (mask < 0) return 'all';
   const lanes: Lane[] = [];
   if (mask & 1) lanes.push('fast');
   if (mask & 2) lanes.push('watch');
   for (let peer = 0; peer <= BELL_MAX_PEER; peer++) if (mask & (1 << (2 + peer))) lanes.push(peer);
   return lanes;
+}
+
+/** Marks `shard` dirty for `lanes` (maskLanes, bellLanes), every lane for 'all'. */
+export function markShardLanes(dirty: DirtyShards, shard: number, lanes: Lane[] | 'all'): void {
+  if (lanes === 'all') dirty.mark(shard);
+  else dirty.markLanes(shard, lanes);
 }
 
 export interface BellWaiter {
@@ -93,11 +111,7 @@ export function startBellWaiter(
   const scripted = withScript(blocking, 'drainBells');
   const drain = drainBellsCall(bells);
   const markRung = (shard: number, elements: readonly string[]): void => {
-    for (const element of elements) {
-      const lanes = bellLanes(element);
-      if (lanes === 'all') dirty.mark(shard);
-      else dirty.markLanes(shard, lanes);
-    }
+    for (const element of elements) markShardLanes(dirty, shard, bellLanes(element));
   };
 
   const untilReady = () =>
