@@ -114,6 +114,10 @@ describe('a grant crosses one link at once', () => {
   });
   afterAll(() => fed?.close());
 
+  /** The LMPOP calls region `name`'s Redis ran so far: one or more per drain of its bells (drain_bells.lua). */
+  const bellDrains = async (name: string) =>
+    Number(/cmdstat_lmpop:calls=(\d+)/.exec(String(await fed.region(name).redis.info('commandstats')))?.[1] ?? 0);
+
   /** Keys region `from` sent to peer `to` on the fast lane so far. */
   const fastKeys = async (from: string, to: string) => {
     const text = await fed.region(from).registry.getSingleMetricAsString('quotafed_federation_fast_lane_keys_total');
@@ -131,6 +135,7 @@ describe('a grant crosses one link at once', () => {
       ca: await fastKeys('c', 'a'),
       cb: await fastKeys('c', 'b'),
     };
+    const drainsBefore = { b: await bellDrains('b'), c: await bellDrains('c') };
     // Three regions share 300 + 15: 105 each, so 100 at once crosses a's watermark (94) and goes on a's fast lane;
     // b and c, idle, give a their share as free donors.
     const apiKey = `grant-${Math.random().toString(36).slice(2)}`;
@@ -157,6 +162,9 @@ describe('a grant crosses one link at once', () => {
     expect((await fastKeys('c', 'a')) - before.ca).toBeGreaterThanOrEqual(1);
     expect((await fastKeys('b', 'c')) - before.bc).toBe(0);
     expect((await fastKeys('c', 'b')) - before.cb).toBe(0);
+    // b and c merged a's news where their publishers run: they told them in process (apply.ts InProcessPublisher),
+    // so no bell rang and no publisher drained one (drain_bells.lua's LMPOP).
+    expect({ b: await bellDrains('b'), c: await bellDrains('c') }).toEqual(drainsBefore);
     // c still learns of b's grant, with b's next sync round (here, one flushed now).
     await fed.region('b').federation!.flush();
     await eventually(async () => granted(await view('c'), 'b'), SLOW_SYNC_MS, "c to see b's grant");
