@@ -16,8 +16,9 @@
   (src/store/gossip-calls.ts applyJobCall lays this out)
 
   Returns { 1 } for a replay (nothing written); else { 0, reply 1, reply 2, ... }, each entry's apply_gossip.lua
-  reply in entry order (its fourth value the lanes its merge gave the publisher work in, rung or not). An entry that raises an error ends the call with that error before the record is
-  written, so the job is retried (a merge is a max: the entries applied before it change nothing twice).
+  reply in entry order (its fourth value the lanes its merge gave the publisher work in, rung or not). An entry
+  that raises an error ends the call with that error before the record is written, so the job is retried (a merge
+  is a max: the entries applied before it change nothing twice).
 ]]
 --- @include "includes/replay"
 
