@@ -258,13 +258,15 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   };
   const lock = createPublisherLock(local, keys, Math.max(5 * interval, 2_000));
   // The gossip worker's merges tell the publisher of new work in process while it runs here and waits on the bells
-  // (the lock surely held): no bell rung, so no BLMPOP wake and drain_bells.lua round trip per applied job. Marks
-  // made just as the lock is lost only wait: a new holder looks at every shard when it takes over (lead), and the
-  // keys stay in their sets.
+  // (the lock surely held): no bell rung, so no BLMPOP wake and drain_bells.lua round trip per applied job, and the
+  // keys they granted in come with their state, so the fast lane sends them without its take. Marks made just as the
+  // lock is lost only wait: a new holder looks at every shard when it takes over (lead), the keys stay in their
+  // sets, and a handed key stays pending for its grantee (its next sync round).
   const inProcess: InProcessPublisher = {
     quiet: () => bells !== undefined && lock.surelyHeld(),
-    queued(work) {
+    queued(work, handed) {
       for (const { key, lanes } of work) markShardLanes(dirty, shardOfKey(key), maskLanes(lanes));
+      if (handed.length > 0) publisher.handOver(handed);
       wakeFast();
     },
   };

@@ -94,17 +94,27 @@ export interface ApplyGossipReply {
    * bit 1 the watch sweep, bit 2 + d the round to peer d; -1 every lane; 0 none), whether it rang the bell or not.
    */
   lanes: number;
+  /**
+   * A quiet job's grant handed to the in-process publisher (apply_job.lua hand_over): the key's HGETALL, the key
+   * taken off its fast-lane set. On the last reply of each key a quiet job granted in only.
+   */
+  handed?: string[];
 }
 
-/** apply_gossip.lua's reply: { changed 0|1, now - sender time, granted 0|1, lanes }. */
+/** apply_gossip.lua's reply: { changed 0|1, now - sender time, granted 0|1, lanes[, HGETALL of a key handed over] }. */
 export function parseApplyGossipReply(raw: unknown): ApplyGossipReply {
   const reply = arrayReply('apply_gossip', raw, 4);
-  return {
+  const parsed: ApplyGossipReply = {
     changed: numberAt('apply_gossip', raw, reply[0]) === 1,
     lagMs: numberAt('apply_gossip', raw, reply[1]),
     granted: numberAt('apply_gossip', raw, reply[2]) === 1,
     lanes: numberAt('apply_gossip', raw, reply[3]),
   };
+  if (reply.length > 4) {
+    if (!Array.isArray(reply[4])) throw unexpected('apply_gossip', 'the handed key as { field, value, ... }', raw);
+    parsed.handed = (reply[4] as unknown[]).map(String);
+  }
+  return parsed;
 }
 
 // One loader per client: the gossip library is loaded once per connection's server, not per call.
@@ -446,7 +456,8 @@ async function applyJobInSteps(redis: ScriptedRedis, record: JobRecord, entries:
  * replay record and heard mark. One FCALL where the server runs Functions (one per JOB_PART_ENTRIES entries for a
  * long job: the first checks, the last records); on a Redis Cluster (the entries' keys hash to several slots) or
  * without Functions, the same steps as separate calls. `quiet`: the merges leave the shards' bells as they are
- * (the caller marks the lanes of each reply itself); the separate calls ring them regardless.
+ * (the caller marks the lanes of each reply itself) and hand the keys they granted in back with their state
+ * (ApplyGossipReply.handed) for the in-process publisher's fast lane; the separate calls ring and keep them regardless.
  *
  * @example
  * const outcome = await runApplyJob(redis, record, entries.map((entry) => applyGossipCall(keys, topology, rule, budget, sender, entry)));

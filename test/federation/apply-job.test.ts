@@ -140,35 +140,62 @@ describe('one gossip job in one call (apply_job.lua)', async () => {
     expect(await runApplyJob(jobRedis, recordOf(1_000_003), calls)).toEqual({ replayed: true });
   });
 
-  it('leaves the bells silent when asked (quiet) and answers the lanes the separate calls rang them for', async () => {
+  it('leaves the bells silent when asked (quiet), answers the lanes the separate calls rang, and hands over its grants', async () => {
     const bells = Array.from({ length: KEY_SHARDS }, (_, shard) => layout.bellKey(shard));
     await jobRedis.del(...bells);
     await stepsRedis.del(...bells);
     const calls = Array.from({ length: 6 }, (_, i) => jobCalls(`quiet-${i}`)).flat();
     const quiet = await runApplyJob(jobRedis, recordOf(1_000_004), calls, true);
-    // The steps path cannot be quiet: it rings, and tells what it rang.
+    // The steps path cannot be quiet: it rings, keeps the grants in the fast-lane sets, and tells what it rang.
     const rung = await runApplyJob(stepsRedis, recordOf(1_000_004), calls, true);
-    expect(quiet).toEqual(rung);
-    if (quiet.replayed) return;
+    if (quiet.replayed || rung.replayed) throw new Error('a fresh job answered as a replay');
+    const merges = (replies: typeof quiet.replies) => replies.map(({ changed, lagMs, granted }) => ({ changed, lagMs, granted }));
+    expect(merges(quiet.replies)).toEqual(merges(rung.replies));
+    expect(rung.replies.every((reply) => reply.handed === undefined)).toBe(true);
+    // Each key granted in is handed over once, on its last granting reply, with the state the merges left.
+    const keyOf = (i: number) => calls[i]!.keys[0]!;
+    const granted = [...new Set(quiet.replies.flatMap((reply, i) => (reply.granted ? [keyOf(i)] : [])))];
+    expect(granted.length).toBe(12);
+    const handed = quiet.replies.flatMap((reply, i) => (reply.handed === undefined ? [] : [i]));
+    expect(handed.map(keyOf).sort()).toEqual([...granted].sort());
+    const pairs = (flat: readonly string[]) => Array.from({ length: flat.length / 2 }, (_, j) => [flat[2 * j], flat[2 * j + 1]]).sort();
+    for (const i of handed) {
+      expect(quiet.replies.slice(i + 1).some((reply, j) => reply.granted && keyOf(i + 1 + j) === keyOf(i))).toBe(false);
+      expect(pairs(quiet.replies[i]!.handed!)).toEqual(Object.entries(await stepsRedis.hgetall(keyOf(i))).sort());
+    }
+    // The lanes the separate calls rang, less the fast lane's bit for a key handed over (its set holds nothing of it).
+    quiet.replies.forEach((reply, i) => {
+      const lanes = rung.replies[i]!.lanes;
+      expect(reply.lanes).toBe(granted.includes(keyOf(i)) && lanes > 0 ? lanes & ~1 : lanes);
+    });
+    // The Redis as the separate calls leave it, but for the bells (none rung) and the handed keys' fast-lane sets.
     expect(await jobRedis.exists(...bells)).toBe(0);
-    const withoutBells = (all: Record<string, unknown>) => Object.fromEntries(Object.entries(all).filter(([key]) => !bells.includes(key)));
-    expect(withoutBells(await snapshot(jobRedis))).toEqual(withoutBells(await snapshot(stepsRedis)));
+    for (const key of granted) {
+      const fast = layout.fastSetKey(shardOfKey(key));
+      expect(await jobRedis.sismember(fast, key)).toBe(0);
+      expect(await stepsRedis.sismember(fast, key)).toBe(1);
+    }
     // Each shard's bell on the steps server names the lanes of that shard's replies together (bell.lua merges them).
     const masks = new Map<number, number>();
-    quiet.replies.forEach((reply, i) => {
-      const shard = shardOfKey(calls[i]!.keys[0]!);
+    rung.replies.forEach((reply, i) => {
+      const shard = shardOfKey(keyOf(i));
       if (reply.lanes !== 0) masks.set(shard, (masks.get(shard) ?? 0) | reply.lanes);
     });
     expect(masks.size).toBeGreaterThan(0);
     // Granted: the fast lane's bit.
-    expect(quiet.replies.filter((reply) => reply.granted).every((reply) => (reply.lanes & 1) === 1)).toBe(true);
+    expect(rung.replies.filter((reply) => reply.granted).every((reply) => (reply.lanes & 1) === 1)).toBe(true);
     for (const [shard, mask] of masks) expect(await stepsRedis.lrange(layout.bellKey(shard), 0, -1)).toEqual([`L${mask}`]);
     expect((await stepsRedis.exists(...bells)) - masks.size).toBe(0);
-    // A call of its own afterwards rings again (the library's flag does not outlive the quiet call).
+    await stepsRedis.del(...bells);
+    for (const key of granted) await stepsRedis.srem(layout.fastSetKey(shardOfKey(key)), key);
+    expect(await snapshot(jobRedis)).toEqual(await snapshot(stepsRedis));
+    // A call of its own afterwards rings and keeps its grant again (the library's flag does not outlive the quiet call).
     const again = jobCalls('quiet-after');
     const reply = await runApplyJob(jobRedis, recordOf(1_000_005), again);
     expect(reply.replayed === false && reply.replies[0]!.lanes).not.toBe(0);
+    expect(reply.replayed === false && reply.replies.every((r) => r.handed === undefined)).toBe(true);
     expect(await jobRedis.exists(layout.bellKey(shardOfKey(again[0]!.keys[0]!)))).toBe(1);
+    expect(await jobRedis.sismember(layout.fastSetKey(shardOfKey(again[0]!.keys[0]!)), again[0]!.keys[0]!)).toBe(1);
   });
 
   it('writes nothing for a job it applied already', async () => {

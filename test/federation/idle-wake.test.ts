@@ -114,9 +114,13 @@ describe('a grant crosses one link at once', () => {
   });
   afterAll(() => fed?.close());
 
-  /** The LMPOP calls region `name`'s Redis ran so far: one or more per drain of its bells (drain_bells.lua). */
-  const bellDrains = async (name: string) =>
-    Number(/cmdstat_lmpop:calls=(\d+)/.exec(String(await fed.region(name).redis.info('commandstats')))?.[1] ?? 0);
+  /** The calls of `command` region `name`'s Redis ran so far. */
+  const calls = async (name: string, command: string) =>
+    Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(String(await fed.region(name).redis.info('commandstats')))?.[1] ?? 0);
+  /** One or more LMPOP per drain of a region's bells (drain_bells.lua). */
+  const bellDrains = (name: string) => calls(name, 'lmpop');
+  /** One SPOP per take of a shard's fast-lane set (take_fast.lua). */
+  const fastTakes = (name: string) => calls(name, 'spop');
 
   /** Keys region `from` sent to peer `to` on the fast lane so far. */
   const fastKeys = async (from: string, to: string) => {
@@ -136,6 +140,7 @@ describe('a grant crosses one link at once', () => {
       cb: await fastKeys('c', 'b'),
     };
     const drainsBefore = { b: await bellDrains('b'), c: await bellDrains('c') };
+    const takesBefore = { b: await fastTakes('b'), c: await fastTakes('c') };
     // Three regions share 300 + 15: 105 each, so 100 at once crosses a's watermark (94) and goes on a's fast lane;
     // b and c, idle, give a their share as free donors.
     const apiKey = `grant-${Math.random().toString(36).slice(2)}`;
@@ -165,6 +170,8 @@ describe('a grant crosses one link at once', () => {
     // b and c merged a's news where their publishers run: they told them in process (apply.ts InProcessPublisher),
     // so no bell rang and no publisher drained one (drain_bells.lua's LMPOP).
     expect({ b: await bellDrains('b'), c: await bellDrains('c') }).toEqual(drainsBefore);
+    // And the apply handed the grant to the fast lane with its state: no take of the fast-lane set (take_fast.lua's SPOP).
+    expect({ b: await fastTakes('b'), c: await fastTakes('c') }).toEqual(takesBefore);
     // c still learns of b's grant, with b's next sync round (here, one flushed now).
     await fed.region('b').federation!.flush();
     await eventually(async () => granted(await view('c'), 'b'), SLOW_SYNC_MS, "c to see b's grant");

@@ -4,7 +4,7 @@
 // gossip-calls.ts runApplyJob). A rejected job never reaches a counter.
 import type { Logger } from 'pino';
 import { FEDERATED_ALGORITHMS, type Config, type Rule } from '../../config/schema.ts';
-import { applyGossipCall, runApplyJob, type JobRecord } from '../../store/gossip-calls.ts';
+import { applyGossipCall, runApplyJob, type FastKey, type JobRecord } from '../../store/gossip-calls.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
 import type { ScriptCall } from '../../store/script-call.ts';
 import { layoutOf, ruleNameOf } from '../../keys.ts';
@@ -60,8 +60,11 @@ export type Applier = (data: unknown, bytes: number) => Promise<ApplyOutcome>;
 export interface InProcessPublisher {
   /** Whether merges may leave the bells silent now: this process surely runs the region's publisher. */
   quiet(): boolean;
-  /** The keys a quiet job's merges gave work, each with its lanes (a bell's mask, -1 every lane). */
-  queued(work: readonly QueuedWork[]): void;
+  /**
+   * The keys a quiet job's merges gave work, each with its lanes (a bell's mask, -1 every lane), and the keys they
+   * granted in, taken off the fast-lane sets with their state for the fast lane to send (apply_job.lua hand_over).
+   */
+  queued(work: readonly QueuedWork[], handed: readonly FastKey[]): void;
 }
 
 /** A key a merge gave the publisher work for, and in which lanes (a bell's mask: lua/includes/bell.lua). */
@@ -171,7 +174,10 @@ export function createApplier(deps: ApplierDeps): Applier {
       if (job.replayed) return replayed();
       if (publisher !== undefined) {
         const work = job.replies.flatMap((result, i) => (result.lanes === 0 ? [] : [{ key: callKeys[i]!, lanes: result.lanes }]));
-        if (work.length > 0) publisher.queued(work);
+        const handed = job.replies.flatMap((result, i) =>
+          result.handed === undefined ? [] : [{ key: callKeys[i]!, fields: result.handed }],
+        );
+        if (work.length > 0 || handed.length > 0) publisher.queued(work, handed);
       }
       for (const result of job.replies) {
         if (result.changed) {

@@ -39,6 +39,11 @@ export interface FastLaneDeps {
   inFlight: InFlight;
   /** The sync round's flush: a peer's round now, with the fast keys first (sync-round.ts). */
   sync: Pick<SyncRound, 'flush'>;
+  /**
+   * Keys taken off the fast-lane sets already, with their state (a quiet gossip job's grants: apply.ts): the next
+   * round empties it and sends them with what it takes itself.
+   */
+  handed?: FastKey[];
 }
 
 /** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
@@ -52,6 +57,7 @@ export function createFastLane({
   dirty,
   inFlight,
   sync,
+  handed = [],
 }: FastLaneDeps): () => Promise<number> {
   const region = config.region;
   const keys = layoutOf(config);
@@ -61,11 +67,13 @@ export function createFastLane({
       // One call per dirty shard (their keys live in different cluster slots), issued together: take_fast.lua pops
       // the shard's keys and reads their state in one round trip.
       const shards = dirty.take('fast');
-      if (shards.length === 0) return 0;
+      const given = handed.splice(0);
+      if (shards.length === 0 && given.length === 0) return 0;
       let perShard: FastKey[][];
       try {
         perShard = await Promise.all(shards.map((shard) => runTakeFast(redis, takeFastCall(keys, shard, FAST_KEYS_PER_SHARD))));
       } catch (error) {
+        // The handed keys are pending for their grantees still: they go with the next sync round.
         dirty.keep('fast', shards);
         throw error;
       }
@@ -77,8 +85,11 @@ export function createFastLane({
       const entries: GossipEntry[] = [];
       const versions: [string, number][] = [];
       const targets: FastLaneTargets[] = [];
+      // Each key once, as last read (a key handed over may be queued again since, and taken here).
+      const taken = new Map<string, string[]>();
+      for (const { key, fields } of [...given, ...perShard.flat()]) taken.set(key, fields);
       // A key that expired, or is a string now (it came back silent: lua/includes/silent_string.lua), has nothing to send.
-      for (const { key, fields } of perShard.flat()) {
+      for (const [key, fields] of taken) {
         const state = decodeState(fields, n);
         if (state.slots.length === 0) continue;
         entries.push({ k: key, t: state.changedAt, s: state.slots.map(flattenSlot) });

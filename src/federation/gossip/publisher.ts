@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.ts';
 import type { ScriptedRedis } from '../../store/commands.ts';
+import type { FastKey } from '../../store/gossip-calls.ts';
 import type { FederationMetrics } from '../metrics.ts';
 import type { PeerBook } from '../peers.ts';
 import type { Topology } from '../../protocol/index.ts';
@@ -48,6 +49,8 @@ export interface Publisher {
   round(force?: boolean): Promise<void>;
   /** One fast-lane round to every peer (run when woken, at most every FAST_LANE_MS); returns the keys sent; never throws. */
   fastRound(): Promise<number>;
+  /** Keys taken off the fast-lane sets with their state (a quiet gossip job's grants): sent by the next fast round. */
+  handOver(keys: readonly FastKey[]): void;
   /** Ask every peer to send everything again (after this region lost data); retried each round until sent. */
   requestResync(): void;
   /** Keys pending per peer, counted in every pending set (also updates the backlog gauge). */
@@ -77,10 +80,14 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   // Both lanes send through one sender and claim what they send (in-flight.ts), so a key goes to a peer once.
   const inFlight = createInFlight();
   const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty, inFlight });
-  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, dirty, inFlight, sync });
+  const handed: FastKey[] = [];
+  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, dirty, inFlight, sync, handed });
   return {
     sampleBacklog: sync.sampleBacklog,
     fastRound,
+    handOver(keys) {
+      handed.push(...keys);
+    },
     requestResync: sync.requestResync,
     async round(force = false) {
       await sweep();
