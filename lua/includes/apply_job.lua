@@ -18,7 +18,7 @@
 
   Returns { 1 } for a replay (nothing written); else { 0, reply 1, reply 2, ... }, each entry's apply_gossip.lua
   reply in entry order (its fourth value the lanes its merge gave the publisher work in, rung or not; quiet, the
-  last reply of a key handed over has its HGETALL as a fifth value). An entry that raises an error ends the call
+  last reply that granted in a key has the key's HGETALL as a fifth value). An entry that raises an error ends the call
   with that error before the record is written, so the job is retried (a merge is a max: the entries applied
   before it change nothing twice).
 ]]
@@ -26,8 +26,9 @@
 
 --[[
   A quiet job's grants, handed to the caller's publisher: each key a merge granted in (reply[3] = 1) leaves its
-  shard's fast-lane set and its state goes back with the key's last reply (take_fast.lua's SPOP and HGETALL, for
-  that key, in this call), so the fast lane sends it without a take of its own. The replies' lanes lose the fast
+  shard's fast-lane set and its state, read after every merge of the job, goes back with the last reply that
+  granted in it (take_fast.lua's SPOP and HGETALL, for that key, in this call), so the fast lane sends it without a
+  take of its own. The replies' lanes lose the fast
   lane's bit (the set holds nothing of theirs now; -1 stays every lane). A key left unsent (the process stops) is
   still in the grantee's pending set: it goes with the next sync round.
 ]]
