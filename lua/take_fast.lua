@@ -7,11 +7,11 @@
   Returns { { key, { field, value, ... } }, ... }; a key that expired comes back with no fields, and so does a key
   that is a string now (it expired and came back silent: silent_string.lua; it has nothing to send).
 ]]
+--- @include "includes/sent_state"
+
 local popped = redis.call('SPOP', KEYS[1], tonumber(ARGV[1]))
 local out = {}
 for i = 1, #popped do
-  local fields = redis.pcall('HGETALL', popped[i])
-  if fields.err then fields = {} end
-  out[i] = { popped[i], fields }
+  out[i] = { popped[i], sent_state(popped[i]) }
 end
 return out

@@ -8,12 +8,12 @@
   back with no fields, and so does a key that is a string now (it expired and came back silent: silent_string.lua;
   it has nothing to send).
 ]]
+--- @include "includes/sent_state"
+
 local pending = redis.call('ZCARD', KEYS[1])
 local members = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #members, 2 do
-  local fields = redis.pcall('HGETALL', members[i])
-  if fields.err then fields = {} end
-  out[#out + 1] = { members[i], members[i + 1], fields }
+  out[#out + 1] = { members[i], members[i + 1], sent_state(members[i]) }
 end
 return { pending, out }

@@ -23,6 +23,7 @@
   before it change nothing twice).
 ]]
 --- @include "includes/replay"
+--- @include "includes/sent_state"
 
 --[[
   A quiet job's grants, handed to the caller's publisher: each key a merge granted in (reply[3] = 1) leaves its
@@ -44,9 +45,7 @@ local function hand_over(reply, entry_keys)
       if lanes > 0 then reply[i + 1][4] = bit.band(lanes, bit.bnot(BELL_FAST)) end
       if last[key] == i then
         redis.call('SREM', keys[4], key)
-        local fields = redis.pcall('HGETALL', key)
-        if fields.err then fields = {} end
-        reply[i + 1][5] = fields
+        reply[i + 1][5] = sent_state(key)
       end
     end
   end

@@ -39,30 +39,25 @@ export interface FastLaneDeps {
   inFlight: InFlight;
   /** The sync round's flush: a peer's round now, with the fast keys first (sync-round.ts). */
   sync: Pick<SyncRound, 'flush'>;
-  /**
-   * Keys taken off the fast-lane sets already, with their state (a quiet gossip job's grants: apply.ts): the next
-   * round empties it and sends them with what it takes itself.
-   */
-  handed?: FastKey[];
 }
 
-/** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
-export function createFastLane({
-  config,
-  topology,
-  redis,
-  links,
-  metrics,
-  logger,
-  dirty,
-  inFlight,
-  sync,
-  handed = [],
-}: FastLaneDeps): () => Promise<number> {
+export interface FastLane {
+  /** One fast-lane round: returns the keys sent; never throws (what is not sent goes with the next sync round). */
+  round(): Promise<number>;
+  /**
+   * Keys taken off the fast-lane sets already, with their state (a quiet gossip job's grants: apply.ts): the next
+   * round sends them with what it takes itself.
+   */
+  handOver(keys: readonly FastKey[]): void;
+}
+
+/** The fast lane: its rounds, and the keys handed to it between them. */
+export function createFastLane({ config, topology, redis, links, metrics, logger, dirty, inFlight, sync }: FastLaneDeps): FastLane {
   const region = config.region;
   const keys = layoutOf(config);
   const n = topology.regions.length;
-  return async () => {
+  const handed: FastKey[] = [];
+  const round = async (): Promise<number> => {
     try {
       // One call per dirty shard (their keys live in different cluster slots), issued together: take_fast.lua pops
       // the shard's keys and reads their state in one round trip.
@@ -135,6 +130,12 @@ export function createFastLane({
       logger.debug({ event: 'federation.fast_lane_failed', error: (error as Error).message }, 'fast lane round failed');
       return 0;
     }
+  };
+  return {
+    round,
+    handOver(given) {
+      handed.push(...given);
+    },
   };
 }
 

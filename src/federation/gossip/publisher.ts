@@ -80,14 +80,11 @@ export function createPublisher(deps: PublisherDeps): Publisher {
   // Both lanes send through one sender and claim what they send (in-flight.ts), so a key goes to a peer once.
   const inFlight = createInFlight();
   const sync = createSyncRound({ config, topology, redis, links, peers, logger, sender, heartbeatMs: deps.heartbeatMs, dirty, inFlight });
-  const handed: FastKey[] = [];
-  const fastRound = createFastLane({ config, topology, redis, links, metrics, logger, dirty, inFlight, sync, handed });
+  const fast = createFastLane({ config, topology, redis, links, metrics, logger, dirty, inFlight, sync });
   return {
     sampleBacklog: sync.sampleBacklog,
-    fastRound,
-    handOver(keys) {
-      handed.push(...keys);
-    },
+    fastRound: fast.round,
+    handOver: fast.handOver,
     requestResync: sync.requestResync,
     async round(force = false) {
       await sweep();
