@@ -19,8 +19,6 @@
 local apply_fresh = apply_gossip
 local function apply(KEYS, ARGV)
   renew_memos()
-  -- A call of its own rings the bell (apply_job's may not: bell_quiet).
-  bell_quiet = false
   return apply_fresh(KEYS, ARGV)
 end
 

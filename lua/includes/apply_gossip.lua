@@ -63,14 +63,10 @@ local function relay_targets(held, incoming, sender, self, n, bucket)
 end
 
 --[[
-  Whether a merge leaves the shard's bell as it is (apply_job.lua sets it for its call, from its caller: the
-  region's publisher runs in that very process and is told the lanes from the reply instead,
-  src/federation/gossip/apply.ts). Off for every other call: lua/apply_gossip.lua starts with it off, and the
-  library's apply_gossip function turns it off (functions/gossip.lua).
+  `quiet` (apply_job.lua's quiet call only): the merge leaves the shard's bell as it is, since the region's
+  publisher runs in the caller's process and is told the lanes from the reply instead (src/federation/gossip/apply.ts).
 ]]
-local bell_quiet = false
-
-local function apply_gossip(KEYS, ARGV)
+local function apply_gossip(KEYS, ARGV, quiet)
   local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
   local n = tonumber(ARGV[2])
   local now = now_ms(ARGV[16])
@@ -208,12 +204,12 @@ local function apply_gossip(KEYS, ARGV)
     if hungry_peer then redis.call('SADD', watch, key) end
     if granted then redis.call('SADD', fast, key) end
     -- The bell is for the publisher: rung only when this merge gave it something to send or sweep (and answered
-    -- either way, for a publisher told in process: bell_quiet).
+    -- either way, for a publisher told in process: quiet).
     if marked then
       rung = bell_lanes_of(marks)
       if hungry_peer then rung = bit.bor(rung, BELL_WATCH) end
       if granted then rung = bit.bor(rung, BELL_FAST) end
-      if not bell_quiet then ring_bell(bell, rung) end
+      if not quiet then ring_bell(bell, rung) end
     end
   end
   return { changed and 1 or 0, now - sender_time, granted and 1 or 0, rung }

@@ -11,7 +11,7 @@
   ARGV[3]  the heard field (heard:<region>)   ARGV[4] the heard time, ms
   ARGV[5]  1: check the record first (the job's first part)   ARGV[6] 1: record the job after (its last part)
   ARGV[7]  1: quiet, for a caller whose process runs the region's publisher: leave the shards' bells as they are
-           (apply_gossip.lua's bell_quiet; the caller marks the lanes each reply names itself), and hand it the keys
+           (apply_gossip's `quiet`; the caller marks the lanes each reply names itself), and hand it the keys
            the merges granted in (hand_over below) instead of leaving them in the fast-lane sets
   ARGV[8]  the entry count, then per entry: its key count, its argument count and its apply_gossip.lua ARGV
   (src/store/gossip-calls.ts applyJobCall lays this out)
@@ -56,7 +56,6 @@ local function apply_job(KEYS, ARGV)
   local reply = { 0 }
   local k, a = 2, 9
   local quiet = ARGV[7] == '1'
-  bell_quiet = quiet
   local entry_keys = {}
   for i = 1, tonumber(ARGV[8]) do
     local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
@@ -68,15 +67,13 @@ local function apply_job(KEYS, ARGV)
     k, a = k + nk, a + na
     -- Each merge starts from fresh memos, as a call of its own would.
     renew_memos()
-    local ok, result = pcall(apply_gossip, keys, args)
+    local ok, result = pcall(apply_gossip, keys, args, quiet)
     if not ok then
-      bell_quiet = false
       if type(result) == 'table' and result.err then return redis.error_reply(result.err) end
       return redis.error_reply(tostring(result))
     end
     reply[i + 1] = result
   end
-  bell_quiet = false
   if quiet then hand_over(reply, entry_keys) end
   if ARGV[6] == '1' then
     replay_keep(KEYS[1], ARGV[1], ARGV[2])
