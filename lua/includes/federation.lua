@@ -16,7 +16,7 @@
 local SHARE_UNITS = 1000000
 local KEPT_WINDOWS = 3
 
--- A silent token bucket's one-string form (state layout 3), turned into its hash before any other write.
+-- A silent key's one-string form (state layouts 3 and 4), turned into its hash before any other write.
 --- @include "includes/silent_string"
 
 --- @include "includes/fmt"
@@ -472,15 +472,15 @@ end
 
 local function load_silent(key, n, r, with_a, current, previous, ttl)
   local names = window_silent_names_of(r, current, previous, with_a)
-  local text, other, read = nil, false, nil
-  if ttl ~= nil and with_a then text, other, read = own_silent_values(key, label(r), window_string_values) end
+  local string_values, other, read = nil, false, nil
+  if ttl ~= nil and with_a then string_values, other, read = own_silent_values(key, label(r), window_string_values) end
   if other then window_hash_of_other(key) end
   local values
-  if text ~= nil then
-    -- HMGET's reply for the string: z = 1, then as `names` asks.
+  if string_values ~= nil then
+    -- HMGET's reply for the string, as numbers: z = 1, then as `names` asks (false when absent).
     local at = 5 + 3 * current
-    values = { '1', silent_field(text, 2), silent_field(text, 3), silent_field(text, 4), silent_field(text, at),
-      silent_field(text, at + 1), silent_field(text, 5 + 3 * previous), silent_field(text, at + 2) }
+    local v = string_values
+    values = { '1', v[2], v[3], v[4], v[at], v[at + 1], v[5 + 3 * previous], v[at + 2] }
   else
     local flat = read or redis.pcall('HGETALL', key)
     if flat.err then
@@ -509,7 +509,7 @@ local function load_silent(key, n, r, with_a, current, previous, ttl)
   if slots[previous].id >= 0 then slots[previous].c[r] = tonumber(values[7]) or 0 end
   return {
     key = key, n = n, with_a = with_a, silent = true, had_z = values[1] ~= false, self = r, current = current,
-    held = held, old = old, slots = slots, extra = {}, string = text, ttl = ttl,
+    held = held, old = old, slots = slots, extra = {}, string = string_values, ttl = ttl,
   }
 end
 
@@ -536,10 +536,10 @@ local function store_silent(state, slots, sets)
     -- The window's string: the current slot as the hash's write below leaves it (a zero cell is an absent field).
     if slot.id >= 0 then
       local at = 5 + 3 * k
-      values[2 + k] = fmt(slot.id)
-      values[at] = slot.c[r] == 0 and '' or fmt(slot.c[r])
-      values[at + 1] = slot.t[r] == 0 and '' or fmt(slot.t[r])
-      values[at + 2] = slot.a[r][r] == 0 and '' or fmt(slot.a[r][r])
+      values[2 + k] = slot.id
+      values[at] = slot.c[r] ~= 0 and slot.c[r]
+      values[at + 1] = slot.t[r] ~= 0 and slot.t[r]
+      values[at + 2] = slot.a[r][r] ~= 0 and slot.a[r][r]
     end
     redis.call('SET', state.key, window_string_text(values), 'PX', state.ttl)
     if #sets == 0 then return true end

@@ -50,9 +50,6 @@ local function silent_view(p, fence)
   return v
 end
 
--- The texts of a batch's clock, epoch and share: its calls store at one clock, in one epoch, at one share (last_fmt).
-local now_text, epoch_text, sigma_text = last_fmt(), last_fmt(), last_fmt()
-
 --[[
   A silent bucket's write: this region's count and admission time of the epoch's slot and the tokens after, into the
   key as it was read (`s`, silent_bucket_state's): its string with one SET PX, or its hash.
@@ -62,10 +59,10 @@ local function silent_store(s, count, at, after)
   local values = s.values
   if values ~= nil then
     -- The string: every field as the hash's write below leaves it (a zero cell is an absent field).
-    values[2], values[3], values[4] = fmt(after), now_text(now), sigma_text(s.sigma)
-    values[5 + k] = epoch_text(epoch)
-    values[8 + 2 * k] = count == 0 and '' or fmt(count)
-    values[9 + 2 * k] = at == 0 and '' or (at == now and now_text(now) or fmt(at))
+    values[2], values[3], values[4] = after, now, s.sigma
+    values[5 + k] = epoch
+    values[8 + 2 * k] = count ~= 0 and count
+    values[9 + 2 * k] = at ~= 0 and at
     redis.call('SET', s.key, silent_string_text(values), 'PX', s.ttl)
     return
   end
@@ -127,7 +124,7 @@ local function silent_bucket_state(p, rule, fence, now)
   end
   if other and not gcra_to_hash(rule.key, C, L, P, now) then error('unreadable token bucket state at ' .. rule.key) end
   -- The fields as HMGET answers bucket_silent_names_of's names (z, tokens, last_refill, sig, w0, w1, w2, this region's
-  -- c and t of slot k and c of slot kp), read as numbers: tonumber of an absent field ('' in the string, false in
+  -- c and t of slot k and c of slot kp), read as numbers: tonumber of an absent field (false in the string and in
   -- the hash) is nil.
   local held, names = nil, nil
   local stored, last_refill, w0, w1, w2, slot_c, slot_t, before_c

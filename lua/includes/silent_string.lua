@@ -1,43 +1,80 @@
 --[[
-  A silent federated key in one string (state layout 3; docs/architecture.md "A silent key is one string"). A silent
-  key (federation.lua load_silent: z = 1) holds only this region's fields. While it stays silent they live in one
-  string, in a fixed order, as the very texts its hash would hold, empty for an absent field:
+  A silent federated key in one string (state layouts 3 and 4; docs/architecture.md "A silent key is one string"). A
+  silent key (federation.lua load_silent: z = 1) holds only this region's fields. While it stays silent they live in
+  one string, in a fixed order:
 
-    token bucket (silent_bucket.lua):
-      S<r>|tokens|last_refill|sig|w0|w1|w2|c0.<r>|t0.<r>|c1.<r>|t1.<r>|c2.<r>|t2.<r>
-    window, fixed or sliding (federation.lua load_silent, store_silent):
-      W<r>|w0|w1|w2|c0.<r>|t0.<r>|a0.<r>.<r>|c1.<r>|t1.<r>|a1.<r>.<r>|c2.<r>|t2.<r>|a2.<r>.<r>
+    token bucket (silent_bucket.lua): a MessagePack array of 13 (cmsgpack; first byte 0x9d)
+      [ "<r>", tokens, last_refill, sig, w0, w1, w2, c0.<r>, t0.<r>, c1.<r>, t1.<r>, c2.<r>, t2.<r> ]
+    window, fixed or sliding (federation.lua load_silent, store_silent): an array of 14 (first byte 0x9e)
+      [ "W", "<r>", w0, w1, w2, c0.<r>, t0.<r>, a0.<r>.<r>, c1.<r>, t1.<r>, a1.<r>.<r>, c2.<r>, t2.<r>, a2.<r>.<r> ]
 
-  r is the index of the region that wrote it. A decision reads it with one GET and writes it with one SET PX where
+  each field a number (MessagePack's integer, float or double: exact for every double; a -0 as the text '-0') or
+  false when absent (state layout 4). Layout 3 wrote the same fields as the texts the hash holds, joined by '|' after
+  S<r> or W<r>, '' for an absent one; it is still read, as the same numbers. The numbers go without a text between
+  them and the arithmetic: no string.match, tonumber or %.17g on the silent path (docs/performance.md, thirty-third
+  pass). r is the index of the region that wrote it. A decision reads it with one GET and writes it with one SET PX where
   the hash took HMGET, HSET and PEXPIRE. The string stands for exactly that hash: as soon as anything else must be
   written to the key (a version: mark_changed, the key turns loud; a peer's cells: apply_gossip; a sweep; a refund;
   a settlement; another region's index) it becomes that hash (silent_string_to_hash) and stays one. A single region
   reads a bucket's tokens (gcra.lua gcra_read) and a window's hash (gcra.lua window_fields).
   src/store/silent-string.ts reads both for the TS side.
 ]]
+--- @include "includes/fmt"
+
 local SILENT_STRING = '^S(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$'
 local WINDOW_STRING = '^W(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$'
 -- The hash fields of values 2 to 7 (values 8 to 13 are this region's c and t of slots 0, 1 and 2).
 local SILENT_STRING_FIELDS = { 'tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2' }
 
+-- A layout-3 field's number, false for an absent one ('').
+local function text_number(text)
+  if text == '' then return false end
+  return tonumber(text)
+end
+
+-- The first byte of a bucket's string in layout 4, a MessagePack array of 13 values, and of a window's, 14.
+local PACKED_BUCKET, PACKED_WINDOW = '\157', '\158'
+
+-- The MessagePack array of `count` values that `text` holds (its first byte says so), nil when it is not one.
+local function packed_values(text, count)
+  local ok, values = pcall(cmsgpack.unpack, text)
+  if ok and type(values) == 'table' and #values == count then return values end
+  return nil
+end
+
 --[[
-  The values of a silent string (1 r, 2 tokens, 3 last_refill, 4 sig, 5 to 7 w0 to w2, 8 to 13 c0 t0 c1 t1 c2 t2;
-  '' for an absent field), or nil when `text` is not one (a single region's number, gcra.lua).
+  The values of a bucket's silent string (1 r, 2 tokens, 3 last_refill, 4 sig, 5 to 7 w0 to w2, 8 to 13 c0 t0 c1 t1
+  c2 t2): r as text, the others numbers or false for an absent field; nil when `text` is not one (a single region's
+  number, gcra.lua; a window's string). Reads layout 4 and layout 3.
 ]]
 local function silent_string_values(text)
+  if string.sub(text, 1, 1) == PACKED_BUCKET then
+    local values = packed_values(text, 13)
+    if values ~= nil and type(values[1]) == 'string' then return values end
+    return nil
+  end
   local r, tokens, last, sig, w0, w1, w2, c0, t0, c1, t1, c2, t2 = string.match(text, SILENT_STRING)
   if r == nil then return nil end
-  return { r, tokens, last, sig, w0, w1, w2, c0, t0, c1, t1, c2, t2 }
+  return { r, text_number(tokens), text_number(last), text_number(sig), text_number(w0), text_number(w1), text_number(w2),
+    text_number(c0), text_number(t0), text_number(c1), text_number(t1), text_number(c2), text_number(t2) }
 end
 
 --[[
   The values of a window's silent string (1 r, 2 to 4 w0 to w2, then per slot k its c, t and a at 5 + 3k, 6 + 3k,
-  7 + 3k; '' for an absent field), or nil when `text` is not one.
+  7 + 3k): r as text, the others numbers or false for an absent field; nil when `text` is not one. Reads layout 4
+  and layout 3.
 ]]
 local function window_string_values(text)
+  if string.sub(text, 1, 1) == PACKED_WINDOW then
+    local values = packed_values(text, 14)
+    if values == nil or values[1] ~= 'W' or type(values[2]) ~= 'string' then return nil end
+    table.remove(values, 1)
+    return values
+  end
   local r, w0, w1, w2, c0, t0, a0, c1, t1, a1, c2, t2, a2 = string.match(text, WINDOW_STRING)
   if r == nil then return nil end
-  return { r, w0, w1, w2, c0, t0, a0, c1, t1, a1, c2, t2, a2 }
+  return { r, text_number(w0), text_number(w1), text_number(w2), text_number(c0), text_number(t0), text_number(a0),
+    text_number(c1), text_number(t1), text_number(a1), text_number(c2), text_number(t2), text_number(a2) }
 end
 
 --[[
@@ -62,9 +99,9 @@ local function forget_hash(key)
   hash_hint_count = hash_hint_count - 1
 end
 
--- The values of an absent key: region r's string with every field empty.
+-- The values of an absent key: region r's string with every field absent.
 local function absent_values(r)
-  return { r, '', '', '', '', '', '', '', '', '', '', '', '' }
+  return { r, false, false, false, false, false, false, false, false, false, false, false, false }
 end
 
 --[[
@@ -95,28 +132,32 @@ local function own_silent_values(key, r, parse)
   return nil, true
 end
 
--- Value i of a silent string as HMGET answers the field: false when absent ('').
-local function silent_field(values, i)
-  local value = values[i]
-  if value == '' then return false end
-  return value
+-- Values 2 to 13 as MessagePack keeps them: a -0 as its text '-0' (it would go as the integer 0; fmt writes '-0').
+local function keep_negative_zeros(values)
+  for i = 2, 13 do
+    local value = values[i]
+    if value == 0 and 1 / value < 0 then values[i] = '-0' end
+  end
 end
 
--- The bucket's string of `values` (as silent_string_values returns them).
+-- The bucket's string of `values` (as silent_string_values returns them), layout 4.
 local function silent_string_text(values)
-  return 'S' .. table.concat(values, '|')
+  keep_negative_zeros(values)
+  return cmsgpack.pack(values)
 end
 
--- The window's string of `values` (as window_string_values returns them).
+-- The window's string of `values` (as window_string_values returns them), layout 4.
 local function window_string_text(values)
-  return 'W' .. table.concat(values, '|')
+  keep_negative_zeros(values)
+  return cmsgpack.pack({ 'W', unpack(values, 1, 13) })
 end
 
--- Appends field, value to `sets` when the value is not ''.
+-- Appends field, value to `sets` when the value is there: a number as the hash's text of it (fmt, what layout 3
+-- stored), a text as it is.
 local function add_field(sets, name, value)
-  if value ~= '' then
+  if value ~= false then
     sets[#sets + 1] = name
-    sets[#sets + 1] = value
+    sets[#sets + 1] = type(value) == 'number' and fmt(value) or value
   end
 end
 

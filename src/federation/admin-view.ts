@@ -211,13 +211,13 @@ async function readStateHash(redis: Redis | Cluster, key: string, rule: Rule): P
     return await redis.hgetall(key);
   } catch (error) {
     if (!isWrongTypeError(error)) throw error;
-    const held = await redis.get(key);
+    const held = await redis.getBuffer(key);
     const now = Date.now();
     if (held === null) return {};
     const silent = silentStringFields(held);
     if (silent) return silent;
     if (rule.algorithm !== 'tokenBucket') throw error;
     const bucket = { limit: rule.limit, periodMs: rule.period, burst: advertisedLimit(rule) };
-    return { tokens: String(singleBucketTokens(bucket, Number(held), now)), last_refill: String(now) };
+    return { tokens: String(singleBucketTokens(bucket, Number(held.toString('utf8')), now)), last_refill: String(now) };
   }
 }

@@ -189,6 +189,38 @@ describe('token bucket state layouts', () => {
     expect(await redis.pttl(stringKey)).toBeGreaterThan(0);
   });
 
+  it("an upgraded region reads the previous release's text string (layout 3) as its hash and writes layout 4", async () => {
+    await markShardsIntact(redis);
+    const r = topologyOf(federated).selfIndex;
+    let now = T0;
+    const engine = engineAt(federated, () => now);
+    // The fields a silent key holds after one admission, as a layout-3 text string on one key and as a hash on another.
+    const first = freshKey();
+    expect((await engine.decide(request(first, 3))).allowed).toBe(true);
+    const fields = await stateFields(redis, stateKey(federated, first));
+    const value = (name: string) => fields[name] ?? '';
+    const text = ['tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', ...[0, 1, 2].flatMap((k) => [`c${k}.${r}`, `t${k}.${r}`])].map(value);
+    const [asString, asHash] = [freshKey(), freshKey()];
+    const [stringKey, hashKey] = [stateKey(federated, asString), stateKey(federated, asHash)];
+    await redis.set(stringKey, `S${r}|${text.join('|')}`, 'PX', 600_000);
+    await redis.hset(hashKey, fields);
+    expect(await stateFields(redis, stringKey)).toEqual(await redis.hgetall(hashKey));
+    for (const [at, cost] of [
+      [T0 + 700, 5],
+      [T0 + MINUTE + 250, 2],
+    ] as const) {
+      now = at;
+      await expectStringAsHash(
+        redis,
+        (apiKey, units) => engine.decide(request(apiKey, units)),
+        { asString, asHash, stringKey, hashKey },
+        cost,
+      );
+      expect((await redis.getBuffer(stringKey))![0]).toBe(0x9d);
+    }
+    await engine.close();
+  });
+
   it("a peer's gossip, a refund and a region that stops federating read the silent string", async () => {
     await markShardsIntact(redis);
     const topology = topologyOf(federated);

@@ -1,4 +1,4 @@
-// A silent federated window is one string (state layout 3, lua/includes/silent_string.lua) standing for the hash
+// A silent federated window is one string (state layouts 3 and 4, lua/includes/silent_string.lua) standing for the hash
 // the hash path writes, on a real redis-server: the same decisions on a new key (the string) and on a key that is
 // already a silent hash, fields compared after every step; the string becomes that very hash when the key turns
 // loud, and a refund, a settlement and a region that stops federating read it.
@@ -72,6 +72,38 @@ describe.each(['fixedWindow', 'slidingWindow'] as const)('%s: a silent federated
     expect(await redis.type(stringKey)).toBe('hash');
     expect(await redis.hgetall(stringKey)).toEqual(await redis.hgetall(hashKey));
     expect(await redis.pttl(stringKey)).toBeGreaterThan(0);
+  });
+
+  it("an upgraded region reads the previous release's text string (layout 3) as its hash and writes layout 4", async () => {
+    await markShardsIntact(redis);
+    const r = topologyOf(federated).selfIndex;
+    let now = T0;
+    const engine = engineAt(federated, () => now);
+    const first = freshKey();
+    expect((await engine.decide(request(first, 3))).allowed).toBe(true);
+    const fields = await stateFields(redis, stateKey(federated, first));
+    const value = (name: string) => fields[name] ?? '';
+    const cells = [0, 1, 2].flatMap((k) => [`c${k}.${r}`, `t${k}.${r}`, `a${k}.${r}.${r}`]);
+    const text = ['w0', 'w1', 'w2', ...cells].map(value);
+    const [asString, asHash] = [freshKey(), freshKey()];
+    const [stringKey, hashKey] = [stateKey(federated, asString), stateKey(federated, asHash)];
+    await redis.set(stringKey, `W${r}|${text.join('|')}`, 'PX', 600_000);
+    await redis.hset(hashKey, fields);
+    expect(await stateFields(redis, stringKey)).toEqual(await redis.hgetall(hashKey));
+    for (const [at, cost] of [
+      [T0 + 700, 5],
+      [T0 + MINUTE + 250, 2],
+    ] as const) {
+      now = at;
+      await expectStringAsHash(
+        redis,
+        (apiKey, units) => engine.decide(request(apiKey, units)),
+        { asString, asHash, stringKey, hashKey },
+        cost,
+      );
+      expect((await redis.getBuffer(stringKey))![0]).toBe(0x9e);
+    }
+    await engine.close();
   });
 
   it('a refund, a settlement and a region that stops federating read the string', async () => {

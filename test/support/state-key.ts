@@ -9,17 +9,17 @@ import { silentStringFields } from '../../src/store/silent-string.ts';
 /** The key's fields as a hash (a silent string's too); a single region's bucket as `{ fullAtUs }`; `{}` when absent. */
 export async function stateFields(redis: Redis | Cluster, key: string): Promise<Record<string, string>> {
   if ((await redis.type(key)) !== 'string') return redis.hgetall(key);
-  const held = (await redis.get(key))!;
-  return silentStringFields(held) ?? { fullAtUs: held };
+  const held = (await redis.getBuffer(key))!;
+  return silentStringFields(held) ?? { fullAtUs: held.toString('utf8') };
 }
 
 /** A token bucket's tokens at `now` (ms), in either layout; the capacity when the key is absent. */
 export async function bucketTokens(redis: Redis | Cluster, key: string, rule: SingleBucketRule, now: number): Promise<number> {
   if ((await redis.type(key)) === 'hash') return Number(await redis.hget(key, 'tokens'));
-  const held = await redis.get(key);
+  const held = await redis.getBuffer(key);
   const silent = held === null ? undefined : silentStringFields(held);
   if (silent) return Number(silent.tokens);
-  return singleBucketTokens(rule, held === null ? undefined : Number(held), now);
+  return singleBucketTokens(rule, held === null ? undefined : Number(held.toString('utf8')), now);
 }
 
 /** Two keys of one rule decided side by side: one new (its silent string), one already a silent hash (z alone). */
