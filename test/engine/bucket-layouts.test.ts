@@ -16,7 +16,7 @@ import { withScripts } from '../../src/store/commands.ts';
 import { applyGossipCall, runApplyGossip, runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { markShardsIntact } from '../../src/federation/recovery.ts';
 import { client, useRedis } from '../harness/redis.ts';
-import { bucketTokens, expectStringAsHash, stateFields } from '../support/state-key.ts';
+import { bucketTokens, expectLayout3Upgrade, expectStepsAsHash, stateFields } from '../support/state-key.ts';
 import { scriptSource } from '../../src/store/lua-source.ts';
 
 const server = await useRedis();
@@ -164,19 +164,15 @@ describe('token bucket state layouts', () => {
     await redis.hset(hashKey, 'z', '1');
     let now = T0;
     const engine = engineAt(federated, () => now);
-    for (const [at, cost] of [
+    const steps = [
       [T0, 3],
       [T0 + 1_500, 7],
       [T0 + MINUTE + 250, 2],
-    ] as const) {
+    ] as const;
+    const decide = (apiKey: string, units: number) => engine.decide(request(apiKey, units));
+    await expectStepsAsHash(redis, decide, { asString, asHash, stringKey, hashKey }, steps, (at) => {
       now = at;
-      await expectStringAsHash(
-        redis,
-        (apiKey, units) => engine.decide(request(apiKey, units)),
-        { asString, asHash, stringKey, hashKey },
-        cost,
-      );
-    }
+    });
     const [usage, hashUsage] = [await redis.memory('USAGE', stringKey), await redis.memory('USAGE', hashKey)];
     console.log(`silent bucket: string ${usage} B, hash ${hashUsage} B (MEMORY USAGE)`);
     expect(usage).toBeLessThan(hashUsage!);
@@ -192,33 +188,9 @@ describe('token bucket state layouts', () => {
   it("an upgraded region reads the previous release's text string (layout 3) as its hash and writes layout 4", async () => {
     await markShardsIntact(redis);
     const r = topologyOf(federated).selfIndex;
-    let now = T0;
-    const engine = engineAt(federated, () => now);
-    // The fields a silent key holds after one admission, as a layout-3 text string on one key and as a hash on another.
-    const first = freshKey();
-    expect((await engine.decide(request(first, 3))).allowed).toBe(true);
-    const fields = await stateFields(redis, stateKey(federated, first));
-    const value = (name: string) => fields[name] ?? '';
-    const text = ['tokens', 'last_refill', 'sig', 'w0', 'w1', 'w2', ...[0, 1, 2].flatMap((k) => [`c${k}.${r}`, `t${k}.${r}`])].map(value);
-    const [asString, asHash] = [freshKey(), freshKey()];
-    const [stringKey, hashKey] = [stateKey(federated, asString), stateKey(federated, asHash)];
-    await redis.set(stringKey, `S${r}|${text.join('|')}`, 'PX', 600_000);
-    await redis.hset(hashKey, fields);
-    expect(await stateFields(redis, stringKey)).toEqual(await redis.hgetall(hashKey));
-    for (const [at, cost] of [
-      [T0 + 700, 5],
-      [T0 + MINUTE + 250, 2],
-    ] as const) {
-      now = at;
-      await expectStringAsHash(
-        redis,
-        (apiKey, units) => engine.decide(request(apiKey, units)),
-        { asString, asHash, stringKey, hashKey },
-        cost,
-      );
-      expect((await redis.getBuffer(stringKey))![0]).toBe(0x9d);
-    }
-    await engine.close();
+    const stateKeyOf = (apiKey: string) => stateKey(federated, apiKey);
+    const engineOf = (now: () => number) => engineAt(federated, now);
+    await expectLayout3Upgrade(redis, { kind: 'bucket', r, engineAt: engineOf, request, freshKey, stateKeyOf, start: T0, period: MINUTE });
   });
 
   it("a peer's gossip, a refund and a region that stops federating read the silent string", async () => {

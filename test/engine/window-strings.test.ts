@@ -14,7 +14,7 @@ import { withScripts } from '../../src/store/commands.ts';
 import { runSweepWatch, sweepCall } from '../../src/store/gossip-calls.ts';
 import { scriptSource } from '../../src/store/lua-source.ts';
 import { client, useRedis } from '../harness/redis.ts';
-import { expectStringAsHash, stateFields } from '../support/state-key.ts';
+import { expectLayout3Upgrade, expectStepsAsHash, stateFields } from '../support/state-key.ts';
 
 const server = await useRedis();
 const redis = withScripts(client(server.url));
@@ -48,20 +48,22 @@ describe.each(['fixedWindow', 'slidingWindow'] as const)('%s: a silent federated
     let now = T0;
     const engine = engineAt(federated, () => now);
     // Three steps: two in one window, one in the next (a new slot beside the old one).
-    for (const [at, cost] of [
+    const steps = [
       [T0, 3],
       [T0 + 1_500, 7],
       [T0 + MINUTE + 250, 2],
-    ] as const) {
-      now = at;
-      await expectStringAsHash(
-        redis,
-        (apiKey, units) => engine.decide(request(apiKey, units)),
-        { asString, asHash, stringKey, hashKey },
-        cost,
-      );
-      expect(await redis.pttl(stringKey)).toBeGreaterThan(2 * MINUTE);
-    }
+    ] as const;
+    const decide = (apiKey: string, units: number) => engine.decide(request(apiKey, units));
+    await expectStepsAsHash(
+      redis,
+      decide,
+      { asString, asHash, stringKey, hashKey },
+      steps,
+      (at) => {
+        now = at;
+      },
+      async () => expect(await redis.pttl(stringKey)).toBeGreaterThan(2 * MINUTE),
+    );
     const [usage, hashUsage] = [await redis.memory('USAGE', stringKey), await redis.memory('USAGE', hashKey)];
     console.log(`${algorithm} silent key: string ${usage} B, hash ${hashUsage} B (MEMORY USAGE)`);
     expect(usage).toBeLessThan(hashUsage!);
@@ -77,33 +79,9 @@ describe.each(['fixedWindow', 'slidingWindow'] as const)('%s: a silent federated
   it("an upgraded region reads the previous release's text string (layout 3) as its hash and writes layout 4", async () => {
     await markShardsIntact(redis);
     const r = topologyOf(federated).selfIndex;
-    let now = T0;
-    const engine = engineAt(federated, () => now);
-    const first = freshKey();
-    expect((await engine.decide(request(first, 3))).allowed).toBe(true);
-    const fields = await stateFields(redis, stateKey(federated, first));
-    const value = (name: string) => fields[name] ?? '';
-    const cells = [0, 1, 2].flatMap((k) => [`c${k}.${r}`, `t${k}.${r}`, `a${k}.${r}.${r}`]);
-    const text = ['w0', 'w1', 'w2', ...cells].map(value);
-    const [asString, asHash] = [freshKey(), freshKey()];
-    const [stringKey, hashKey] = [stateKey(federated, asString), stateKey(federated, asHash)];
-    await redis.set(stringKey, `W${r}|${text.join('|')}`, 'PX', 600_000);
-    await redis.hset(hashKey, fields);
-    expect(await stateFields(redis, stringKey)).toEqual(await redis.hgetall(hashKey));
-    for (const [at, cost] of [
-      [T0 + 700, 5],
-      [T0 + MINUTE + 250, 2],
-    ] as const) {
-      now = at;
-      await expectStringAsHash(
-        redis,
-        (apiKey, units) => engine.decide(request(apiKey, units)),
-        { asString, asHash, stringKey, hashKey },
-        cost,
-      );
-      expect((await redis.getBuffer(stringKey))![0]).toBe(0x9e);
-    }
-    await engine.close();
+    const stateKeyOf = (apiKey: string) => stateKey(federated, apiKey);
+    const engineOf = (now: () => number) => engineAt(federated, now);
+    await expectLayout3Upgrade(redis, { kind: 'window', r, engineAt: engineOf, request, freshKey, stateKeyOf, start: T0, period: MINUTE });
   });
 
   it('a refund, a settlement and a region that stops federating read the string', async () => {

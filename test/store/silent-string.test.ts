@@ -11,6 +11,16 @@ const server = await useRedis();
 const redis = client(server.url);
 const SILENT_STRING = scriptSource('includes/silent_string');
 
+/** The 13 values `reader` (silent_string_values or window_string_values) reads at `key`: numbers as fmt writes them. */
+async function readValues(reader: 'silent_string_values' | 'window_string_values', key: string): Promise<string[]> {
+  return (await redis.eval(
+    `${SILENT_STRING}\nlocal v = ${reader}(redis.call('GET', KEYS[1]))\nlocal out = {}\n` +
+      `for i = 1, 13 do out[i] = type(v[i]) == 'number' and fmt(v[i]) or tostring(v[i]) end\nreturn out`,
+    1,
+    key,
+  )) as string[];
+}
+
 /** Numbers a bucket's fields take, and the edges of fmt's two forms. */
 const NUMBERS = [
   1,
@@ -111,15 +121,14 @@ describe('a silent string, layout 4', () => {
 
   it("writes a window's values as an array of 14 and reads them back, as the hash's texts on the TS side", async () => {
     const key = 'silent-string-window';
-    const fields = await redis.eval(
+    await redis.eval(
       `${SILENT_STRING}\nlocal v = { '2', 29417880, false, 29417879, 7, 1765072800123.5, 2.5, false, false, false, 3, 1765072740000, false }\n` +
-        `redis.call('SET', KEYS[1], window_string_text(v))\nlocal back = window_string_values(redis.call('GET', KEYS[1]))\n` +
-        `local out = {}\nfor i = 1, 13 do out[i] = type(back[i]) == 'number' and fmt(back[i]) or tostring(back[i]) end\n` +
-        `local h = silent_string_hash(redis.call('GET', KEYS[1]))\nreturn { out, h }`,
+        `redis.call('SET', KEYS[1], window_string_text(v))`,
       1,
       key,
     );
-    const [values, hashTexts] = fields as [string[], string[]];
+    const values = await readValues('window_string_values', key);
+    const hashTexts = (await redis.eval(`${SILENT_STRING}\nreturn silent_string_hash(redis.call('GET', KEYS[1]))`, 1, key)) as string[];
     expect(values).toEqual([
       '2',
       '29417880',
@@ -156,11 +165,7 @@ describe('a silent string, layout 4', () => {
     const text = 'S0|996.98333333333335|1765072800123|333333|29417880|||17|1765072800123||||';
     const key = 'silent-string-layout-3';
     await redis.set(key, text);
-    const values = (await redis.eval(
-      `${SILENT_STRING}\nlocal v = silent_string_values(redis.call('GET', KEYS[1]))\nlocal out = {}\nfor i = 1, 13 do out[i] = type(v[i]) == 'number' and fmt(v[i]) or tostring(v[i]) end\nreturn out`,
-      1,
-      key,
-    )) as string[];
+    const values = await readValues('silent_string_values', key);
     expect(values).toEqual([
       '0',
       '996.98333333333335',
@@ -178,11 +183,7 @@ describe('a silent string, layout 4', () => {
     ]);
     const window = 'W1|29417880|||4|1765072800123|4||||||';
     await redis.set(key, window);
-    const windowValues = (await redis.eval(
-      `${SILENT_STRING}\nlocal v = window_string_values(redis.call('GET', KEYS[1]))\nlocal out = {}\nfor i = 1, 13 do out[i] = type(v[i]) == 'number' and fmt(v[i]) or tostring(v[i]) end\nreturn out`,
-      1,
-      key,
-    )) as string[];
+    const windowValues = await readValues('window_string_values', key);
     expect(windowValues).toEqual([
       '1',
       '29417880',
