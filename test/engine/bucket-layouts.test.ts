@@ -144,6 +144,20 @@ describe('token bucket state layouts', () => {
     expect(await redis.type(key)).toBe('hash');
   });
 
+  it("the admin key view shows a silent bucket's packed string as its hash", async () => {
+    await markShardsIntact(redis);
+    const apiKey = freshKey();
+    const engine = engineAt(federated, () => T0);
+    expect((await engine.decide(request(apiKey, 3))).allowed).toBe(true);
+    await engine.close();
+    expect((await redis.getBuffer(stateKey(federated, apiKey)))![0]).toBe(0x9d);
+    const view = await federationKeyView(federated, redis, 'tb', { apiKey });
+    expect(view.exists).toBe(true);
+    // 300 of the share less the 3 admitted (refilled to the view's clock when that is past T0: never above the share).
+    expect(view.bucket?.tokens).toBeGreaterThanOrEqual(297);
+    expect(view.bucket?.tokens).toBeLessThanOrEqual(300);
+  });
+
   it('the admin key view shows the number as the tokens it stands for', async () => {
     const apiKey = freshKey();
     // Full again 2 s from now: 20 tokens of 100 ms short of 600.
