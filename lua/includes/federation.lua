@@ -541,7 +541,7 @@ local function store_silent(state, slots, sets)
       values[at + 1] = slot.t[r] ~= 0 and slot.t[r]
       values[at + 2] = slot.a[r][r] ~= 0 and slot.a[r][r]
     end
-    redis.call('SET', state.key, window_string_text(values), 'PX', state.ttl)
+    redis.call('SET', state.key, window_string_packed(values), 'PX', state.ttl)
     if #sets == 0 then return true end
     -- Other fields too: the hash from now on.
     silent_string_to_hash(state.key)

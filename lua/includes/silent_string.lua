@@ -32,8 +32,8 @@ local function text_number(text)
   return tonumber(text)
 end
 
--- The first byte of a bucket's string in layout 4, a MessagePack array of 13 values, and of a window's, 14.
-local PACKED_BUCKET, PACKED_WINDOW = '\157', '\158'
+-- The first byte of a bucket's string in layout 4, a MessagePack array of 13 values (0x9d), and of a window's, 14.
+local PACKED_BUCKET, PACKED_WINDOW = 157, 158
 
 -- The MessagePack array of `count` values that `text` holds (its first byte says so), nil when it is not one.
 local function packed_values(text, count)
@@ -48,7 +48,7 @@ end
   number, gcra.lua; a window's string). Reads layout 4 and layout 3.
 ]]
 local function silent_string_values(text)
-  if string.sub(text, 1, 1) == PACKED_BUCKET then
+  if string.byte(text, 1) == PACKED_BUCKET then
     local values = packed_values(text, 13)
     if values ~= nil and type(values[1]) == 'string' then return values end
     return nil
@@ -65,7 +65,7 @@ end
   and layout 3.
 ]]
 local function window_string_values(text)
-  if string.sub(text, 1, 1) == PACKED_WINDOW then
+  if string.byte(text, 1) == PACKED_WINDOW then
     local values = packed_values(text, 14)
     if values == nil or values[1] ~= 'W' or type(values[2]) ~= 'string' then return nil end
     table.remove(values, 1)
@@ -141,13 +141,13 @@ local function keep_negative_zeros(values)
 end
 
 -- The bucket's string of `values` (as silent_string_values returns them), layout 4.
-local function silent_string_text(values)
+local function silent_string_packed(values)
   keep_negative_zeros(values)
   return cmsgpack.pack(values)
 end
 
 -- The window's string of `values` (as window_string_values returns them), layout 4.
-local function window_string_text(values)
+local function window_string_packed(values)
   keep_negative_zeros(values)
   return cmsgpack.pack({ 'W', unpack(values, 1, 13) })
 end

@@ -69,18 +69,18 @@ function significantDigits(value: number, count: number): { digits: string; expo
 }
 
 /**
- * The values of a layout-4 string (a MessagePack array of `count`; a window's without its leading "W") as layout 3's
- * texts ('' for an absent field), or undefined.
+ * The values of a layout-4 string (a MessagePack array: a bucket's 13, a window's 14 of which the first is its "W")
+ * as layout 3's texts, r first ('' for an absent field), or undefined.
  */
-function packedTexts(bytes: Buffer, count: number): string[] | undefined {
+function packedTexts(bytes: Buffer, kind: 'bucket' | 'window'): string[] | undefined {
   let values: unknown;
   try {
     values = unpack(bytes);
   } catch {
     return undefined;
   }
-  if (!Array.isArray(values) || values.length !== count) return undefined;
-  if (count === 14 && values.shift() !== 'W') return undefined;
+  if (!Array.isArray(values) || values.length !== (kind === 'bucket' ? 13 : 14)) return undefined;
+  if (kind === 'window' && values.shift() !== 'W') return undefined;
   if (typeof values[0] !== 'string') return undefined;
   // A -0 is written as its text (MessagePack has no negative zero integer).
   return values.map((value: unknown) =>
@@ -105,7 +105,7 @@ export function silentStringFields(held: Buffer): Record<string, string> | undef
   const first = held[0];
   const text = first === PACKED_BUCKET || first === PACKED_WINDOW ? '' : held.toString('utf8');
   // [r, then the 12 values] of a bucket's string in either layout.
-  const bucket = first === PACKED_BUCKET ? packedTexts(held, 13) : BUCKET.exec(text)?.slice(1);
+  const bucket = first === PACKED_BUCKET ? packedTexts(held, 'bucket') : BUCKET.exec(text)?.slice(1);
   if (bucket) {
     const [region, ...values] = bucket as [string, ...string[]];
     BUCKET_FIELDS.forEach((name, i) => add(name, values[i]!));
@@ -115,7 +115,7 @@ export function silentStringFields(held: Buffer): Record<string, string> | undef
     }
     return fields;
   }
-  const window = first === PACKED_WINDOW ? packedTexts(held, 14) : WINDOW.exec(text)?.slice(1);
+  const window = first === PACKED_WINDOW ? packedTexts(held, 'window') : WINDOW.exec(text)?.slice(1);
   if (!window) return undefined;
   const [region, ...values] = window as [string, ...string[]];
   for (let k = 0; k < 3; k++) add(`w${k}`, values[k]!);

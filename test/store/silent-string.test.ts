@@ -78,7 +78,7 @@ describe('a silent string, layout 4', () => {
       const written = [value, 1765072800123, 333333, 29417880, false, false, false, 17, 1765072800123, false, false, false];
       await redis.eval(
         `${SILENT_STRING}\nlocal v = cjson.decode(ARGV[1])\nfor i = 2, 13 do if v[i] == cjson.null then v[i] = false end end\nv[2] = tonumber(ARGV[2])\n` +
-          `redis.call('SET', KEYS[1], silent_string_text(v))`,
+          `redis.call('SET', KEYS[1], silent_string_packed(v))`,
         1,
         key,
         JSON.stringify(['0', ...written.map((w) => (w === false ? null : w))]),
@@ -104,7 +104,7 @@ describe('a silent string, layout 4', () => {
     const key = 'silent-string-negative-zero';
     await redis.eval(
       // -zero at run time: a -0 constant in the source would be folded into the chunk's 0.
-      `${SILENT_STRING}\nlocal zero = tonumber(ARGV[1])\nredis.call('SET', KEYS[1], silent_string_text({ '1', -zero, 5, 6, 7, false, false, false, false, false, false, false, false }))`,
+      `${SILENT_STRING}\nlocal zero = tonumber(ARGV[1])\nredis.call('SET', KEYS[1], silent_string_packed({ '1', -zero, 5, 6, 7, false, false, false, false, false, false, false, false }))`,
       1,
       key,
       '0',
@@ -123,7 +123,7 @@ describe('a silent string, layout 4', () => {
     const key = 'silent-string-window';
     await redis.eval(
       `${SILENT_STRING}\nlocal v = { '2', 29417880, false, 29417879, 7, 1765072800123.5, 2.5, false, false, false, 3, 1765072740000, false }\n` +
-        `redis.call('SET', KEYS[1], window_string_text(v))`,
+        `redis.call('SET', KEYS[1], window_string_packed(v))`,
       1,
       key,
     );
