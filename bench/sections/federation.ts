@@ -326,6 +326,37 @@ interface SideFigures {
   peerRedisUs?: number;
   backlogLeft?: number;
   non200: number;
+  /** Each saturation round alone, in order (rounds pair up across the sides: roundSpread). */
+  rounds: RoundFigures[];
+}
+
+/** One saturation round of one side: CPU µs per decision (sending region, whole federation) and decisions/s. */
+export interface RoundFigures {
+  senderUs: number;
+  wholeUs: number;
+  decisionsPerSec: number;
+}
+
+/**
+ * The least and the greatest of the per-round ratios federated / standalone of `pick`, round i of one side paired with
+ * round i of the other (they ran back to back): how far the ratio moves from round to round within one run.
+ * Undefined with fewer than two pairs.
+ *
+ * @example
+ * roundSpread([{ senderUs: 10, wholeUs: 10, decisionsPerSec: 100 }, ...], [...], (r) => r.wholeUs); // [1.47, 1.64]
+ */
+export function roundSpread(
+  standalone: readonly RoundFigures[],
+  federated: readonly RoundFigures[],
+  pick: (round: RoundFigures) => number,
+): [number, number] | undefined {
+  const ratios: number[] = [];
+  for (let i = 0; i < Math.min(standalone.length, federated.length); i++) {
+    const base = pick(standalone[i]!);
+    if (base > 0) ratios.push(pick(federated[i]!) / base);
+  }
+  if (ratios.length < 2) return undefined;
+  return [round(Math.min(...ratios), 2), round(Math.max(...ratios), 2)];
 }
 
 const non200 = (figures: KeyedLoadFigures) =>
@@ -356,6 +387,8 @@ interface SideTotals {
   grants: number;
   lagBefore: Map<number, number>;
   lagAfter: Map<number, number>;
+  /** Each round alone. */
+  rounds: RoundFigures[];
 }
 
 const addCalls = (into: CommandCalls, delta: CommandCalls) => {
@@ -422,6 +455,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
       grants: 0,
       lagBefore: new Map(),
       lagAfter: new Map(),
+      rounds: [],
     },
   };
   try {
@@ -494,6 +528,15 @@ async function saturationRound(
   totals.decisions += saturation.requests;
   totals.seconds += saturation.requests / Math.max(saturation.rps, 1e-9);
   totals.non200 += non200(saturation);
+  let whole = 0;
+  for (let i = 0; i < regions.length; i++)
+    whole += after.cpu[i]!.service - before.cpu[i]!.service + after.cpu[i]!.redis - before.cpu[i]!.redis;
+  const decided = Math.max(saturation.requests, 1);
+  totals.rounds.push({
+    senderUs: (after.cpu[0]!.service - before.cpu[0]!.service + after.cpu[0]!.redis - before.cpu[0]!.redis) / decided,
+    wholeUs: whole / decided,
+    decisionsPerSec: saturation.rps,
+  });
   for (let i = 0; i < regions.length; i++) {
     totals.cpu[i]!.service += after.cpu[i]!.service - before.cpu[i]!.service;
     totals.cpu[i]!.redis += after.cpu[i]!.redis - before.cpu[i]!.redis;
@@ -552,6 +595,7 @@ function finishSide(side: Side, rate: number): SideFigures {
     halfWholeUs: side.fixedCpu.micros / Math.max(side.fixedCpu.decisions, 1),
     halfSenderUs: side.fixedCpu.senderMicros / Math.max(side.fixedCpu.decisions, 1),
     non200: totals.non200,
+    rounds: totals.rounds,
   };
   if (side.idleCommandsPerSec !== undefined) figures.idleCommandsPerSec = side.idleCommandsPerSec;
   if (side.idleCpuMsPerSec !== undefined) figures.idleCpuMsPerSec = side.idleCpuMsPerSec;
@@ -853,6 +897,8 @@ interface Target {
   value: (s: SideFigures, f: SideFigures) => number | undefined;
   pass: (value: number, s: SideFigures, f: SideFigures) => boolean;
   show: (value: number, s: SideFigures, f: SideFigures) => string;
+  /** The figure of one round, for a ratio target: the run's least and greatest paired ratio are shown beside it. */
+  perRound?: (round: RoundFigures) => number;
 }
 
 const us = (value: number) => `${round(value, 1)} µs`;
@@ -865,12 +911,14 @@ const TARGETS: Target[] = [
     value: (s, f) => ratioOf(f.wholeUs, s.wholeUs),
     pass: (v) => v <= 1.5,
     show: (v, s, f) => `${v}x (${us(f.wholeUs)} vs ${us(s.wholeUs)})`,
+    perRound: (r) => r.wholeUs,
   },
   {
     target: 'sending region CPU/decision <= 1.25x standalone',
     value: (s, f) => ratioOf(sender(f), sender(s)),
     pass: (v) => v <= 1.25,
     show: (v, s, f) => `${v}x (${us(sender(f))} vs ${us(sender(s))})`,
+    perRound: (r) => r.senderUs,
   },
   {
     target: 'sending Redis commands/decision <= 1.5x standalone',
@@ -907,6 +955,7 @@ const TARGETS: Target[] = [
     value: (s, f) => ratioOf(f.decisionsPerSec, s.decisionsPerSec),
     pass: (v) => v >= 0.8,
     show: (v, s, f) => `${v}x (${Math.round(f.decisionsPerSec)} vs ${Math.round(s.decisionsPerSec)}/s)`,
+    perRound: (r) => r.decisionsPerSec,
   },
   {
     target: 'p99 at half standalone saturation <= standalone + 1 ms and < 5 ms',
@@ -920,10 +969,12 @@ function targetRows(bench: BenchCase, standalone: SideFigures, federated: SideFi
   return TARGETS.map((target) => {
     const value = target.value(standalone, federated);
     const measured = value === undefined || Number.isNaN(value) ? undefined : value;
+    const spread = target.perRound && roundSpread(standalone.rounds, federated.rounds, target.perRound);
+    const shown = measured === undefined ? 'not measured' : target.show(measured, standalone, federated);
     return {
       keys: bench.label,
       target: target.target,
-      measured: measured === undefined ? 'not measured' : target.show(measured, standalone, federated),
+      measured: spread === undefined ? shown : `${shown}; rounds ${spread[0]}-${spread[1]}x`,
       result: measured === undefined ? '–' : target.pass(measured, standalone, federated) ? 'PASS' : 'MISS',
     };
   });
@@ -973,6 +1024,9 @@ export const federationSection: Section = async (ctx) => {
         "every bucket full at a key's first request: a short run measures a start, in which each hot key draws the peers' part of its " +
         'bucket (and draws it again after a pause between rounds). `--seconds 120 --rounds 2` measures two minutes of steady load ' +
         '(docs/performance.md, twenty-seventh pass).',
+      '"rounds a-b": the least and the greatest ratio of one saturation round of each side, paired in the order they ran ' +
+        "(back to back): how far a ratio moves from round to round within the run (this machine's drift, and what each round's " +
+        'hot keys draw). A verdict whose rounds straddle its threshold is not settled by one run.',
     ],
   });
   return tables;

@@ -9,7 +9,7 @@ import { processIo, runLoad, startServer } from '../../bench/lib/processes.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../../bench/lib/prom-text.ts';
 import { renderTable } from '../../bench/lib/table.ts';
 import { commandsSection } from '../../bench/sections/commands.ts';
-import { federationSizes } from '../../bench/sections/federation.ts';
+import { federationSizes, roundSpread } from '../../bench/sections/federation.ts';
 import { targetsTable } from '../../bench/sections/targets.ts';
 import { client, useRedis } from '../harness/redis.ts';
 
@@ -52,6 +52,18 @@ describe('bench harness', () => {
     expect(after.writes - before.writes).toBeGreaterThanOrEqual(20);
     expect(after.wakeups).toBeGreaterThan(before.wakeups);
     expect(processIo(undefined)).toBeUndefined();
+  });
+
+  it("pairs the federation section's saturation rounds in order for the spread of a ratio", () => {
+    const at = (wholeUs: number, decisionsPerSec = 1_000) => ({ senderUs: wholeUs / 2, wholeUs, decisionsPerSec });
+    const standalone = [at(100), at(80), at(120, 900)];
+    const federated = [at(150), at(132), at(168, 630)];
+    expect(roundSpread(standalone, federated, (r) => r.wholeUs)).toEqual([1.4, 1.65]);
+    expect(roundSpread(standalone, federated, (r) => r.decisionsPerSec)).toEqual([0.7, 1]);
+    // A side with one more round (a failed pairing) is read over the pairs it has; one pair gives no spread.
+    expect(roundSpread(standalone, federated.slice(0, 2), (r) => r.senderUs)).toEqual([1.5, 1.65]);
+    expect(roundSpread(standalone.slice(0, 1), federated, (r) => r.wholeUs)).toBeUndefined();
+    expect(roundSpread([at(0), at(0)], federated, (r) => r.wholeUs)).toBeUndefined();
   });
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
