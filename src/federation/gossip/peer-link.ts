@@ -11,6 +11,14 @@ import type { GossipJob, MessageKind } from './message.ts';
 
 export const GOSSIP_QUEUE = 'gossip';
 
+/**
+ * The most events BullMQ keeps in the gossip queue's event stream (`<prefix>:gossip:events`, trimmed approximately:
+ * whole stream nodes of 100). Nothing in quotafed reads that stream; at BullMQ's default of 10,000 it held about
+ * 700 kB per region (some 70 B an event, several events a job) whatever the number of keys. A listener that follows
+ * the queue live (BullMQ's QueueEvents) still sees every event; only the history is short.
+ */
+export const GOSSIP_EVENTS_MAX_LEN = 100;
+
 export interface PeerLink {
   readonly name: string;
   readonly index: number;
@@ -52,6 +60,8 @@ export function createPeerLink(
         connection: client,
         prefix: keys.gossipQueuePrefix,
         defaultJobOptions: { removeOnComplete: 100, removeOnFail: 1_000, attempts: 5, backoff: { type: 'exponential', delay: 200 } },
+        // The peer's queue meta takes the cap as this Queue starts; BullMQ's scripts trim the stream to it.
+        streams: { events: { maxLen: GOSSIP_EVENTS_MAX_LEN } },
       });
       queue.on('error', (error: Error) =>
         logger.debug({ event: 'federation.queue_error', peer: peer.name, error: error.message }, 'peer queue error'),
