@@ -528,13 +528,12 @@ async function saturationRound(
   totals.decisions += saturation.requests;
   totals.seconds += saturation.requests / Math.max(saturation.rps, 1e-9);
   totals.non200 += non200(saturation);
-  let whole = 0;
-  for (let i = 0; i < regions.length; i++)
-    whole += after.cpu[i]!.service - before.cpu[i]!.service + after.cpu[i]!.redis - before.cpu[i]!.redis;
+  // Each region's CPU over the round: into the side's totals, and the round's own figures (the sender is region 0).
+  const used = regions.map((_, i) => after.cpu[i]!.service - before.cpu[i]!.service + after.cpu[i]!.redis - before.cpu[i]!.redis);
   const decided = Math.max(saturation.requests, 1);
   totals.rounds.push({
-    senderUs: (after.cpu[0]!.service - before.cpu[0]!.service + after.cpu[0]!.redis - before.cpu[0]!.redis) / decided,
-    wholeUs: whole / decided,
+    senderUs: used[0]! / decided,
+    wholeUs: used.reduce((sum, micros) => sum + micros, 0) / decided,
     decisionsPerSec: saturation.rps,
   });
   for (let i = 0; i < regions.length; i++) {

@@ -60,7 +60,7 @@ describe('bench harness', () => {
     const federated = [at(150), at(132), at(168, 630)];
     expect(roundSpread(standalone, federated, (r) => r.wholeUs)).toEqual([1.4, 1.65]);
     expect(roundSpread(standalone, federated, (r) => r.decisionsPerSec)).toEqual([0.7, 1]);
-    // A side with one more round (a failed pairing) is read over the pairs it has; one pair gives no spread.
+    // A round without a partner on the other side is left out; a single pair, or a zero base, gives no spread.
     expect(roundSpread(standalone, federated.slice(0, 2), (r) => r.senderUs)).toEqual([1.5, 1.65]);
     expect(roundSpread(standalone.slice(0, 1), federated, (r) => r.wholeUs)).toBeUndefined();
     expect(roundSpread([at(0), at(0)], federated, (r) => r.wholeUs)).toBeUndefined();
