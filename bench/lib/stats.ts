@@ -50,3 +50,31 @@ export function median(values: readonly number[]): number {
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
+
+/**
+ * The least and the greatest of `values` (one comparison's per-round ratios), rounded to `digits`; undefined with
+ * fewer than two finite values. A ratio read from one run of a shared machine moves from round to round: the
+ * targets show this beside it.
+ *
+ * @example
+ * spreadOf([1.5, 1.65, 1.4]); // [1.4, 1.65]
+ */
+export function spreadOf(values: readonly number[], digits = 2): [number, number] | undefined {
+  const finite = values.filter((value) => Number.isFinite(value));
+  if (finite.length < 2) return undefined;
+  return [round(Math.min(...finite), digits), round(Math.max(...finite), digits)];
+}
+
+/**
+ * Records a ratio's per-round spread beside the ratio's figure `key`, as `<key>.low` and `<key>.high` (section 7
+ * shows them); nothing when spreadOf has none.
+ *
+ * @example
+ * recordSpread(ctx.figures, 'http.checkOverRlf', [0.61, 0.75]);
+ */
+export function recordSpread(figures: Record<string, number>, key: string, values: readonly number[]): void {
+  const spread = spreadOf(values);
+  if (spread === undefined) return;
+  figures[`${key}.low`] = spread[0];
+  figures[`${key}.high`] = spread[1];
+}

@@ -9,7 +9,7 @@ import { allowRule, apiKeyRequest, benchConfig, HIGH_LIMIT, keyOf, type BenchCon
 import { closedLoop, openLoop, type LoadResult } from '../lib/load.ts';
 import { progress } from '../lib/progress.ts';
 import { scriptMicros } from '../lib/redis-stats.ts';
-import { median, round } from '../lib/stats.ts';
+import { median, recordSpread, round } from '../lib/stats.ts';
 import type { Row, Table } from '../lib/table.ts';
 
 interface Limiter {
@@ -181,8 +181,9 @@ export const engineSection: Section = async (ctx) => {
         'Redis µs': round(redisUs, 1),
       });
     }
-    const pairedRatio = (a: string, b: string) =>
-      round(median(perRound.map((results) => results.get(a)!.achievedPerSec / results.get(b)!.achievedPerSec)));
+    const roundRatios = (a: string, b: string) =>
+      perRound.map((results) => results.get(a)!.achievedPerSec / results.get(b)!.achievedPerSec);
+    const pairedRatio = (a: string, b: string) => round(median(roundRatios(a, b)));
     // Fixed offered loads: the same absolute rates for every limiter, 25% and 50% of the engine's saturation.
     const reference = saturation.get('qf_fw')!;
     for (const { make, id } of makers) {
@@ -213,7 +214,9 @@ export const engineSection: Section = async (ctx) => {
       'autoPipelining on / off (engine fw)': pairedRatio('qf_fw', 'qf_fw_noap'),
     });
     ctx.figures[`engine.ratio.fwOverRlf.k${keys}`] = pairedRatio('qf_fw', 'rlf');
+    recordSpread(ctx.figures, `engine.ratio.fwOverRlf.k${keys}`, roundRatios('qf_fw', 'rlf'));
     ctx.figures[`engine.ratio.leaseOverRlf.k${keys}`] = pairedRatio('qf_fw_lease', 'rlf');
+    recordSpread(ctx.figures, `engine.ratio.leaseOverRlf.k${keys}`, roundRatios('qf_fw_lease', 'rlf'));
     const cpuOf = (id: string) => ctx.figures[`engine.${id}.k${keys}.clientUs`]! + ctx.figures[`engine.${id}.k${keys}.redisUs`]!;
     ctx.figures[`engine.cpuRatio.rlfOverFw.k${keys}`] = cpuOf('rlf') / cpuOf('qf_fw');
     ratioRows[ratioRows.length - 1]!['CPU/decision: rlf / engine fw (>1 = engine cheaper)'] = round(cpuOf('rlf') / cpuOf('qf_fw'));

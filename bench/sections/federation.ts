@@ -29,7 +29,7 @@ import { untilSecondOfMinute } from '../lib/minute-start.ts';
 import { progress } from '../lib/progress.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../lib/prom-text.ts';
 import { callsDelta, commandCalls, commandMicros, netBytes, totalCalls, usedMemory, type CommandCalls } from '../lib/redis-stats.ts';
-import { round } from '../lib/stats.ts';
+import { round, spreadOf } from '../lib/stats.ts';
 import type { Row, Table } from '../lib/table.ts';
 
 const REGIONS = ['us-east', 'eu-west', 'ap-south'] as const;
@@ -355,8 +355,7 @@ export function roundSpread(
     const base = pick(standalone[i]!);
     if (base > 0) ratios.push(pick(federated[i]!) / base);
   }
-  if (ratios.length < 2) return undefined;
-  return [round(Math.min(...ratios), 2), round(Math.max(...ratios), 2)];
+  return spreadOf(ratios);
 }
 
 const non200 = (figures: KeyedLoadFigures) =>

@@ -7,7 +7,7 @@ import type { ConfigInput } from '../../src/config/schema.ts';
 import type { Section } from '../lib/context.ts';
 import { runLoad, startServer, warmUp, type ServerProcess, type WarmUpRun } from '../lib/processes.ts';
 import { progress } from '../lib/progress.ts';
-import { median, round } from '../lib/stats.ts';
+import { median, recordSpread, round } from '../lib/stats.ts';
 import type { Row } from '../lib/table.ts';
 import type { LoadFigures, LoadOptions } from '../http/load.ts';
 
@@ -65,9 +65,15 @@ export const httpSection: Section = async (ctx) => {
     runs.set(id, entry);
     return figures;
   };
-  /** Median over rounds of a per-round ratio (pairs measured back to back). */
-  const ratio = (a: string, b: string) =>
-    round(median(runs.get(a)!.figures.map((figures, i) => figures.rps / runs.get(b)!.figures[i]!.rps)));
+  /** A ratio of req/s in each round (pairs measured back to back). */
+  const perRound = (a: string, b: string) => runs.get(a)!.figures.map((figures, i) => figures.rps / runs.get(b)!.figures[i]!.rps);
+  /** Median over rounds of a per-round ratio. */
+  const ratio = (a: string, b: string) => round(median(perRound(a, b)));
+  /** A target's ratio as a figure, its spread over the rounds beside it (section 7). */
+  const recordRatio = (key: string, a: string, b: string) => {
+    ctx.figures[key] = ratio(a, b);
+    recordSpread(ctx.figures, key, perRound(a, b));
+  };
   const p99Gap = () =>
     round(median(runs.get('check-half')!.figures.map((figures, i) => figures.p99Ms - runs.get('bare-post-half')!.figures[i]!.p99Ms)), 2);
   try {
@@ -219,13 +225,13 @@ export const httpSection: Section = async (ctx) => {
     { comparison: 'abusive key, cache off / bare Hono GET', ratio: ratio('abusive-nocache', 'bare-get-2') },
     { comparison: 'p99 of /v1/check minus p99 of bare Hono, same fixed rate = half of /v1/check saturation (ms)', ratio: p99Gap() },
   ];
-  ctx.figures['http.checkOverRlf'] = ratio('check', 'rlf-check');
-  ctx.figures['http.checkHotOverRlf'] = ratio('check-hot', 'rlf-check-hot');
-  ctx.figures['http.checkOverBare'] = ratio('check', 'bare-post');
-  ctx.figures['http.gatewayOverProxy'] = ratio('gateway', 'bare-proxy');
+  recordRatio('http.checkOverRlf', 'check', 'rlf-check');
+  recordRatio('http.checkHotOverRlf', 'check-hot', 'rlf-check-hot');
+  recordRatio('http.checkOverBare', 'check', 'bare-post');
+  recordRatio('http.gatewayOverProxy', 'gateway', 'bare-proxy');
   ctx.figures['http.abusiveOverBare'] = ratio('abusive', 'bare-get-2');
   ctx.figures['http.clusterOverSingle'] = ratio('check-cluster', 'check');
-  ctx.figures['http.middlewareOverRlf'] = ratio('middleware', 'rlf');
+  recordRatio('http.middlewareOverRlf', 'middleware', 'rlf');
   ctx.figures['http.p99OverheadHalf'] = p99Gap();
   return [
     {

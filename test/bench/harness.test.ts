@@ -7,6 +7,7 @@ import type { BenchContext } from '../../bench/lib/context.ts';
 import { keyDraw } from '../../bench/lib/key-draw.ts';
 import { processIo, runLoad, startServer } from '../../bench/lib/processes.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../../bench/lib/prom-text.ts';
+import { recordSpread, spreadOf } from '../../bench/lib/stats.ts';
 import { renderTable } from '../../bench/lib/table.ts';
 import { commandsSection } from '../../bench/sections/commands.ts';
 import { federationSizes, roundSpread } from '../../bench/sections/federation.ts';
@@ -64,6 +65,23 @@ describe('bench harness', () => {
     expect(roundSpread(standalone, federated.slice(0, 2), (r) => r.senderUs)).toEqual([1.5, 1.65]);
     expect(roundSpread(standalone.slice(0, 1), federated, (r) => r.wholeUs)).toBeUndefined();
     expect(roundSpread([at(0), at(0)], federated, (r) => r.wholeUs)).toBeUndefined();
+  });
+
+  it("shows a hot-path target's spread over the rounds beside its ratio", () => {
+    const figures: Record<string, number> = { 'http.check.rps': 13_689, 'http.rlf-check.rps': 20_013 };
+    figures['http.checkOverRlf'] = 0.68;
+    recordSpread(figures, 'http.checkOverRlf', [0.61, 0.8, 0.68]);
+    recordSpread(figures, 'http.middlewareOverRlf', [0.9]);
+    figures['http.middlewareOverRlf'] = 0.9;
+    expect(figures['http.checkOverRlf.low']).toBe(0.61);
+    expect(figures['http.checkOverRlf.high']).toBe(0.8);
+    expect(spreadOf([Number.NaN, 1.2])).toBeUndefined();
+    const rows = Object.fromEntries(targetsTable(figures).rows.map((row) => [row.target, row.measured]));
+    expect(rows['1. /v1/check >= 1.0x Hono + rate-limiter-flexible, same route and body, fresh API key per request']).toMatch(
+      /^0\.68x \(13689 vs 20013 req\/s; .*\); rounds 0\.61-0\.8x$/,
+    );
+    // One round: no spread to show.
+    expect(rows["1. Hono middleware >= 1.0x rate-limiter-flexible's middleware app, same route"]).not.toContain('rounds');
   });
 
   it('sizes the federation section from flags, draws uniform and Zipf keys, and reads gossip figures from /metrics', () => {
