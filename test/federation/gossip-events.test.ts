@@ -1,10 +1,11 @@
-// The gossip queue's event stream stays short: BullMQ writes several events per job to `<prefix>:gossip:events`,
-// which nothing in quotafed reads; a region's peers cap it (GOSSIP_EVENTS_MAX_LEN) as their queue starts. Real
-// redis-servers, a's real link to b (peer-link.ts) and b's real gossip worker applying the jobs.
+// The gossip queue's bookkeeping stays short: BullMQ writes several events per job to `<prefix>:gossip:events`,
+// which nothing in quotafed reads, and a region's peers cap it (GOSSIP_EVENTS_MAX_LEN) as their queue starts; a
+// completed job is kept only among the last GOSSIP_KEEP_COMPLETED. Real redis-servers, a's real link to b
+// (peer-link.ts) and b's real gossip worker applying the jobs.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { peerTargets } from '../../src/federation/gossip/connections.ts';
 import { encodeJob, MESSAGE_VERSION, type GossipMessage } from '../../src/federation/gossip/message.ts';
-import { createPeerLink, GOSSIP_EVENTS_MAX_LEN, type PeerLink } from '../../src/federation/gossip/peer-link.ts';
+import { createPeerLink, GOSSIP_EVENTS_MAX_LEN, GOSSIP_KEEP_COMPLETED, type PeerLink } from '../../src/federation/gossip/peer-link.ts';
 import { layoutOf } from '../../src/keys.ts';
 import { silentLogger } from '../../src/log.ts';
 import { startTestFederation, type TestFederation } from '../support/federation.ts';
@@ -12,7 +13,7 @@ import { eventually } from '../support/wait.ts';
 
 const JOBS = 150;
 
-describe("the gossip queue's event stream", () => {
+describe("the gossip queue's bookkeeping", () => {
   let fed: TestFederation;
   let link: PeerLink;
   beforeAll(async () => {
@@ -65,4 +66,22 @@ describe("the gossip queue's event stream", () => {
     expect(field('length')).toBeLessThan(GOSSIP_EVENTS_MAX_LEN + 100);
     expect(await b.redis.zcard(`${base}:failed`)).toBe(0);
   }, 60_000);
+
+  it(`keeps the last ${GOSSIP_KEEP_COMPLETED} completed jobs, their data included, and no other`, async () => {
+    const b = fed.region('b');
+    const base = `${layoutOf(b.config).gossipQueuePrefix}:gossip`;
+    // The jobs of the test above, all applied: only the newest stay, each a whole job hash.
+    const kept = await b.redis.zrange(`${base}:completed`, '0', '-1');
+    expect(kept).toHaveLength(GOSSIP_KEEP_COMPLETED);
+    for (const id of kept) expect(await b.redis.hexists(`${base}:${id}`, 'data')).toBe(1);
+    const jobHashes: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, batch] = await b.redis.scan(cursor, 'MATCH', `${base}:[0-9]*`, 'COUNT', '1000');
+      cursor = next;
+      jobHashes.push(...batch);
+    } while (cursor !== '0');
+    expect(jobHashes.sort()).toEqual(kept.map((id) => `${base}:${id}`).sort());
+    expect(Number(await b.redis.get(`${base}:id`))).toBeGreaterThanOrEqual(JOBS);
+  });
 });

@@ -19,6 +19,16 @@ export const GOSSIP_QUEUE = 'gossip';
  */
 export const GOSSIP_EVENTS_MAX_LEN = 100;
 
+/**
+ * Completed gossip jobs a region's queue keeps (the sender's job option, and the worker's for jobs without one);
+ * failed jobs keep 1,000 for forensics. Nothing in quotafed reads a completed job: the last few stay for a look with
+ * redis-cli or a queue dashboard. A kept job holds its whole message (about 1 to 4 kB each with BullMQ's fields), so
+ * at 100 the completed set alone took 170-200 kB a region whatever its key count.
+ */
+export const GOSSIP_KEEP_COMPLETED = 10;
+/** Failed (refused) gossip jobs a region's queue keeps, for forensics. */
+export const GOSSIP_KEEP_FAILED = 1_000;
+
 export interface PeerLink {
   readonly name: string;
   readonly index: number;
@@ -59,7 +69,12 @@ export function createPeerLink(
       queue = new Queue(GOSSIP_QUEUE, {
         connection: client,
         prefix: keys.gossipQueuePrefix,
-        defaultJobOptions: { removeOnComplete: 100, removeOnFail: 1_000, attempts: 5, backoff: { type: 'exponential', delay: 200 } },
+        defaultJobOptions: {
+          removeOnComplete: GOSSIP_KEEP_COMPLETED,
+          removeOnFail: GOSSIP_KEEP_FAILED,
+          attempts: 5,
+          backoff: { type: 'exponential', delay: 200 },
+        },
         // The peer's queue meta takes the cap as this Queue starts; BullMQ's scripts trim the stream to it.
         streams: { events: { maxLen: GOSSIP_EVENTS_MAX_LEN } },
       });

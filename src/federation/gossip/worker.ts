@@ -30,7 +30,7 @@ import { layoutOf } from '../../keys.ts';
 import type { Applier } from './apply.ts';
 import { workerClusterConnection, workerOptions } from './connections.ts';
 import { LIMITS, type RejectReason } from './message.ts';
-import { GOSSIP_QUEUE } from './peer-link.ts';
+import { GOSSIP_KEEP_COMPLETED, GOSSIP_KEEP_FAILED, GOSSIP_QUEUE } from './peer-link.ts';
 
 /** Field of the stand-in data of a job refused before parsing. */
 const REFUSED = '__quotafedRefused';
@@ -140,8 +140,8 @@ export function startGossipWorker(
     prefix: layoutOf({ redis }).gossipQueuePrefix,
     autorun: false,
     lockDuration: LOCK_MS,
-    removeOnComplete: { count: 100 },
-    removeOnFail: { count: 1_000 },
+    removeOnComplete: { count: GOSSIP_KEEP_COMPLETED },
+    removeOnFail: { count: GOSSIP_KEEP_FAILED },
     // Wake-ups come from BullMQ's marker on add; this only bounds an idle blocking wait.
     drainDelay: 1,
   });
