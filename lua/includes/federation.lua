@@ -620,7 +620,8 @@ local function store_slots(state, slots, sets)
           dels[#dels + 1] = name
         else
           sets[#sets + 1] = name
-          sets[#sets + 1] = fmt(value)
+          -- An `a` cell (a bucket's moved tokens y) is often a short decimal: stored in its shortest exact text.
+          if kind == 'a' then sets[#sets + 1] = fmt_short(value) else sets[#sets + 1] = fmt(value) end
         end
       end
     end

@@ -122,6 +122,15 @@ describe('one gossip job in one call (apply_job.lua)', async () => {
       [true, false],
     ]);
     expect(await snapshot(jobRedis)).toEqual(await snapshot(stepsRedis));
+    // The grant's moved tokens (`a` cells of the bucket) in their shortest exact text (fmt_short): a text of more
+    // than 15 significant digits is one the fewer digits would not read back as.
+    const bucket = await jobRedis.hgetall(layout.ruleKey('tb', { principal: 'same-hot', dimensions: ['same-hot'] }));
+    const moved = Object.entries(bucket).filter(([field]) => field.startsWith('a'));
+    expect(moved.length).toBeGreaterThan(0);
+    for (const [field, text] of moved) {
+      const digits = text.replace(/^-/, '').replace(/e.*$/, '').replace('.', '').replace(/^0+/, '').length;
+      if (digits > 15) expect(Number(Number(text).toPrecision(digits - 1)), `${field} = ${text}`).not.toBe(Number(text));
+    }
     expect(await jobRedis.hget(layout.metaKey, 'heard:a')).toBe(String(T0));
     expect(await runReplayCheck(jobRedis, replayCall(layout.replayKey('a'), 1_000_001, 20_000))).toBe(true);
   });
