@@ -11,8 +11,9 @@
 //   - the commands each region's Redis received from clients for 2 s in the middle of the load (redis-cli MONITOR),
 //     with the gossip jobs added there: a receiving region's cost per job;
 //   - the gossip jobs and bytes each region sent each peer (PROBE_ROWS=n: n commands per Redis, 12 by default);
-//   - with `jobs`: at three quarters of the load, each region's completed gossip jobs still kept (the last GOSSIP_KEEP_COMPLETED) by link, and the
-//     first of them per peer link with their entries (key, cells rounded): what the peers send each other.
+//   - with `jobs`: at three quarters of the load, each region's completed gossip jobs still kept (the last
+//     GOSSIP_KEEP_COMPLETED) by link, and the first of them per peer link with their entries (key, cells rounded):
+//     what the peers send each other.
 // PROBE_RATE=r: the callers together offer r decisions a second (paced), as a region under that load would see
 // them; unset, they decide as fast as they can. Used for docs/performance.md's tenth and twenty-seventh passes. Run
 // alone on the machine: it loads both cores.
