@@ -66,6 +66,16 @@ export function spreadOf(values: readonly number[], digits = 2): [number, number
 }
 
 /**
+ * A shown figure with its per-round spread after it (unchanged without one), as the target tables print it.
+ *
+ * @example
+ * withSpread('1.16x (134.6 µs vs 116.1 µs)', [0.92, 1.44]); // '1.16x (134.6 µs vs 116.1 µs); rounds 0.92-1.44x'
+ */
+export function withSpread(shown: string, spread: readonly [number, number] | undefined): string {
+  return spread === undefined ? shown : `${shown}; rounds ${spread[0]}-${spread[1]}x`;
+}
+
+/**
  * Records a ratio's per-round spread beside the ratio's figure `key`, as `<key>.low` and `<key>.high` (section 7
  * shows them); nothing when spreadOf has none.
  *

@@ -29,7 +29,7 @@ import { untilSecondOfMinute } from '../lib/minute-start.ts';
 import { progress } from '../lib/progress.ts';
 import { histogramBuckets, quantileBetween, sumOf } from '../lib/prom-text.ts';
 import { callsDelta, commandCalls, commandMicros, netBytes, totalCalls, usedMemory, type CommandCalls } from '../lib/redis-stats.ts';
-import { round, spreadOf } from '../lib/stats.ts';
+import { round, spreadOf, withSpread } from '../lib/stats.ts';
 import type { Row, Table } from '../lib/table.ts';
 
 const REGIONS = ['us-east', 'eu-west', 'ap-south'] as const;
@@ -972,7 +972,7 @@ function targetRows(bench: BenchCase, standalone: SideFigures, federated: SideFi
     return {
       keys: bench.label,
       target: target.target,
-      measured: spread === undefined ? shown : `${shown}; rounds ${spread[0]}-${spread[1]}x`,
+      measured: withSpread(shown, spread),
       result: measured === undefined ? '–' : target.pass(measured, standalone, federated) ? 'PASS' : 'MISS',
     };
   });

@@ -1,6 +1,6 @@
 // 7. The performance targets as ratios from this run, PASS or MISS. A target whose figures are missing (its
 // section was skipped or failed) is listed as "not measured".
-import { round } from '../lib/stats.ts';
+import { round, withSpread } from '../lib/stats.ts';
 import type { Row, Table } from '../lib/table.ts';
 
 interface Target {
@@ -148,9 +148,8 @@ export function targetsTable(figures: Record<string, number>): Table {
     if (value === undefined || Number.isNaN(value)) return { target: t.target, measured: 'not measured', result: '–' };
     const low = t.ratio === undefined ? undefined : figures[`${t.ratio}.low`];
     const high = t.ratio === undefined ? undefined : figures[`${t.ratio}.high`];
-    const shown = t.show(value, figures);
-    const measured = low === undefined || high === undefined ? shown : `${shown}; rounds ${low}-${high}x`;
-    return { target: t.target, measured, result: t.pass(value) ? 'PASS' : 'MISS' };
+    const spread: [number, number] | undefined = low === undefined || high === undefined ? undefined : [low, high];
+    return { target: t.target, measured: withSpread(t.show(value, figures), spread), result: t.pass(value) ? 'PASS' : 'MISS' };
   });
   const notes = [
     'The five performance targets (numbered), each a ratio or figure from this run: `npm run bench` (all sections) or `npm run bench -- ' +

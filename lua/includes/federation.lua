@@ -20,6 +20,7 @@ local KEPT_WINDOWS = 3
 --- @include "includes/silent_string"
 
 --- @include "includes/fmt"
+--- @include "includes/fmt_short"
 
 local function parse_units(csv, n)
   local units, i = {}, 0

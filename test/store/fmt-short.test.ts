@@ -1,4 +1,4 @@
-// lua/includes/fmt.lua's fmt_short on a real redis-server: the text a state hash stores for an `a` cell (a token
+// lua/includes/fmt_short.lua's fmt_short on a real redis-server: the text a state hash stores for an `a` cell (a token
 // bucket's moved tokens y) reads back as exactly the double written, like fmt's %.17g, in as few significant digits
 // as that takes (333.333 as "333.333", where %.17g writes "333.33300000000003"). test/federation/apply-job.test.ts
 // checks the cells a grant stores.
@@ -8,7 +8,7 @@ import { client, useRedis } from '../harness/redis.ts';
 
 const server = await useRedis();
 const redis = client(server.url);
-const FMT = scriptSource('includes/fmt');
+const FMT = scriptSource('includes/fmt_short');
 
 /** A number as sent to the Lua: its 17 digits, which tonumber reads back as the same double ('-0' for -0). */
 const sent = (n: number): string => (Object.is(n, -0) ? '-0' : n.toPrecision(17));
