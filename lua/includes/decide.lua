@@ -102,6 +102,9 @@ local function decide_loud(p, rule, fence, now, flat, map)
   return one_bucket_reply(allowed, after, reset_at, retry_after, quota, now)
 end
 
+-- decide_silent's state (silent_bucket_state's `into`): every field written anew for each decision, none kept past it.
+local silent_state = {}
+
 --[[
   A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the very
   reply decide_prepared would give when the key is this region's silent string (or absent) and the decision
@@ -117,7 +120,7 @@ local function decide_silent(call, marker, key, now)
   local rule = call.rules[1].rule
   rule.key, rule.hash_read = key, nil
   local p = decide_params(rule, ctx)
-  local s, flat, map = silent_bucket_state(p, rule, fence, now)
+  local s, flat, map = silent_bucket_state(p, rule, fence, now, silent_state)
   if s == nil then
     -- A loud hash: silent_bucket_state's second and third values are the HGETALL reply it read and its map. Decided
     -- here when it needs no message (decide_loud), else by the general path (next, in this same decide_prepared, on

@@ -14,15 +14,6 @@
   hash_map) when the key holds state without z (decide_loud or the general path decides it from them), else what
   federated_bucket returns.
 ]]
--- The silent view's share (bucket_share.lua share_at): `v` (silent_view) holds units, σ outside the fence span.
-local function silent_share_at(v, t)
-  if t < v.fence_end then return 0 end
-  return v.units
-end
--- As refill_over asks it (bucket_share.lua).
-local function silent_share_of(_, v, _, t)
-  return silent_share_at(v, t)
-end
 
 -- The names silent_bucket reads from a hash, once per library load: z, tokens, last_refill, sig, the slot ids, region
 -- r's c and t of slot k and its c of the slot before (own_slot_names).
@@ -38,16 +29,60 @@ local function bucket_silent_names_of(r, k)
   return names
 end
 
--- The silent view of a rule at a fence (silent_share_at's units and fence_end; the key's TTL after a write and the
--- silent share): the same for every call of a batch run that shares the rule, so kept on its params per fence.
+-- The silent view of a rule at a fence (its share, bucket_share.lua share_at: units, and 0 before fence_end; the
+-- key's TTL after a write and the silent share): the same for every call of a batch run that shares the rule, so
+-- kept on its params per fence.
 local function silent_view(p, fence)
   local v = p.silent_view
   if v == nil or v.fence ~= fence then
-    v = { fence = fence, units = p.units[p.self], fence_end = bucket_fence_end(p, fence),
-      ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit), silent = silent_share(p) }
+    local units = p.units[p.self]
+    v = { fence = fence, units = units, fence_end = bucket_fence_end(p, fence),
+      ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit), silent = silent_share(p),
+      -- bucket_capacity and bucket_rate of the view's two shares (units, and 0 in the fence's span): the same
+      -- expressions of the same numbers, so the same doubles as computing them at each use.
+      cap_units = bucket_capacity(p, units), rate_units = bucket_rate(p, units),
+      cap_zero = bucket_capacity(p, 0), rate_zero = bucket_rate(p, 0) }
     p.silent_view = v
   end
   return v
+end
+
+--[[
+  bucket_share.lua refill_over for the silent view (σ at t: 0 before the view's fence_end, else units), in
+  scalars: the same segments (its loop and next_share_change, with the view's fence_end), and in each the same
+  float operations in the same order, with the view's capacity and rate of the segment's share (0 or units)
+  instead of calling for them.
+]]
+local function silent_refill(p, v, tokens, t, latest, now)
+  local fence_end = v.fence_end
+  if now <= t then
+    if now < fence_end then return math.min(tokens, v.cap_zero) end
+    return math.min(tokens, v.cap_units)
+  end
+  local period, skew = p.period, p.skew
+  local settles = math.max(fence_end, (latest + 2) * period + skew)
+  local segment = 0
+  while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
+    local epoch_start = math.floor(t / period) * period
+    local change = epoch_start + period
+    local skew_edge = epoch_start + skew
+    if skew_edge > t and skew_edge < change then change = skew_edge end
+    if fence_end > t and fence_end < change then change = fence_end end
+    local stop = math.min(now, change)
+    if t < fence_end then
+      tokens = math.min(v.cap_zero, tokens + (stop - t) * v.rate_zero)
+    else
+      tokens = math.min(v.cap_units, tokens + (stop - t) * v.rate_units)
+    end
+    t = stop
+    segment = segment + 1
+  end
+  local cap, rate = v.cap_units, v.rate_units
+  if now < fence_end then cap, rate = v.cap_zero, v.rate_zero end
+  if t < now and t >= settles then
+    tokens = math.min(cap, tokens + (now - t) * rate)
+  end
+  return math.min(tokens, cap)
 end
 
 --[[
@@ -104,7 +139,7 @@ end
   held a bucket (a touch needs one). nil, the HGETALL reply and its map when the key is a loud hash, nil alone for an
   unbounded rule.
 ]]
-local function silent_bucket_state(p, rule, fence, now)
+local function silent_bucket_state(p, rule, fence, now, into)
   -- An unbounded rule's share is the whole (share_at), and its keys are never silent (admission_gossip).
   if p.unbounded then return nil end
   local r, P, C, L, cost = p.self, p.period, p.capacity, p.limit, rule.cost
@@ -153,32 +188,46 @@ local function silent_bucket_state(p, rule, fence, now)
   if stored ~= nil and held_kp == epoch - 1 then before = before_c or 0 end
 
   local v = silent_view(p, fence)
+  local fence_end = v.fence_end
   local tokens
   if stored ~= nil then
-    tokens = refill_over(p, silent_share_of, v, fence, stored, last_refill or 0, math.max(id0, id1, id2), now)
+    tokens = silent_refill(p, v, stored, last_refill or 0, math.max(id0, id1, id2), now)
   elseif fence > 0 and fence <= now then
     -- new_bucket after a data loss: empty at the fence, refilled since (its slots are empty: latest -1).
-    tokens = refill_over(p, silent_share_of, v, fence, refill_over(p, silent_share_of, v, fence, 0, fence, -1, now), now, -1, now)
+    tokens = silent_refill(p, v, silent_refill(p, v, 0, fence, -1, now), now, -1, now)
+  elseif now < fence_end then
+    tokens = v.cap_zero
   else
-    tokens = bucket_capacity(p, silent_share_at(v, now))
+    tokens = v.cap_units
   end
 
-  local sigma = silent_share_at(v, now)
-  local cap = bucket_capacity(p, sigma)
-  -- bucketQuotaRemaining and bucketFalseDenial over this region's counts alone.
+  -- σ at now (share_at) and its capacity and rate (bucket_capacity, bucket_rate).
+  local sigma, cap, rate = v.units, v.cap_units, v.rate_units
+  if now < fence_end then sigma, cap, rate = 0, v.cap_zero, v.rate_zero end
+  -- bucketQuotaRemaining (bucket_quota_of) and bucketFalseDenial over this region's counts alone, on one
+  -- bucket_room.
   local allowed = tokens >= cost
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
-  local verdict_quota = bucket_quota_of(p, fence, now, remaining, admitted, used, before)
-  local false_denial = not allowed and now >= v.fence_end and used + cost <= bucket_room(p, now, before)
+  local verdict_quota = math.max(0, math.floor(remaining))
+  local false_denial = false
+  if now >= fence_end then
+    local room = bucket_room(p, now, before)
+    local held_room = math.min(p.capacity, room)
+    verdict_quota = math.max(verdict_quota, math.min(p.capacity, math.max(0, math.floor(held_room - (used + admitted)))))
+    false_denial = not allowed and used + cost <= room
+  end
   local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, v.silent, p.horizon, now)
-  return {
-    tokens = tokens, cap = cap, rate = bucket_rate(p, sigma), gossip = gossip, false_denial = false_denial,
-    quota = verdict_quota, stored = stored ~= nil,
-    -- What silent_store writes with.
-    key = rule.key, values = values, held = held, names = names, k = k, epoch = epoch, now = now, sigma = sigma,
-    held_k = held_k, slot_c = slot_c, slot_t = slot_t, used = used, last_at = last_at, cost = cost, ttl = v.ttl,
-  }
+  -- Into `into` when given (decide.lua's decide_silent, which is done with it before its next call), else a new table
+  -- (silent_bucket's commit and touch keep theirs until the call commits).
+  local state = into or {}
+  state.tokens, state.cap, state.rate, state.gossip, state.false_denial = tokens, cap, rate, gossip, false_denial
+  state.quota, state.stored = verdict_quota, stored ~= nil
+  -- What silent_store writes with.
+  state.key, state.values, state.held, state.names, state.k, state.epoch = rule.key, values, held, names, k, epoch
+  state.now, state.sigma, state.held_k, state.slot_c, state.slot_t = now, sigma, held_k, slot_c, slot_t
+  state.used, state.last_at, state.cost, state.ttl = used, last_at, cost, v.ttl
+  return state
 end
 
 -- silent_bucket_state as federated_bucket (token_bucket.lua) takes it: tokens, capacity, rate, commit, gossip,
