@@ -153,11 +153,17 @@ end
   `used` and `before` are the epoch's and the previous epoch's use before the decision, `admitted` what it took.
   (Only the federated paths ask: a single region's quota is its remaining.)
 ]]
-local function bucket_quota_of(p, fence, now, remaining, admitted, used, before)
+-- bucket_quota_of outside the fence's zero-share span, on the epoch's bucket_room `room` (a caller that needs the room
+-- for its false-denial test too computes it once).
+local function bucket_quota_at_room(p, remaining, admitted, used, room)
   local own = math.max(0, math.floor(remaining))
-  if now < bucket_fence_end(p, fence) then return own end
-  local held = math.min(p.capacity, bucket_room(p, now, before))
+  local held = math.min(p.capacity, room)
   return math.max(own, math.min(p.capacity, math.max(0, math.floor(held - (used + admitted)))))
+end
+
+local function bucket_quota_of(p, fence, now, remaining, admitted, used, before)
+  if now < bucket_fence_end(p, fence) then return math.max(0, math.floor(remaining)) end
+  return bucket_quota_at_room(p, remaining, admitted, used, bucket_room(p, now, before))
 end
 
 -- protocol.ts bucketFalseDenial: outside the fence's zero-share span, while a peer holds share in the epoch (a

@@ -49,7 +49,7 @@ end
 
 --[[
   bucket_share.lua refill_over for the silent view (σ at t: 0 before the view's fence_end, else units), in
-  scalars: the same segments (its loop and next_share_change, with the view's fence_end), and in each the same
+  scalars: the same segments (its loop and next_share_change at the view's fence), and in each the same
   float operations in the same order, with the view's capacity and rate of the segment's share (0 or units)
   instead of calling for them.
 ]]
@@ -59,16 +59,10 @@ local function silent_refill(p, v, tokens, t, latest, now)
     if now < fence_end then return math.min(tokens, v.cap_zero) end
     return math.min(tokens, v.cap_units)
   end
-  local period, skew = p.period, p.skew
-  local settles = math.max(fence_end, (latest + 2) * period + skew)
+  local settles = math.max(fence_end, (latest + 2) * p.period + p.skew)
   local segment = 0
   while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
-    local epoch_start = math.floor(t / period) * period
-    local change = epoch_start + period
-    local skew_edge = epoch_start + skew
-    if skew_edge > t and skew_edge < change then change = skew_edge end
-    if fence_end > t and fence_end < change then change = fence_end end
-    local stop = math.min(now, change)
+    local stop = math.min(now, next_share_change(p, v.fence, t))
     if t < fence_end then
       tokens = math.min(v.cap_zero, tokens + (stop - t) * v.rate_zero)
     else
@@ -209,12 +203,10 @@ local function silent_bucket_state(p, rule, fence, now, into)
   local allowed = tokens >= cost
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
-  local verdict_quota = math.max(0, math.floor(remaining))
-  local false_denial = false
+  local verdict_quota, false_denial = math.max(0, math.floor(remaining)), false
   if now >= fence_end then
     local room = bucket_room(p, now, before)
-    local held_room = math.min(p.capacity, room)
-    verdict_quota = math.max(verdict_quota, math.min(p.capacity, math.max(0, math.floor(held_room - (used + admitted)))))
+    verdict_quota = bucket_quota_at_room(p, remaining, admitted, used, room)
     false_denial = not allowed and used + cost <= room
   end
   local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, v.silent, p.horizon, now)
