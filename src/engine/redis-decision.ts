@@ -42,15 +42,21 @@ export async function decideByRedis(
 ): Promise<Decision> {
   const { current, breaker, log } = context;
   const callStarted = performance.now();
+  /** Whether this decision went to Redis (an answer from memory is no round trip, and is not timed as one). */
+  let roundTrip = false;
   try {
     // The rules matched by the caller are the inner engine's own when it was built from this config.
     const decider = asMatchedDecider(current.inner);
     const own = decider !== undefined && decider.rules === current.config.rules ? decider : undefined;
-    // An answer from the over-limit cache needs no deadline (no timer per denied request).
+    // An answer from the over-limit cache (or a local lease) needs no deadline (no timer per denied request).
     const hit = own?.cached?.(matched, request);
-    const decision =
-      hit ??
-      (await withDeadline(own ? own.decideMatched(matched, request) : current.inner.decide(request), context.deadlineMs, 'decision'));
+    if (hit !== undefined) return hit;
+    roundTrip = true;
+    const decision = await withDeadline(
+      own ? own.decideMatched(matched, request) : current.inner.decide(request),
+      context.deadlineMs,
+      'decision',
+    );
     breaker.recordSuccess();
     context.settlement.retryIfFailed();
     return decision;
@@ -63,8 +69,10 @@ export async function decideByRedis(
     breaker.recordFailure(error);
     return decision;
   } finally {
-    const elapsedMs = performance.now() - callStarted;
-    redisCommandSeconds.observe({ command: 'decide' }, elapsedMs / 1000);
-    if (timing !== undefined) timing.redisMs += elapsedMs;
+    if (roundTrip) {
+      const elapsedMs = performance.now() - callStarted;
+      redisCommandSeconds.observe({ command: 'decide' }, elapsedMs / 1000);
+      if (timing !== undefined) timing.redisMs += elapsedMs;
+    }
   }
 }
