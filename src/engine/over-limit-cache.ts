@@ -9,7 +9,10 @@ import type { MatchedRule } from './types.ts';
 import type { RuleOutcome } from './types.ts';
 
 interface Entry {
+  /** Held until then: the retry time, or sooner in a federation (`maxMs`: a grant may arrive before it). */
   untilMs: number;
+  /** When Redis said the caller may retry: what a cached answer's retryAfterMs counts down to. */
+  retryAtMs: number;
   cost: number;
   outcome: RuleOutcome;
 }
@@ -61,7 +64,7 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
           limit: o.limit,
           remaining: 0,
           resetAtMs: o.resetAtMs,
-          retryAfterMs: entry.untilMs - at,
+          retryAfterMs: entry.retryAtMs - at,
           periodMs: o.periodMs,
           shadow: o.shadow,
           failMode: o.failMode,
@@ -73,7 +76,8 @@ export function createOverLimitCache(maxEntries: number, now: () => number = Dat
     remember(key, outcome, cost, maxMs = Infinity) {
       const holdMs = Math.min(outcome.retryAfterMs, maxMs);
       if (holdMs < MIN_CACHE_MS) return;
-      entries.set(key, { untilMs: now() + holdMs, cost, outcome });
+      const at = now();
+      entries.set(key, { untilMs: at + holdMs, retryAtMs: at + outcome.retryAfterMs, cost, outcome });
     },
     forget(keys) {
       for (const key of keys) entries.delete(key);

@@ -88,6 +88,20 @@ describe('in-process caps', () => {
     expect(cache.size).toBe(0);
   });
 
+  it('a denial held for less than its retry time (a federation) still answers the retry time Redis gave', () => {
+    let now = 1_000_000;
+    const cache = createOverLimitCache(10, () => now);
+    const config = seedConfig('redis://127.0.0.1:1');
+    const matched = matchRules(config, { apiKey: 'k', ip: '127.0.0.1', method: 'GET', path: '/checkout' });
+    // Redis said: retry in 5 s. A federated region holds the denial one sync interval (100 ms) at most.
+    for (const entry of matched) cache.remember(entry.key, { ...denial(entry.key), retryAfterMs: 5_000 }, 1, 100);
+    now += 40;
+    // Retry-After counts down to the time Redis gave, not to the end of the hold (60 ms: "Retry-After: 1").
+    expect(cache.lookup(matched, 1)?.retryAfterMs).toBe(4_960);
+    now += 61;
+    expect(cache.lookup(matched, 1)).toBeUndefined();
+  });
+
   it('the local fallback holds at most its capacity for every algorithm', () => {
     const capacity = 1_000;
     const local = createLocalFallback({ instancesPerRegion: 1, capacity });
