@@ -209,7 +209,7 @@ export const keyResetsTotal = new Counter({
 
 export const nearLimitTotal = new Counter({
   name: 'quotafed_near_limit_total',
-  help: 'Admitted decisions that used at least 80% of the rule limit (like envoy ratelimit near_limit).',
+  help: "Admitted decisions that left at most 20% of the rule limit (the remaining the headers report; in a federation the federation's quota, not this region's share), like envoy ratelimit near_limit.",
   labelNames: ['rule'] as const,
   registers: [registry],
 });
