@@ -1,7 +1,8 @@
-// `npx tsx bench/ab-check.ts [rounds] [fresh,hot,gateway] [other checkout]`: POST /v1/check with us-east's rules in one
-// region, against Hono + rate-limiter-flexible (and the bare Hono handler for fresh keys), interleaved rounds,
-// 50 connections, req/s and server CPU µs per request; `gateway`: GET forwarded to a local upstream against a
-// bare Hono proxy. With another checkout's path (its node_modules in place),
+// `npx tsx bench/ab-check.ts [rounds] [fresh,hot,gateway,middleware] [other checkout]`: POST /v1/check with us-east's
+// rules in one region, against Hono + rate-limiter-flexible (and the bare Hono handler for fresh keys), interleaved
+// rounds, 50 connections, req/s and server CPU µs per request; `gateway`: GET forwarded to a local upstream against a
+// bare Hono proxy; `middleware`: GET /v1/items through Hono with quotafed's middleware against rate-limiter-flexible's
+// middleware app (bench section 2's pair, fresh API keys). With another checkout's path (its node_modules in place),
 // its service runs beside this one's in the same rounds: an A/B of two versions on a shared machine.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,20 +34,35 @@ const servers: Record<string, ServerProcess> = {
   // state (a hot key would otherwise be decided by both, in whatever layout each writes).
   quotafed: await startServer('service', { redisUrl, config: other ? { ...config, redis: { keyPrefix: 'qfab' } } : config }),
   ...(other ? { other: await startServer('service', { redisUrl, config }, join(other, 'bench/http/server.ts')) } : {}),
+  ...(modes.includes('middleware')
+    ? {
+        mw: await startServer('middleware', { redisUrl }),
+        rlfmw: await startServer('rlf', { redisUrl }),
+        ...(other ? { othermw: await startServer('middleware', { redisUrl }, join(other, 'bench/http/server.ts')) } : {}),
+      }
+    : {}),
 };
+/** The middleware apps answer GET /v1/items; the rest are the /v1/check pair and the gateway pair. */
+const MIDDLEWARE_APPS = new Set(['mw', 'rlfmw', 'othermw']);
 const results: Record<string, { rps: number[]; cpu: number[]; trips: number[] }> = {};
 // Every server warms up alike first (warmUp says why).
 await warmUp(
-  Object.values(servers).map((server) => ({ server, method: server === servers.proxy ? 'GET' : 'POST', extra: { apiKeys: 10_000_000 } })),
+  Object.entries(servers).map(([name, server]) => ({
+    server,
+    method: name === 'proxy' || MIDDLEWARE_APPS.has(name) ? 'GET' : 'POST',
+    extra: { apiKeys: 10_000_000 },
+  })),
   { durationS: 2, connections: 50 },
 );
 for (let r = 0; r < rounds; r++) {
   for (const mode of modes) {
     const extra = mode === 'hot' ? { apiKey: 'hot-key', apiKeys: 1 } : { apiKeys: 10_000_000 };
     const names = Object.keys(servers).filter((name) =>
-      mode === 'gateway'
-        ? name === 'proxy' || name === 'quotafed' || name === 'other'
-        : name !== 'proxy' && (mode === 'fresh' || name !== 'bare'),
+      mode === 'middleware'
+        ? MIDDLEWARE_APPS.has(name)
+        : mode === 'gateway'
+          ? name === 'proxy' || name === 'quotafed' || name === 'other'
+          : name !== 'proxy' && !MIDDLEWARE_APPS.has(name) && (mode === 'fresh' || name !== 'bare'),
     );
     for (const name of names) {
       const server = servers[name]!;
@@ -55,8 +71,8 @@ for (let r = 0; r < rounds; r++) {
       const figures = await runLoad({
         url: server.url,
         // The gateway rows forward a GET to the upstream (the bench's http section's path); the others ask /v1/check.
-        method: mode === 'gateway' ? 'GET' : 'POST',
-        path: mode === 'gateway' ? '/v1/items' : '/v1/check',
+        method: mode === 'gateway' || mode === 'middleware' ? 'GET' : 'POST',
+        path: mode === 'gateway' || mode === 'middleware' ? '/v1/items' : '/v1/check',
         connections: 50,
         durationS: 2.5,
         warmupS: 0.5,

@@ -3,7 +3,9 @@
 // middleware / rlf-middleware: Hono with quotafed's middleware or rate-limiter-flexible's, GET /v1/items (bench section 2).
 // `seed`: us-east's four rules in one region (what the bench's http section runs) instead of the one per-key rule;
 // `prewarm`: a fresh-key load first, as the bench runs before its hot-key row (the profile covers the last run only);
-// `federated`: the region federated with two peers (their redis-servers only: the gossip goes to their queues).
+// `federated`: the region federated with two peers (their redis-servers only: the gossip goes to their queues);
+// `rate=N`: a fixed open-loop rate of N requests/s over 8 connections (as the bench's half-saturation rows) instead of
+// saturation with 32.
 // Starts its own redis-server (and upstream for the gateway), runs the server under `node --cpu-prof` with the
 // one-region seed rule (1,000 per minute per API key, token bucket), loads it with autocannon (fresh API key per
 // request), and prints the top self-time entries plus the busy time under a few named frames.
@@ -27,6 +29,8 @@ const hot = flags.has('hot');
 const seedRules = flags.has('seed');
 const prewarm = flags.has('prewarm');
 const federated = flags.has('federated');
+const rateFlag = [...flags].find((flag) => flag.startsWith('rate='));
+const rate = rateFlag === undefined ? undefined : Number(rateFlag.slice('rate='.length));
 
 async function main(): Promise<void> {
   const redis = await startRedis();
@@ -72,8 +76,9 @@ async function main(): Promise<void> {
     url,
     method: target.endsWith('check') ? 'POST' : 'GET',
     path: target.endsWith('check') ? '/v1/check' : target === 'gateway' ? '/items' : '/v1/items',
-    connections: 32,
+    connections: rate === undefined ? 32 : 8,
     durationS: seconds,
+    ...(rate === undefined ? {} : { overallRate: rate }),
   } as const;
   if (prewarm) await runLoad({ ...load, warmupS: 0, apiKeys: 10_000_000 });
   const cpuBefore = processCpuMicros(child.pid);
