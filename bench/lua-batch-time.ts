@@ -9,6 +9,16 @@
 // federated library first (as bench/lua-time.ts does), to see what a part costs. Run on a quiet machine; compare
 // the two rows of one run, not runs. Besides commandstats' usec (wall time: a preempted script counts its wait), the
 // redis-server's own CPU time over each run (/proc/<pid>/stat, 10 ms ticks) per decision, which preemption leaves out.
+// CALLGRIND=1: each run gets its own redis-server under valgrind's callgrind, collecting only inside FCALL
+// (`--toggle-collect=fcallCommand`), and prints the instructions executed per decision instead: the same count on
+// every run whatever else the machine does (a part's cost with PATCH to well under 1%, where the timings move by
+// 20-50% from run to run on a shared machine). About 50 times slower: use a few hundred batches. Needs valgrind
+// (`apt-get install valgrind`).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { keyLayout, shardOf } from '../src/keys.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
@@ -25,8 +35,9 @@ const keyPool = Number(process.env.KEY_POOL ?? 0);
 if (!(Number.isInteger(keyPool) && keyPool >= 0)) throw new Error(`KEY_POOL must be a whole number of keys, got ${process.env.KEY_POOL}`);
 // PATCH applied before anything starts: a `from` the source does not hold stops the bench without a redis-server left behind.
 const federatedSource = patchedSource(decideLibrary('decide').source, process.env.PATCH);
-const server = await startRedis({});
-const redis = new Redis(server.url);
+const callgrind = process.env.CALLGRIND === '1';
+const server = callgrind ? undefined : await startRedis({});
+let redis = new Redis(server?.url ?? 'redis://127.0.0.1:1', { lazyConnect: true });
 const layout = keyLayout();
 /** LOUD=1 or LOUD=held: the pool keys start as loud hashes. */
 const loud = process.env.LOUD === '1' || process.env.LOUD === 'held';
@@ -68,7 +79,59 @@ async function loudKeys(name: string, pool: number): Promise<void> {
   await pipeline.exec();
 }
 
+/** A free loopback port (for a redis-server under valgrind, which startRedis does not start). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * A redis-server under callgrind that counts only what FCALL executes; `stop()` ends it and answers the instructions
+ * counted (the `totals:` line of its output).
+ */
+async function callgrindRedis(): Promise<{ url: string; stop(): Promise<number> }> {
+  const port = await freePort();
+  const out = join(mkdtempSync(join(tmpdir(), 'qf-callgrind-')), 'callgrind.out');
+  const valgrind = ['--tool=callgrind', '--toggle-collect=fcallCommand', `--callgrind-out-file=${out}`];
+  const redisArgs = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--hz', '1'];
+  const child = spawn('valgrind', [...valgrind, 'redis-server', ...redisArgs], { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = `redis://127.0.0.1:${port}`;
+  for (let tries = 0; ; tries++) {
+    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      await probe.ping();
+      probe.disconnect();
+      break;
+    } catch (error) {
+      probe.disconnect();
+      if (tries > 300) throw new Error(`redis-server under valgrind did not start: ${(error as Error).message}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return {
+    url,
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      const totals = /^totals:\s*(\d+)/m.exec(readFileSync(out, 'utf8'));
+      if (totals === null) throw new Error(`no totals in ${out}`);
+      return Number(totals[1]);
+    },
+  };
+}
+
 async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<{ usec: number; cpuUs: number }> {
+  const counted = callgrind ? await callgrindRedis() : undefined;
+  if (counted) redis = new Redis(counted.url);
   await redis.flushall();
   await redis.call('FUNCTION', 'FLUSH');
   const lib = decideLibrary(name);
@@ -82,7 +145,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
   for (let s = 0; s < 64; s++) await redis.hset(layout.shardMarkerKey(s), 'fence', 0);
   if (loud && regions > 1 && keyPool > 0) await loudKeys(name, keyPool);
   await redis.config('RESETSTAT');
-  const cpuBefore = processCpuMicros(server.pid) ?? Number.NaN;
+  const cpuBefore = processCpuMicros(server?.pid) ?? Number.NaN;
   let n = 0;
   for (let b = 0; b < batches; b++) {
     const calls = [];
@@ -105,7 +168,12 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
     }
     await redis.call('FCALL', lib.batchFn, ...decideBatchArgs(calls));
   }
-  const cpuUs = ((processCpuMicros(server.pid) ?? Number.NaN) - cpuBefore) / (batches * perBatch);
+  if (counted) {
+    await redis.quit();
+    // Instructions per decision, in the `usec` slot; no /proc figure under valgrind.
+    return { usec: (await counted.stop()) / (batches * perBatch), cpuUs: Number.NaN };
+  }
+  const cpuUs = ((processCpuMicros(server?.pid) ?? Number.NaN) - cpuBefore) / (batches * perBatch);
   const stats = String(await redis.info('commandstats'));
   const line = /cmdstat_fcall:calls=(\d+),usec=(\d+)/.exec(stats);
   if (line === null) throw new Error('no fcall in INFO commandstats');
@@ -123,6 +191,12 @@ for (let rep = 0; rep < Number(process.env.REPS ?? 3); rep++) {
   best.singleCpu = Math.min(best.singleCpu, single.cpuUs);
   best.federatedCpu = Math.min(best.federatedCpu, federated.cpuUs);
 }
+if (callgrind) {
+  console.log(
+    `Instructions in FCALL per decision (batches of ${perBatch}, callgrind): single-region ${Math.round(best.single)}, federated ${federatedKind} ${Math.round(best.federated)} (${(best.federated / best.single).toFixed(2)}x)`,
+  );
+  process.exit(0);
+}
 console.log(
   `Redis usec per decision (batches of ${perBatch}): single-region ${best.single.toFixed(2)}, federated ${federatedKind} ${best.federated.toFixed(2)} (${(best.federated / best.single).toFixed(2)}x)`,
 );
@@ -130,4 +204,4 @@ console.log(
   `redis-server CPU us per decision (whole process, /proc): single-region ${best.singleCpu.toFixed(2)}, federated ${federatedKind} ${best.federatedCpu.toFixed(2)} (${(best.federatedCpu / best.singleCpu).toFixed(2)}x)`,
 );
 await redis.quit();
-await server.stop();
+await server?.stop();
