@@ -18,6 +18,57 @@
 ]]
 --- @include "includes/batch"
 
+--[[
+  The last runs of calls prepared, kept between batches (a Functions library keeps its upvalues from one FCALL to the
+  next; an EVAL starts without them): a run whose arguments are the same strings as a kept run's, as a region's
+  batches mostly are (the same few rule sets, cost and clock; only the keys differ), takes that prepared call again
+  instead of reading its rules and share units and deriving their parameters anew (rule_params, silent_view: memos
+  on the rule's table, keyed by what they depend on). What a call changes on its prepared tables is set back first:
+  each rule's cost (a local lease changes it for its take) and key, the shard fences (the batch's own memo). At most
+  `kept.size` runs, the oldest replaced first.
+]]
+-- One local for all of it: the library's main chunk is near Lua's 200 locals.
+local kept = { runs = {}, next = 1, size = 8 }
+
+-- The kept run whose arguments are the `na` arguments from args[a + 1], string for string; nil when none is.
+function kept.find(args, a, na)
+  for _, run in ipairs(kept.runs) do
+    local held = run.args
+    if held.n == na then
+      local same = true
+      for j = 1, na do
+        if held[j] ~= args[a + j] then
+          same = false
+          break
+        end
+      end
+      if same then return run end
+    end
+  end
+  return nil
+end
+
+-- A kept run's call, as prepare_call left it, for a batch with `fences`.
+function kept.reuse(run, fences)
+  local call = run.call
+  call.fences = fences
+  call.ctx.fence = 0
+  for i, read in ipairs(call.rules) do
+    read.rule.cost = run.costs[i]
+    read.rule.key, read.rule.hash_read = nil, nil
+  end
+  return call
+end
+
+-- Keeps `call`, prepared from `call_args` (`na` arguments), for the next batches.
+function kept.keep(call, call_args, na)
+  local costs = {}
+  for i, read in ipairs(call.rules) do costs[i] = read.rule.cost end
+  call_args.n = na
+  kept.runs[kept.next] = { args = call_args, call = call, costs = costs }
+  kept.next = kept.next % kept.size + 1
+end
+
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
   local add, _, done = batch_packer()
@@ -32,15 +83,21 @@ local function decide_batch(keys, args)
     local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
     a = a + 2
     if na >= 0 then
-      local call_args = {}
-      for j = 1, na do call_args[j] = args[a + j] end
-      local prepared, result = pcall(prepare_call, call_args)
       call, prepare_error = nil, nil
-      if prepared then
-        call = result
-        call.fences = fences
+      local run = kept.find(args, a, na)
+      if run ~= nil then
+        call = kept.reuse(run, fences)
       else
-        prepare_error = result
+        local call_args = {}
+        for j = 1, na do call_args[j] = args[a + j] end
+        local prepared, result = pcall(prepare_call, call_args)
+        if prepared then
+          call = result
+          kept.keep(call, call_args, na)
+          call.fences = fences
+        else
+          prepare_error = result
+        end
       end
     end
     a = a + math.max(na, 0)
