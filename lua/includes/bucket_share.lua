@@ -141,9 +141,14 @@ end
 
 -- What one global bucket surely held by `now` in its epoch, before protocol.ts globalBucketHeld clamps it to C:
 -- min(C, L) less the previous epoch's use `before` (carried into the epoch), plus L·elapsed/P.
+-- (On every decision's path: math.min and math.max written out as comparisons, which give the same doubles, the first
+-- argument unless a later one is strictly beyond it, at a quarter of a C call's instructions.)
 local function bucket_room(p, now, before)
   local epoch = math.floor(now / p.period)
-  local carried = math.max(0, math.min(p.capacity, p.limit) - before)
+  local smaller = p.capacity
+  if p.limit < smaller then smaller = p.limit end
+  local carried = 0
+  if smaller - before > carried then carried = smaller - before end
   return carried + (p.limit * (now - epoch * p.period)) / p.period
 end
 
@@ -156,9 +161,19 @@ end
 -- bucket_quota_of outside the fence's zero-share span, on the epoch's bucket_room `room` (a caller that needs the room
 -- for its false-denial test too computes it once).
 local function bucket_quota_at_room(p, remaining, admitted, used, room)
-  local own = math.max(0, math.floor(remaining))
-  local held = math.min(p.capacity, room)
-  return math.max(own, math.min(p.capacity, math.max(0, math.floor(held - (used + admitted)))))
+  -- max(0, floor(remaining)), then max(own, min(C, max(0, floor(min(C, room) - (used + admitted))))), written out
+  -- (bucket_room says why).
+  local own, floored = 0, math.floor(remaining)
+  if floored > own then own = floored end
+  local capacity = p.capacity
+  local held = capacity
+  if room < held then held = room end
+  local left, over = 0, math.floor(held - (used + admitted))
+  if over > left then left = over end
+  local quota = capacity
+  if left < quota then quota = left end
+  if quota > own then own = quota end
+  return own
 end
 
 local function bucket_quota_of(p, fence, now, remaining, admitted, used, before)
