@@ -69,7 +69,8 @@ end
 -- decide_prepared's reply for one token-bucket rule that neither leases nor reports a false denial.
 local function one_bucket_reply(allowed, after, reset_at, retry_after, quota, now)
   -- token_bucket's remaining and quota.
-  local remaining = math.max(0, math.floor(after))
+  local remaining = math.floor(after)
+  if not (remaining > 0) then remaining = 0 end
   if quota == nil then quota = remaining end
   local verdict = allowed and 1 or 0
   return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }

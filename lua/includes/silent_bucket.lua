@@ -53,30 +53,39 @@ end
   float operations in the same order, with the view's capacity and rate of the segment's share (0 or units)
   instead of calling for them.
 ]]
+-- (math.min and math.max written out as comparisons: the same doubles, bucket_share.lua bucket_room says why.)
 local function silent_refill(p, v, tokens, t, latest, now)
   local fence_end = v.fence_end
+  local cap, rate = v.cap_units, v.rate_units
+  if now < fence_end then cap, rate = v.cap_zero, v.rate_zero end
   if now <= t then
-    if now < fence_end then return math.min(tokens, v.cap_zero) end
-    return math.min(tokens, v.cap_units)
+    if cap < tokens then return cap end
+    return tokens
   end
-  local settles = math.max(fence_end, (latest + 2) * p.period + p.skew)
+  local settles = (latest + 2) * p.period + p.skew
+  if fence_end > settles then settles = fence_end end
   local segment = 0
   while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
-    local stop = math.min(now, next_share_change(p, v.fence, t))
+    local stop = next_share_change(p, v.fence, t)
+    if now < stop then stop = now end
+    local refilled, capped
     if t < fence_end then
-      tokens = math.min(v.cap_zero, tokens + (stop - t) * v.rate_zero)
+      capped, refilled = v.cap_zero, tokens + (stop - t) * v.rate_zero
     else
-      tokens = math.min(v.cap_units, tokens + (stop - t) * v.rate_units)
+      capped, refilled = v.cap_units, tokens + (stop - t) * v.rate_units
     end
+    if refilled < capped then capped = refilled end
+    tokens = capped
     t = stop
     segment = segment + 1
   end
-  local cap, rate = v.cap_units, v.rate_units
-  if now < fence_end then cap, rate = v.cap_zero, v.rate_zero end
   if t < now and t >= settles then
-    tokens = math.min(cap, tokens + (now - t) * rate)
+    local refilled = tokens + (now - t) * rate
+    tokens = cap
+    if refilled < tokens then tokens = refilled end
   end
-  return math.min(tokens, cap)
+  if cap < tokens then return cap end
+  return tokens
 end
 
 --[[
@@ -119,7 +128,9 @@ end
 
 -- The admission's write (token_bucket.lua's commit).
 local function silent_commit(s)
-  silent_store(s, s.used + s.cost, math.max(s.last_at, s.now), s.tokens - s.cost)
+  local at = s.last_at
+  if s.now > at then at = s.now end
+  silent_store(s, s.used + s.cost, at, s.tokens - s.cost)
 end
 
 -- A false denial of a stored bucket refreshes this region's t in the epoch (token_bucket.lua's touch).
@@ -185,7 +196,10 @@ local function silent_bucket_state(p, rule, fence, now, into)
   local fence_end = v.fence_end
   local tokens
   if stored ~= nil then
-    tokens = silent_refill(p, v, stored, last_refill or 0, math.max(id0, id1, id2), now)
+    local latest = id0
+    if id1 > latest then latest = id1 end
+    if id2 > latest then latest = id2 end
+    tokens = silent_refill(p, v, stored, last_refill or 0, latest, now)
   elseif fence > 0 and fence <= now then
     -- new_bucket after a data loss: empty at the fence, refilled since (its slots are empty: latest -1).
     tokens = silent_refill(p, v, silent_refill(p, v, 0, fence, -1, now), now, -1, now)
