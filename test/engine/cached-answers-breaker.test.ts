@@ -3,23 +3,15 @@
 // redis-server frozen with SIGSTOP, an abusive key answered from the cache hundreds of times for every decision that
 // times out must not keep the breaker closed (it would dilute the failure ratio below `failureRatio`, and every request
 // that needs Redis would wait out its deadline for as long as the abuse goes on).
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createResilientEngine } from '../../src/engine/resilient.ts';
 import { silentLogger } from '../../src/log.ts';
 import { redisCommandSeconds } from '../../src/metrics.ts';
-import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
-import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
+import { useFreezableRedis } from '../support/freezable-redis.ts';
 
-let server: RedisProcess | undefined;
-let redis: RegionRedis | undefined;
-
-afterAll(async () => {
-  if (server?.pid) process.kill(server.pid, 'SIGCONT');
-  await redis?.quit().catch(() => redis?.disconnect());
-  await server?.stop();
-});
+const frozen = useFreezableRedis();
 
 /** How many `decide` round trips the histogram has timed so far. */
 async function decideRoundTrips(): Promise<number> {
@@ -29,19 +21,18 @@ async function decideRoundTrips(): Promise<number> {
 
 describe('answers from the over-limit cache', () => {
   it('are neither breaker successes nor timed round trips: a frozen Redis opens the breaker under a flood of cached denials', async () => {
-    server = await startRedis();
+    const server = await frozen.start();
     const config = parseConfig({
       region: 'us-east',
       // The defaults of the breaker: at least 5 failures in 10 s, and more than half of the calls.
       redis: { url: server.url, commandTimeoutMs: 50 },
       rules: [{ name: 'fw', by: ['apiKey'], algorithm: 'fixedWindow', limit: 2, period: '1h', failMode: 'closed' }],
     });
-    redis = createRegionRedis(config);
-    await waitReady(redis, 2_000);
+    const redis = await frozen.connect(config);
     const engine = createResilientEngine({
       config,
       inner: createRedisEngine({ config, redis }),
-      probe: () => redis!.ping(),
+      probe: () => redis.ping(),
       logger: silentLogger(),
     });
     const abusive = { apiKey: 'abusive', ip: '203.0.113.1', method: 'GET', path: '/' };
@@ -53,7 +44,7 @@ describe('answers from the over-limit cache', () => {
     // Three decisions went to Redis; the fourth was answered from memory and is not timed as a round trip.
     expect((await decideRoundTrips()) - tripsBefore).toBe(3);
 
-    process.kill(server.pid!, 'SIGSTOP');
+    frozen.freeze();
     let timedOut = 0;
     for (let round = 0; round < 12 && engine.breaker.state === 'closed'; round++) {
       for (let i = 0; i < 200; i++) expect((await engine.decide(abusive)).outcomes[0]!.source).toBe('cache');

@@ -2,28 +2,20 @@
 // decision, not only once the breaker has opened: against a real redis-server frozen with SIGSTOP, with a breaker
 // that stays closed, the rule admits its local share and no more, and what it admitted is written to Redis after
 // the next decision Redis answers.
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.ts';
 import { createRedisEngine } from '../../src/engine/redis-engine.ts';
 import { createResilientEngine } from '../../src/engine/resilient.ts';
 import { silentLogger } from '../../src/log.ts';
-import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
-import { createRegionRedis, waitReady, type RegionRedis } from '../../src/store/client.ts';
+import { useFreezableRedis } from '../support/freezable-redis.ts';
 import { eventually } from '../support/wait.ts';
 
 const LIMIT = 10;
-let server: RedisProcess | undefined;
-let redis: RegionRedis | undefined;
-
-afterAll(async () => {
-  if (server?.pid) process.kill(server.pid, 'SIGCONT');
-  await redis?.quit().catch(() => redis?.disconnect());
-  await server?.stop();
-});
+const frozen = useFreezableRedis();
 
 describe('the local fallback before the breaker opens', () => {
   it('a timed-out decision of a fail-open rule with the fallback is counted there, and settled later', async () => {
-    server = await startRedis();
+    const server = await frozen.start();
     const config = parseConfig({
       region: 'us-east',
       redis: { url: server.url, commandTimeoutMs: 50 },
@@ -31,18 +23,17 @@ describe('the local fallback before the breaker opens', () => {
       breaker: { failureThreshold: 10_000, localFallback: true, localFallbackStart: 'atOnce' },
       rules: [{ name: 'fo', by: ['apiKey'], algorithm: 'fixedWindow', limit: LIMIT, period: '1h', failMode: 'open' }],
     });
-    redis = createRegionRedis(config);
-    await waitReady(redis, 2_000);
+    const redis = await frozen.connect(config);
     const engine = createResilientEngine({
       config,
       inner: createRedisEngine({ config, redis, overLimitCache: false }),
-      probe: () => redis!.ping(),
+      probe: () => redis.ping(),
       logger: silentLogger(),
     });
     const request = { apiKey: 'frozen', ip: '203.0.113.1', method: 'GET', path: '/' };
     expect((await engine.decide(request)).allowed).toBe(true); // Redis decides: 1 of 10
 
-    process.kill(server.pid!, 'SIGSTOP');
+    frozen.freeze();
     const degraded = [];
     for (let i = 0; i < 3 * LIMIT; i++) degraded.push(await engine.decide(request));
     expect(engine.breaker.state).toBe('closed');
@@ -51,7 +42,7 @@ describe('the local fallback before the breaker opens', () => {
     expect(admitted).toBe(LIMIT);
     expect(degraded.every((decision) => decision.outcomes[0]!.source === 'local-fallback')).toBe(true);
 
-    process.kill(server.pid!, 'SIGCONT');
+    frozen.thaw();
     // The next decision Redis answers settles the local admissions into the window: 1 + 10 = 11 > 10, denied after.
     await eventually(async () => (await engine.decide(request)).outcomes[0]!.source === 'redis', 5_000, 'Redis to decide again');
     await eventually(

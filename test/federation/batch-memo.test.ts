@@ -6,10 +6,11 @@
 // changes a rule's cost while it runs), a run of other arguments in between, and a recovery marker deleted between
 // two batches (the next batch must fence, not reuse the last batch's fence memo).
 import { describe, expect, it } from 'vitest';
-import { keyLayout, shardOf } from '../../src/keys.ts';
-import { decideBatchArgs, decideCall, decideShardKeys, unpackBatchReply } from '../../src/store/decide-calls.ts';
+import { keyLayout } from '../../src/keys.ts';
+import { decideBatchArgs, unpackBatchReply } from '../../src/store/decide-calls.ts';
 import { decideLibrary } from '../../src/store/library.ts';
 import { client, useRedis } from '../harness/redis.ts';
+import { federatedDecideCall, type FederatedTestRule } from '../support/decide-call.ts';
 
 const kept = client((await useRedis()).url);
 const fresh = client((await useRedis()).url);
@@ -17,25 +18,10 @@ const layout = keyLayout();
 const library = decideLibrary('decide');
 const T0 = 1_800_000_000_000;
 
-type Rule = { name: string; head: readonly [string, number, number, number]; budget: number };
-const BUCKET: Rule = { name: 'tb', head: ['tb', 30, 60_000, 30], budget: 3 };
-const WINDOW: Rule = { name: 'fw', head: ['fw', 12, 60_000, 12], budget: 3 };
+const BUCKET: FederatedTestRule = { name: 'tb', head: ['tb', 30, 60_000, 30], budget: 3 };
+const WINDOW: FederatedTestRule = { name: 'fw', head: ['fw', 12, 60_000, 12], budget: 3 };
 
-/** Region 0 of three deciding `key` under `rule` at the pinned clock `now` (with a local lease ask, `lease`). */
-function call(key: string, rule: Rule, now: number, lease = 0): (string | number)[] {
-  const shard = shardOf(key);
-  return decideCall({
-    fixedKeys: decideShardKeys(layout, shard, [1, 2]),
-    ruleKeys: [layout.stateKey(shard, rule.name, key)],
-    rules: [{ head: rule.head, budget: rule.budget, leaseTtl: 30_000, shadow: 0 }],
-    topology: { selfIndex: 0, unitsCsv: '333333,333333,333333', maxClockSkewMs: 1000, horizonMs: 10_000 },
-    regions: 3,
-    cost: 1,
-    leaseId: lease > 0 ? 'lease-1' : '',
-    leaseAsks: [lease],
-    now,
-  });
-}
+const call = federatedDecideCall;
 
 async function state(redis: typeof kept): Promise<Record<string, unknown>> {
   const out: Record<string, unknown> = {};
@@ -49,13 +35,13 @@ async function state(redis: typeof kept): Promise<Record<string, unknown>> {
           : type === 'set'
             ? (await redis.smembers(key)).sort()
             : type === 'zset'
-              ? await redis.zrange(key, 0, -1, 'WITHSCORES')
+              ? await redis.zrange(key, '0', '-1', 'WITHSCORES')
               : type;
   }
   return out;
 }
 
-describe('the decide library keeps the last prepared arguments between batches', () => {
+describe('the decide library keeps its last prepared runs between batches', () => {
   it('answers and writes what a library prepared anew for every batch does', async () => {
     for (const redis of [kept, fresh]) {
       await redis.flushall();

@@ -12,8 +12,11 @@ export interface FederatedTestRule {
   budget: number;
 }
 
-/** The call's numkeys, KEYS and ARGV for `key` under `rule` at the pinned clock `now`, region 0 of three. */
-export function federatedDecideCall(key: string, rule: FederatedTestRule, now: number): (string | number)[] {
+/**
+ * The call's numkeys, KEYS and ARGV for `key` under `rule` at the pinned clock `now`, region 0 of three; with `lease`,
+ * a local lease ask of that many units beyond the cost.
+ */
+export function federatedDecideCall(key: string, rule: FederatedTestRule, now: number, lease = 0): (string | number)[] {
   const shard = shardOf(key);
   return decideCall({
     fixedKeys: decideShardKeys(layout, shard, [1, 2]),
@@ -22,7 +25,8 @@ export function federatedDecideCall(key: string, rule: FederatedTestRule, now: n
     topology: { selfIndex: 0, unitsCsv: '333333,333333,333333', maxClockSkewMs: 1000, horizonMs: 10_000 },
     regions: 3,
     cost: 1,
-    leaseId: '',
+    leaseId: lease > 0 ? 'lease-1' : '',
+    leaseAsks: [lease],
     now,
   });
 }
