@@ -217,11 +217,13 @@ local function silent_bucket_state(p, rule, fence, now, into)
   local allowed = tokens >= cost
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
-  local verdict_quota, false_denial = math.max(0, math.floor(remaining)), false
+  local verdict_quota, false_denial
   if now >= fence_end then
     local room = bucket_room(p, now, before)
     verdict_quota = bucket_quota_at_room(p, remaining, admitted, used, room)
     false_denial = not allowed and used + cost <= room
+  else
+    verdict_quota, false_denial = math.max(0, math.floor(remaining)), false
   end
   local gossip = admission_gossip(false, used, cap - tokens, last_at, tokens - cost, cap, cost, v.silent, p.horizon, now)
   -- Into `into` when given (decide.lua's decide_silent, which is done with it before its next call), else a new table
