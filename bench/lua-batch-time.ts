@@ -16,12 +16,11 @@
 // (`apt-get install valgrind`).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { keyLayout, shardOf } from '../src/keys.ts';
-import { startRedis } from '../src/ops/redis-process.ts';
+import { freePort, portIsFree, startRedis } from '../src/ops/redis-process.ts';
 import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
 import { decideLibrary } from '../src/store/library.ts';
 import { patchedSource } from './lib/lua-patch.ts';
@@ -79,18 +78,6 @@ async function loudKeys(name: string, pool: number): Promise<void> {
   await pipeline.exec();
 }
 
-/** A free loopback port (for a redis-server under valgrind, which startRedis does not start). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * A redis-server under callgrind that counts only what FCALL executes; `stop()` ends it and answers the instructions
  * counted (the `totals:` line of its output).
@@ -103,19 +90,10 @@ async function callgrindRedis(): Promise<{ url: string; stop(): Promise<number> 
   const child = spawn('valgrind', [...valgrind, 'redis-server', ...redisArgs], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `redis://127.0.0.1:${port}`;
-  for (let tries = 0; ; tries++) {
-    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      await probe.ping();
-      probe.disconnect();
-      break;
-    } catch (error) {
-      probe.disconnect();
-      if (tries > 300) throw new Error(`redis-server under valgrind did not start: ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  // Listening (startRedis's own wait does not start a process under valgrind): about 2 s.
+  for (let tries = 0; await portIsFree(port); tries++) {
+    if (tries > 300) throw new Error('redis-server under valgrind did not start within 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return {
     url,
