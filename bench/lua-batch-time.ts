@@ -44,6 +44,10 @@ const rule = { head: [algorithm, 1000, 60000, 1000] as const, budget: 50, leaseT
 
 /** Each pool key as a loud token bucket's hash in this epoch's slot (the cells of bench/lua-time.ts's loud mode). */
 async function loudKeys(name: string, pool: number): Promise<void> {
+  // The run must stay in the keys' epoch: a minute's turn mid-run starts every key's slot anew (another path, and
+  // counts that move with the hour of the run). With less than 30 s of the minute left, wait for the next one.
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < 30_000) await new Promise((resolve) => setTimeout(resolve, left + 50));
   const now = Date.now();
   const epoch = Math.floor(now / 60_000);
   const s = `${epoch % 3}.`;
