@@ -14,7 +14,9 @@ local PACE_MIN_AHEAD = 8
 local REPORT_STEP = 0.02
 
 local function report_due(own_before, cost, share)
-  local step = math.max(1, math.floor(REPORT_STEP * share))
+  -- (math.max(1, …) as a comparison: the same double.)
+  local step = math.floor(REPORT_STEP * share)
+  if not (step > 1) then step = 1 end
   return math.floor(own_before / step) ~= math.floor((own_before + cost) / step)
 end
 

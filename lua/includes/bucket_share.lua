@@ -90,22 +90,38 @@ end
   and loud_bucket.lua), `latest` the latest epoch the view keeps (-1: none). The share settles two periods and the
   skew after it: one last segment from there.
 ]]
+-- (math.min and math.max written out as comparisons: the same doubles, bucket_room below says why; the loud view's
+-- every admission runs this.)
 local function refill_over(p, share_of, view, fence, tokens, t, latest, now)
-  if now <= t then return math.min(tokens, bucket_capacity(p, share_of(p, view, fence, now))) end
-  local settles = math.max(bucket_fence_end(p, fence), (latest + 2) * p.period + p.skew)
+  if now <= t then
+    local cap = bucket_capacity(p, share_of(p, view, fence, now))
+    if cap < tokens then return cap end
+    return tokens
+  end
+  local settles = bucket_fence_end(p, fence)
+  local settled = (latest + 2) * p.period + p.skew
+  if settled > settles then settles = settled end
   local segment = 0
   while segment < MAX_REFILL_SEGMENTS and t < now and t < settles do
-    local stop = math.min(now, next_share_change(p, fence, t))
+    local stop = now
+    local change = next_share_change(p, fence, t)
+    if change < stop then stop = change end
     local share = share_of(p, view, fence, t)
-    tokens = math.min(bucket_capacity(p, share), tokens + (stop - t) * bucket_rate(p, share))
+    local cap, refilled = bucket_capacity(p, share), tokens + (stop - t) * bucket_rate(p, share)
+    tokens = cap
+    if refilled < tokens then tokens = refilled end
     t = stop
     segment = segment + 1
   end
   local share = share_of(p, view, fence, now)
+  local cap = bucket_capacity(p, share)
   if t < now and t >= settles then
-    tokens = math.min(bucket_capacity(p, share), tokens + (now - t) * bucket_rate(p, share))
+    local refilled = tokens + (now - t) * bucket_rate(p, share)
+    tokens = cap
+    if refilled < tokens then tokens = refilled end
   end
-  return math.min(tokens, bucket_capacity(p, share))
+  if cap < tokens then return cap end
+  return tokens
 end
 
 -- Tokens of `bucket` at `now` (refill_over its slots).

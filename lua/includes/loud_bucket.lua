@@ -55,7 +55,7 @@ local function loud_epoch(f, names, ids, n, r, e)
     if o ~= r then
       local to_r, from_r = tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
       net = net + (to_r - from_r)
-      given = given + math.max(0, from_r - to_r)
+      if from_r - to_r > 0 then given = given + (from_r - to_r) end
       if count ~= 0 or to_r ~= 0 or from_r ~= 0 then talks = true end
     end
   end
@@ -85,7 +85,9 @@ local function loud_share_of(p, view, _, t)
     end
     share = share - given
   end
-  return math.max(0, share)
+  -- (math.max(0, share) as a comparison: the same double.)
+  if share > 0 then return share end
+  return 0
 end
 
 -- Region r's transfers with peer o in a slot's cells `transfers` (names.x[k]), read from `f`: to r, from r.
@@ -98,7 +100,7 @@ local function no_write() end
 
 -- The view loud_share_of reads, one table for every decision (refill_over and the share are done with it before
 -- loud_bucket returns): no table per decision for the slots, the epoch cells or the share.
-local loud_view = { ids = {} }
+local loud_view = { ids = {}, sig_text = last_text(fmt), now_text = last_text(fmt) }
 
 local function loud_bucket(p, rule, fence, now, flat, map)
   if p.unbounded then return nil end
@@ -115,7 +117,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   local latest = -1
   for s = 0, KEPT_WINDOWS - 1 do
     ids[s] = tonumber(f[names.w[s]]) or -1
-    latest = math.max(latest, ids[s])
+    if ids[s] > latest then latest = ids[s] end
   end
   local v = silent_view(p, fence)
   local fence_end = v.fence_end
@@ -133,7 +135,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   if ids[k] == epoch then
     own_c, own_t = tonumber(f[names.c[k][r]]) or 0, tonumber(f[names.t[k]]) or 0
   end
-  if allowed and (ids[k] ~= epoch or own_c + cost == 0 or math.max(own_t, now) == 0) then return nil end
+  if allowed and (ids[k] ~= epoch or own_c + cost == 0 or (own_t > now and own_t or now) == 0) then return nil end
   -- bucketQuotaRemaining and, for a denial, bucketFalseDenial (bucket_share.lua).
   local remaining, admitted = tokens, 0
   if allowed then remaining, admitted = tokens - cost, cost end
@@ -174,9 +176,14 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   -- region's c and t of the slot.
   local function store()
     local own = own_slot_names(r, k)
-    redis.call('HSET', rule.key, 'tokens', fmt(tokens - cost), 'last_refill', fmt(now), 'sig', fmt(share),
-      own[1], fmt(own_c + cost), own[2], fmt(math.max(own_t, now)))
-    redis.call('PEXPIRE', rule.key, v.ttl)
+    -- The admission's time is last_refill's too (math.max(own_t, now): the same double); a batch's decisions share
+    -- their clock, and the share is mostly the last one stored: loud_view keeps the texts of both.
+    local now_text = loud_view.now_text(now)
+    local at_text = now_text
+    if own_t > now then at_text = fmt(own_t) end
+    redis.call('HSET', rule.key, 'tokens', fmt(tokens - cost), 'last_refill', now_text, 'sig', loud_view.sig_text(share),
+      own[1], fmt(own_c + cost), own[2], at_text)
+    redis.call('PEXPIRE', rule.key, v.ttl_text)
   end
   return tokens, capacity, bucket_rate(p, share), store, gossip, false, nil, quota, skips
 end

@@ -36,8 +36,10 @@ local function silent_view(p, fence)
   local v = p.silent_view
   if v == nil or v.fence ~= fence then
     local units = p.units[p.self]
-    v = { fence = fence, units = units, fence_end = bucket_fence_end(p, fence),
-      ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit), silent = silent_share(p),
+    local ttl = federated_bucket_ttl(p.period, p.skew, p.capacity, p.budget, p.limit)
+    -- The TTL also as the text SET PX and PEXPIRE are given (a number argument costs Redis a %.14g each call).
+    v = { fence = fence, units = units, fence_end = bucket_fence_end(p, fence), ttl_text = fmt(ttl),
+      silent = silent_share(p),
       -- bucket_capacity and bucket_rate of the view's two shares (units, and 0 in the fence's span): the same
       -- expressions of the same numbers, so the same doubles as computing them at each use.
       cap_units = bucket_capacity(p, units), rate_units = bucket_rate(p, units),
@@ -101,7 +103,7 @@ local function silent_store(s, count, at, after)
     values[5 + k] = epoch
     values[8 + 2 * k] = count ~= 0 and count
     values[9 + 2 * k] = at ~= 0 and at
-    redis.call('SET', s.key, silent_string_packed(values), 'PX', s.ttl)
+    redis.call('SET', s.key, silent_string_packed(values), 'PX', s.ttl_text)
     return
   end
   local held, names = s.held, s.names
@@ -123,7 +125,7 @@ local function silent_store(s, count, at, after)
   silent_cell(sets, dels, names[2], at, s.slot_t)
   if #dels > 0 then redis.call('HDEL', s.key, unpack(dels)) end
   redis.call('HSET', s.key, unpack(sets))
-  redis.call('PEXPIRE', s.key, s.ttl)
+  redis.call('PEXPIRE', s.key, s.ttl_text)
 end
 
 -- The admission's write (token_bucket.lua's commit).
@@ -169,9 +171,19 @@ local function silent_bucket_state(p, rule, fence, now, into)
   local held, names = nil, nil
   local stored, last_refill, w0, w1, w2, slot_c, slot_t, before_c
   if values ~= nil then
-    stored, last_refill = tonumber(values[2]), tonumber(values[3])
-    w0, w1, w2 = tonumber(values[5]), tonumber(values[6]), tonumber(values[7])
-    slot_c, slot_t, before_c = tonumber(values[8 + 2 * k]), tonumber(values[9 + 2 * k]), tonumber(values[8 + 2 * kp])
+    -- A value is a number, false (absent: nil) or the text '-0' (silent_string.lua keep_negative_zeros): tonumber
+    -- of it, called only for the last two (a number is its own tonumber; the call costs three comparisons).
+    stored, last_refill = values[2], values[3]
+    if stored == false or stored == '-0' then stored = tonumber(stored) end
+    if last_refill == false or last_refill == '-0' then last_refill = tonumber(last_refill) end
+    w0, w1, w2 = values[5], values[6], values[7]
+    if w0 == false or w0 == '-0' then w0 = tonumber(w0) end
+    if w1 == false or w1 == '-0' then w1 = tonumber(w1) end
+    if w2 == false or w2 == '-0' then w2 = tonumber(w2) end
+    slot_c, slot_t, before_c = values[8 + 2 * k], values[9 + 2 * k], values[8 + 2 * kp]
+    if slot_c == false or slot_c == '-0' then slot_c = tonumber(slot_c) end
+    if slot_t == false or slot_t == '-0' then slot_t = tonumber(slot_t) end
+    if before_c == false or before_c == '-0' then before_c = tonumber(before_c) end
   else
     local flat, map
     held, flat, map = silent_hash_read(rule.key, bucket_silent_names_of(r, k), read)
@@ -234,7 +246,7 @@ local function silent_bucket_state(p, rule, fence, now, into)
   -- What silent_store writes with.
   state.key, state.values, state.held, state.names, state.k, state.epoch = rule.key, values, held, names, k, epoch
   state.now, state.sigma, state.held_k, state.slot_c, state.slot_t = now, sigma, held_k, slot_c, slot_t
-  state.used, state.last_at, state.cost, state.ttl = used, last_at, cost, v.ttl
+  state.used, state.last_at, state.cost, state.ttl_text = used, last_at, cost, v.ttl_text
   return state
 end
 
