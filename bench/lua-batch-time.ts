@@ -34,6 +34,8 @@ const keyPool = Number(process.env.KEY_POOL ?? 0);
 if (!(Number.isInteger(keyPool) && keyPool >= 0)) throw new Error(`KEY_POOL must be a whole number of keys, got ${process.env.KEY_POOL}`);
 // PATCH applied before anything starts: a `from` the source does not hold stops the bench without a redis-server left behind.
 const federatedSource = patchedSource(decideLibrary('decide').source, process.env.PATCH);
+// PATCH_SINGLE: the same for the single-region library.
+const singleSource = patchedSource(decideLibrary('decideSingleRegion').source, process.env.PATCH_SINGLE);
 const callgrind = process.env.CALLGRIND === '1';
 const server = callgrind ? undefined : await startRedis({});
 let redis = new Redis(server?.url ?? 'redis://127.0.0.1:1', { lazyConnect: true });
@@ -117,7 +119,7 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
   await redis.flushall();
   await redis.call('FUNCTION', 'FLUSH');
   const lib = decideLibrary(name);
-  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? federatedSource : lib.source);
+  await redis.call('FUNCTION', 'LOAD', name === 'decide' ? federatedSource : singleSource);
   const topology = {
     selfIndex: 0,
     unitsCsv: regions === 1 ? '1000000' : '333333,333333,333333',
