@@ -22,7 +22,9 @@ local function gcra_decide(F, C, Q, cost, period, now)
   local room = C * Q
   local allowed = debt + cost * Q <= room
   if allowed then debt = debt + cost * Q end
-  local remaining = math.max(0, math.floor((room - debt) / Q))
+  -- (math.max(0, …) as a comparison: the same double, bucket_share.lua bucket_room says why.)
+  local remaining = math.floor((room - debt) / Q)
+  if not (remaining > 0) then remaining = 0 end
   local reset_at = now + math.ceil(debt / 1000)
   local retry_after = 0
   if not allowed then

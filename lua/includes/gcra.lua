@@ -53,10 +53,14 @@ local function gcra_read(key, C, L, P, Q, now)
   return now * 1000 + math.ceil((C - tokens) * Q)
 end
 
--- Writes F after an admission at `now`: the key lives until the bucket is full again, and a second more.
+-- The texts of the last F and TTL stored: a batch's fresh keys (and every key of a bucket refilled to full) store the
+-- same F, now·1000 + cost·Q, and TTL. One local for both (the federated library's main chunk is near Lua's 200).
+local gcra_texts = { time = last_text(fmt), ttl = last_text(fmt) }
+
+-- Writes F after an admission at `now`: the key lives until the bucket is full again, and a second more. (The TTL as
+-- its text: a number argument is formatted with %.14g at every call.)
 local function gcra_store(key, F, now)
-  local ttl = math.ceil(F / 1000 - now) + 1000
-  redis.call('SET', key, fmt(F), 'PX', ttl)
+  redis.call('SET', key, gcra_texts.time(F), 'PX', gcra_texts.ttl(math.ceil(F / 1000 - now) + 1000))
 end
 
 --[[
