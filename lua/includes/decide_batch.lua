@@ -105,8 +105,7 @@ local function decide_batch(keys, args)
     if call ~= nil then
       -- decide's now_ms, with the batch's one TIME read for a call without a clock of its own.
       local now = call.now_override
-      if now == '' then now = clock() end
-      now = tonumber(now)
+      if now == '' then now = clock() else now = tonumber(now) end
       -- A silent candidate's call goes down the silent path first with the two keys that path reads, before its
       -- KEYS are gathered (decide_prepared's first step): most calls end there.
       local tried, fence = false, nil

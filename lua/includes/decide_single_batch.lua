@@ -48,7 +48,7 @@ local function decide_batch(keys, args)
     end
     if single ~= nil and nk >= 2 then
       local now = pinned
-      if now == '' then now = tonumber(clock()) end
+      if now == '' then now = clock() end
       -- single_reply's nine numbers: no false denial, the quota is the remaining, no lease.
       local ok, verdict, at, allowed, remaining, reset_at, retry_after =
         pcall(single, keys[k + 2], limit, period, burst, cost, skew, shadow, now)

@@ -79,10 +79,10 @@ local function read_first_rule(argv, at, size)
   return code
 end
 
--- Pins a call without a clock of its own (now override '') to clock() (ms, as text): a batch decides all such
--- calls at one Redis TIME read.
+-- Pins a call without a clock of its own (now override '') to clock()'s ms, as the text ARGV holds: a batch decides
+-- all such calls at one Redis TIME read.
 local function pin_clock(argv, clock)
-  if argv[6] == '' then argv[6] = clock() end
+  if argv[6] == '' then argv[6] = tostring(clock()) end
 end
 
 --[[
