@@ -6,6 +6,8 @@
 // changes the state (and may grant), the second is a duplicate that changes nothing. Per entry: apply calls, Redis
 // µs, and this process's CPU µs (the client side of the calls).
 // `npx tsx bench/apply-gossip-time.ts [keys]`; PATCH as in bench/lua-batch-time.ts. Compare rows of one run.
+// CALLGRIND=1: each algorithm's receiver is a redis-server under callgrind (bench/lib/callgrind.ts) and the run prints
+// the instructions the library's FCALLs execute per entry of the first merge instead (the same on every run).
 import { Redis } from 'ioredis';
 import { parseConfig } from '../src/config/load.ts';
 import { createRedisEngine } from '../src/engine/redis-engine.ts';
@@ -15,6 +17,7 @@ import { startRedis } from '../src/ops/redis-process.ts';
 import { topologyOf } from '../src/protocol/index.ts';
 import { luaSource, withScripts } from '../src/store/commands.ts';
 import { gossipLibrary } from '../src/store/library.ts';
+import { callgrindRedis } from './lib/callgrind.ts';
 import { patchedSource } from './lib/lua-patch.ts';
 import { applyGossipCall, parseApplyGossipReply, runApplyGossip, type GossipEntry } from '../src/store/gossip-calls.ts';
 import { layoutOf } from '../src/keys.ts';
@@ -37,11 +40,12 @@ interface Row {
 // before anything starts, so a `from` the sources do not hold leaves no redis-server behind.
 const patchedScript = process.env.PATCH ? patchedSource(luaSource('applyGossip'), process.env.PATCH) : undefined;
 const patchedLibrary = process.env.PATCH ? patchedSource(gossipLibrary().source, process.env.PATCH) : undefined;
-const [senderServer, receiverServer] = await Promise.all([startRedis({}), startRedis({})]);
-const configFor = (region: string, algorithm: string) =>
+const callgrind = process.env.CALLGRIND === '1';
+const [senderServer, receiverServer] = await Promise.all([startRedis({}), callgrind ? undefined : startRedis({})]);
+const configFor = (region: string, algorithm: string, receiverUrl: string) =>
   parseConfig({
     region,
-    redis: { url: region === 'a' ? senderServer.url : receiverServer.url },
+    redis: { url: region === 'a' ? senderServer.url : receiverUrl },
     federation: {
       peers: ['a', 'b', 'c'].filter((name) => name !== region).map((name) => ({ name, redisUrl: 'redis://127.0.0.1:1' })),
     },
@@ -49,14 +53,16 @@ const configFor = (region: string, algorithm: string) =>
   });
 
 async function row(algorithm: string): Promise<string> {
+  const counted = callgrind ? await callgrindRedis() : undefined;
+  const receiverUrl = counted?.url ?? receiverServer!.url;
   const sender = withScripts(new Redis(senderServer.url));
-  const receiverClient = new Redis(receiverServer.url);
+  const receiverClient = new Redis(receiverUrl);
   if (patchedScript) receiverClient.defineCommand('applyGossip', { lua: patchedScript });
   const receiver = withScripts(receiverClient);
   await Promise.all([sender.flushall(), receiver.flushall()]);
   await Promise.all([markShardsIntact(sender), markShardsIntact(receiver)]);
-  const senderConfig = configFor('a', algorithm);
-  const receiverConfig = configFor('b', algorithm);
+  const senderConfig = configFor('a', algorithm, receiverUrl);
+  const receiverConfig = configFor('b', algorithm, receiverUrl);
   const engine = createRedisEngine({ config: senderConfig, redis: sender, overLimitCache: false });
   const entries: GossipEntry[] = [];
   for (let i = 0; i < keys; i++) {
@@ -79,7 +85,7 @@ async function row(algorithm: string): Promise<string> {
     if (via === 'function' && patchedLibrary) await receiver.call('FUNCTION', 'LOAD', patchedLibrary);
     await markShardsIntact(receiver);
     const rows = [];
-    for (let pass = 0; pass < 2; pass++) {
+    for (let pass = 0; pass < (counted ? 1 : 2); pass++) {
       await receiver.config('RESETSTAT');
       let granted = 0;
       const cpu = process.cpuUsage();
@@ -105,6 +111,13 @@ async function row(algorithm: string): Promise<string> {
     return rows as [Row, Row];
   };
   const [firstFn, againFn] = await measure('function');
+  if (counted) {
+    await engine.close?.();
+    sender.disconnect();
+    receiver.disconnect();
+    const instructions = (await counted.stop()) / entries.length;
+    return `| ${algorithm} | FCALL (library), callgrind | ${entries.length} | ${cells.toFixed(0)} | ${Math.round(instructions)} instructions per entry (first merge) | ${firstFn.granted} |`;
+  }
   const [first, again] = await measure('script');
   await engine.close?.();
   sender.disconnect();
@@ -119,4 +132,4 @@ console.log(
 );
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const algorithm of ['tokenBucket', 'fixedWindow']) console.log(await row(algorithm));
-await Promise.all([senderServer.stop(), receiverServer.stop()]);
+await Promise.all([senderServer.stop(), receiverServer?.stop()]);

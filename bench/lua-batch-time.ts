@@ -14,13 +14,10 @@
 // every run whatever else the machine does (a part's cost with PATCH to well under 1%, where the timings move by
 // 20-50% from run to run on a shared machine). About 50 times slower: use a few hundred batches. Needs valgrind
 // (`apt-get install valgrind`).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { keyLayout, shardOf } from '../src/keys.ts';
-import { freePort, portIsFree, startRedis } from '../src/ops/redis-process.ts';
+import { startRedis } from '../src/ops/redis-process.ts';
+import { callgrindRedis } from './lib/callgrind.ts';
 import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
 import { decideLibrary } from '../src/store/library.ts';
 import { patchedSource } from './lib/lua-patch.ts';
@@ -82,35 +79,6 @@ async function loudKeys(name: string, pool: number): Promise<void> {
     pipeline.pexpire(state, 600_000);
   }
   await pipeline.exec();
-}
-
-/**
- * A redis-server under callgrind that counts only what FCALL executes; `stop()` ends it and answers the instructions
- * counted (the `totals:` line of its output).
- */
-async function callgrindRedis(): Promise<{ url: string; stop(): Promise<number> }> {
-  const port = await freePort();
-  const out = join(mkdtempSync(join(tmpdir(), 'qf-callgrind-')), 'callgrind.out');
-  const valgrind = ['--tool=callgrind', '--toggle-collect=fcallCommand', `--callgrind-out-file=${out}`];
-  const redisArgs = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--hz', '1'];
-  const child = spawn('valgrind', [...valgrind, 'redis-server', ...redisArgs], { stdio: 'ignore' });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = `redis://127.0.0.1:${port}`;
-  // Listening (startRedis's own wait does not start a process under valgrind): about 2 s.
-  for (let tries = 0; await portIsFree(port); tries++) {
-    if (tries > 300) throw new Error('redis-server under valgrind did not start within 30 s');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return {
-    url,
-    async stop() {
-      child.kill('SIGTERM');
-      await exited;
-      const totals = /^totals:\s*(\d+)/m.exec(readFileSync(out, 'utf8'));
-      if (totals === null) throw new Error(`no totals in ${out}`);
-      return Number(totals[1]);
-    },
-  };
 }
 
 async function run(name: 'decide' | 'decideSingleRegion', regions: number): Promise<{ usec: number; cpuUs: number }> {
