@@ -344,7 +344,7 @@ end
 
 -- Cell i of the plan, read as `raw`, into its slot (and into `old`, what store_slots compares with).
 local function place_cell(state, slots, plan, i, raw)
-  local value = tonumber(raw) or 0
+  local value = number_of(raw) or 0
   state.old[i] = value
   -- A slot without an id reads as zeros (stale cells are deleted on the next write).
   local slot = slots[plan.k[i]]
@@ -389,7 +389,7 @@ local function load_state(key, n, with_a, extra_names, ids, cells, shape, flat)
       local i = index[flat[j]]
       if i ~= nil then
         if i <= id_fields then
-          local id = tonumber(flat[j + 1])
+          local id = number_of(flat[j + 1])
           if id ~= nil then
             state.held[plan.k[i]] = id
             slots[plan.k[i]] = empty_slot(n, id, with_a)
@@ -407,7 +407,7 @@ local function load_state(key, n, with_a, extra_names, ids, cells, shape, flat)
   end
   local values = hmget(key, plan.names)
   for i = 1, id_fields do
-    local id = tonumber(values[i])
+    local id = number_of(values[i])
     state.held[plan.k[i]] = id or -1
     if id ~= nil then slots[plan.k[i]] = empty_slot(n, id, with_a) end
   end

@@ -25,3 +25,29 @@ local function last_text(text_of)
     return text
   end
 end
+
+--[[
+  tonumber of a stored text, kept (fmt's inverse, for the hashes' fields): the same texts come back decision after
+  decision and key after key (a share's units, an epoch id, a count, a clock), and a table lookup costs a tenth of
+  strtod's parse (1,500 to 3,000 instructions a text in Redis's Lua; a loud bucket decision parses about twenty).
+  nil for an absent field (nil or false) and for a text that is no number; otherwise the very number tonumber gives
+  (its own parse, kept). A Functions library keeps at most NUMBERS_KEPT texts between calls, then starts over.
+]]
+local number_of
+do
+  local NUMBERS_KEPT = 4096
+  local numbers, count = {}, 0
+  number_of = function(text)
+    if not text then return nil end
+    local number = numbers[text]
+    if number == nil then
+      number = tonumber(text)
+      if number ~= nil then
+        if count >= NUMBERS_KEPT then numbers, count = {}, 0 end
+        numbers[text] = number
+        count = count + 1
+      end
+    end
+    return number
+  end
+end

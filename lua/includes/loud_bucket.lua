@@ -50,10 +50,10 @@ local function loud_epoch(f, names, ids, n, r, e)
   local counts, transfers = names.c[s], names.x[s]
   local sum, net, given, talks = 0, 0, 0, false
   for o = 0, n - 1 do
-    local count = tonumber(f[counts[o]]) or 0
+    local count = number_of(f[counts[o]]) or 0
     sum = sum + count
     if o ~= r then
-      local to_r, from_r = tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
+      local to_r, from_r = number_of(f[transfers[o][r]]) or 0, number_of(f[transfers[r][o]]) or 0
       net = net + (to_r - from_r)
       if from_r - to_r > 0 then given = given + (from_r - to_r) end
       if count ~= 0 or to_r ~= 0 or from_r ~= 0 then talks = true end
@@ -92,7 +92,7 @@ end
 
 -- Region r's transfers with peer o in a slot's cells `transfers` (names.x[k]), read from `f`: to r, from r.
 local function peer_transfers(f, transfers, r, o)
-  return tonumber(f[transfers[o][r]]) or 0, tonumber(f[transfers[r][o]]) or 0
+  return number_of(f[transfers[o][r]]) or 0, number_of(f[transfers[r][o]]) or 0
 end
 
 -- A denial's write: none.
@@ -108,7 +108,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   local names = loud_names_of(n, r)
   -- The hash as name -> text (`map`, when the silent test built it).
   local f = map or hash_map(flat)
-  local stored = tonumber(f.tokens)
+  local stored = number_of(f.tokens)
   if stored == nil then return nil end
   local epoch = math.floor(now / P)
   local k = slot_index(epoch)
@@ -116,7 +116,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   local ids = view.ids
   local latest = -1
   for s = 0, KEPT_WINDOWS - 1 do
-    ids[s] = tonumber(f[names.w[s]]) or -1
+    ids[s] = number_of(f[names.w[s]]) or -1
     if ids[s] > latest then latest = ids[s] end
   end
   local v = silent_view(p, fence)
@@ -124,7 +124,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   local used, net, _, talks = loud_epoch(f, names, ids, n, r, epoch)
   local before, _, given_before, talked = loud_epoch(f, names, ids, n, r, epoch - 1)
   view.f, view.names, view.epoch, view.net, view.given_before, view.fence_end = f, names, epoch, net, given_before, fence_end
-  local tokens = refill_over(p, loud_share_of, view, fence, stored, tonumber(f.last_refill) or 0, latest, now)
+  local tokens = refill_over(p, loud_share_of, view, fence, stored, number_of(f.last_refill) or 0, latest, now)
   local share = loud_share_of(p, view, fence, now)
   view.f = nil
   local capacity = bucket_capacity(p, share)
@@ -133,7 +133,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   -- the epoch in its slot starts the slot anew: load_bucket's view.
   local own_c, own_t = 0, 0
   if ids[k] == epoch then
-    own_c, own_t = tonumber(f[names.c[k][r]]) or 0, tonumber(f[names.t[k]]) or 0
+    own_c, own_t = number_of(f[names.c[k][r]]) or 0, number_of(f[names.t[k]]) or 0
   end
   if allowed and (ids[k] ~= epoch or own_c + cost == 0 or (own_t > now and own_t or now) == 0) then return nil end
   -- bucketQuotaRemaining and, for a denial, bucketFalseDenial (bucket_share.lua).
@@ -166,7 +166,7 @@ local function loud_bucket(p, rule, fence, now, flat, map)
   for o = 0, n - 1 do
     if o ~= r then
       local to_r, from_r = peer_transfers(f, transfers, r, o)
-      if (tonumber(f[names.c[k][o]]) or 0) == 0 and from_r == 0 and to_r >= p.units[o] then
+      if (number_of(f[names.c[k][o]]) or 0) == 0 and from_r == 0 and to_r >= p.units[o] then
         if skips == nil then skips = {} end
         skips[o] = true
       end
