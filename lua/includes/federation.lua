@@ -209,13 +209,14 @@ end
 local function silent_hash_read(key, names, flat)
   if flat == nil then flat = redis.call('HGETALL', key) end
   local f = hash_map(flat)
-  local values = {}
-  for i = 1, #names do values[i] = f[names[i]] or false end
-  if values[1] == false then
+  -- Loud: no z, and one of the other names held (told from the map, before the HMGET-like reply is built).
+  if not f[names[1]] then
     for i = 2, #names do
-      if values[i] ~= false then return nil, flat, f end
+      if f[names[i]] then return nil, flat, f end
     end
   end
+  local values = {}
+  for i = 1, #names do values[i] = f[names[i]] or false end
   return values, nil
 end
 
