@@ -103,7 +103,7 @@ local function silent_store(s, count, at, after)
     values[5 + k] = epoch
     values[8 + 2 * k] = count ~= 0 and count
     values[9 + 2 * k] = at ~= 0 and at
-    redis.call('SET', s.key, silent_string_packed(values), 'PX', s.ttl_text)
+    redis.call('SET', s.key, silent_string_packed(values, k), 'PX', s.ttl_text)
     return
   end
   local held, names = s.held, s.names

@@ -78,7 +78,7 @@ describe('a silent string, layout 4', () => {
       const written = [value, 1765072800123, 333333, 29417880, false, false, false, 17, 1765072800123, false, false, false];
       await redis.eval(
         `${SILENT_STRING}\nlocal v = cjson.decode(ARGV[1])\nfor i = 2, 13 do if v[i] == cjson.null then v[i] = false end end\nv[2] = tonumber(ARGV[2])\n` +
-          `redis.call('SET', KEYS[1], silent_string_packed(v))`,
+          `redis.call('SET', KEYS[1], silent_string_packed(v, 0))`,
         1,
         key,
         JSON.stringify(['0', ...written.map((w) => (w === false ? null : w))]),
@@ -104,7 +104,7 @@ describe('a silent string, layout 4', () => {
     const key = 'silent-string-negative-zero';
     await redis.eval(
       // -zero at run time: a -0 constant in the source would be folded into the chunk's 0.
-      `${SILENT_STRING}\nlocal zero = tonumber(ARGV[1])\nredis.call('SET', KEYS[1], silent_string_packed({ '1', -zero, 5, 6, 7, false, false, false, false, false, false, false, false }))`,
+      `${SILENT_STRING}\nlocal zero = tonumber(ARGV[1])\nredis.call('SET', KEYS[1], silent_string_packed({ '1', -zero, 5, 6, 7, false, false, false, false, false, false, false, false }, 0))`,
       1,
       key,
       '0',
@@ -117,6 +117,22 @@ describe('a silent string, layout 4', () => {
       key,
     );
     expect(sign).toBe('-inf');
+  });
+
+  it('keeps a -0 read from a layout-3 string when a decision packs it again without writing it', async () => {
+    const key = 'silent-string-layout-3-negative-zero';
+    // Layout 3: tokens 5, last refill 5, sig 6, w0 7, slot 0's count -0, the rest absent. A decision of slot 1 writes
+    // values 2 to 4 and 6 (silent_bucket.lua silent_store): here only slot 1's epoch id, so slot 0's -0 goes back
+    // as it was read.
+    await redis.set(key, 'S1|5|5|6|7|||-0|||||');
+    await redis.eval(
+      `${SILENT_STRING}\nlocal v = silent_string_values(redis.call('GET', KEYS[1]))\nv[6] = 29417880\nredis.call('SET', KEYS[1], silent_string_packed(v, 1))`,
+      1,
+      key,
+    );
+    const held = (await redis.getBuffer(key))!;
+    expect(held[0]).toBe(0x9d);
+    expect(silentStringFields(held)).toMatchObject({ tokens: '5', w0: '7', w1: '29417880', 'c0.1': '-0' });
   });
 
   it("writes a window's values as an array of 14 and reads them back, as the hash's texts on the TS side", async () => {
