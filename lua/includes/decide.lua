@@ -66,14 +66,15 @@ local function silent_candidate(call)
   return read.code == 'tb' and not read.shadow and read.rule.lease_ask == 0 and read.rule.budget >= 0
 end
 
--- decide_prepared's reply for one token-bucket rule that neither leases nor reports a false denial.
-local function one_bucket_reply(allowed, after, reset_at, retry_after, quota, now)
+-- decide_prepared's reply for one token-bucket rule that neither leases nor reports a false denial, as its nine values
+-- (the batch packs them into its row without a reply table: batch.lua add_one).
+local function one_bucket_row(allowed, after, reset_at, retry_after, quota, now)
   -- token_bucket's remaining and quota.
   local remaining = math.floor(after)
   if not (remaining > 0) then remaining = 0 end
   if quota == nil then quota = remaining end
   local verdict = allowed and 1 or 0
-  return { verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0 }
+  return verdict, now, verdict, remaining, reset_at, retry_after, 0, quota, 0
 end
 
 -- Whether a round report of region `self` of `n` that skips `skips` (report_skips) goes to no peer at all.
@@ -100,15 +101,15 @@ local function decide_loud(p, rule, fence, now, flat, map)
     if gossip ~= 'silent' and not (gossip == 'round' and skips_every_peer(skips, p.n, p.self)) then return nil end
     store()
   end
-  return one_bucket_reply(allowed, after, reset_at, retry_after, quota, now)
+  return one_bucket_row(allowed, after, reset_at, retry_after, quota, now)
 end
 
 -- decide_silent's state (silent_bucket_state's `into`): every field written anew for each decision, none kept past it.
 local silent_state = {}
 
 --[[
-  A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the very
-  reply decide_prepared would give when the key is this region's silent string (or absent) and the decision
+  A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the nine
+  values of the very reply decide_prepared would give (one_bucket_row) when the key is this region's silent string (or absent) and the decision
   needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false; or, for a
   loud hash, decide_loud's. Nil, with nothing written, for anything else (a loud admission the peers must hear of,
   a false denial): decide_prepared decides it, with the shard's fence read here as the second value (no second read
@@ -127,8 +128,11 @@ local function decide_silent(call, marker, key, now)
     -- here when it needs no message (decide_loud), else by the general path (next, in this same decide_prepared, on
     -- this rule and key), which takes the reply instead of reading the key again.
     if flat ~= nil then
-      local reply = decide_loud(p, rule, fence, now, flat, map)
-      if reply ~= nil then return reply end
+      local verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased =
+        decide_loud(p, rule, fence, now, flat, map)
+      if verdict ~= nil then
+        return verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased
+      end
     end
     rule.hash_read = flat
     return nil, fence
@@ -137,7 +141,7 @@ local function decide_silent(call, marker, key, now)
   local allowed, after, reset_at, retry_after = bucket_verdict(s.tokens, s.cap, s.rate, rule.cost, rule.period, now)
   if allowed and s.gossip ~= 'silent' then return nil, fence end
   if allowed then silent_commit(s) end
-  return one_bucket_reply(allowed, after, reset_at, retry_after, s.quota, now)
+  return one_bucket_row(allowed, after, reset_at, retry_after, s.quota, now)
 end
 
 -- Whether a call of `key_count` KEYS takes the silent path first: a silent candidate (silent_candidate, asked once
@@ -155,9 +159,13 @@ end
 ]]
 local function decide_prepared(call, KEYS, now, tried, fence)
   if not tried and silent_path(call, #KEYS) then
-    local reply
-    reply, fence = decide_silent(call, KEYS[1], KEYS[#KEYS], now)
-    if reply ~= nil then return reply end
+    local verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased =
+      decide_silent(call, KEYS[1], KEYS[#KEYS], now)
+    if verdict ~= nil then
+      return { verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased }
+    end
+    -- Not decided there: its second value is the shard's fence it read.
+    fence = at
   end
   local ctx, peek = call.ctx, call.peek
   local n = ctx.n

@@ -71,7 +71,7 @@ end
 
 local function decide_batch(keys, args)
   local count = tonumber(args[1])
-  local add, _, done = batch_packer()
+  local add, add_one, done = batch_packer()
   -- The batch's clock: one TIME read, on first need.
   local clock = batch_clock_once()
   -- Each shard's fence, read once per batch (federation.lua shard_fence): the batch is one script call.
@@ -102,6 +102,8 @@ local function decide_batch(keys, args)
     end
     a = a + math.max(na, 0)
     local ok, reply
+    -- Whether the call's row is in the batch's reply already (decide_silent's values, packed as they are).
+    local packed = false
     if call ~= nil then
       -- decide's now_ms, with the batch's one TIME read for a call without a clock of its own.
       local now = call.now_override
@@ -111,9 +113,19 @@ local function decide_batch(keys, args)
       local tried, fence = false, nil
       if silent_path(call, nk) then
         tried = true
-        ok, reply, fence = pcall(decide_silent, call, keys[k + 1], keys[k + nk], now)
+        local verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased
+        ok, verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased =
+          pcall(decide_silent, call, keys[k + 1], keys[k + nk], now)
+        if ok and verdict ~= nil then
+          -- Decided there: its nine values go into the batch's row without a reply table.
+          add_one(true, verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased)
+          packed = true
+        else
+          -- Not decided there (its second value is the shard's fence it read), or the error it raised.
+          reply, fence = verdict, at
+        end
       end
-      if not tried or (ok and reply == nil) then
+      if not packed and (not tried or ok) then
         local call_keys = {}
         for j = 1, nk do call_keys[j] = keys[k + j] end
         ok, reply = pcall(decide_call, call, call_keys, now, tried, fence)
@@ -123,7 +135,7 @@ local function decide_batch(keys, args)
       ok, reply = false, prepare_error
     end
     k = k + nk
-    add(ok, reply)
+    if not packed then add(ok, reply) end
   end
   return done()
 end

@@ -34,11 +34,12 @@ const PROBE = SCALAR.replace(ADMITS, "  error('scalar admission')").replace(DENI
 const probe = keyLayout('probe');
 // A fourth copy whose decide_loud (decide.lua: a loud decision on the silent path's frame, no message) raises where
 // it answers: how many of the scalar path's answers skip the general loop.
-const DIRECT = '      local reply = decide_loud(p, rule, fence, now, flat, map)\n      if reply ~= nil then return reply end';
+const DIRECT =
+  '      if verdict ~= nil then\n        return verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased\n      end';
 if (!SCALAR.includes(DIRECT)) throw new Error('decide.lua: decide_loud moved');
 const DIRECT_PROBE = SCALAR.replace(
   DIRECT,
-  "      local reply = decide_loud(p, rule, fence, now, flat, map)\n      if reply ~= nil then error(reply[1] == 1 and 'direct admission' or 'direct denial') end",
+  "      if verdict ~= nil then error(verdict == 1 and 'direct admission' or 'direct denial') end",
 );
 
 interface Case {
