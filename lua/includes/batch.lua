@@ -70,7 +70,9 @@ do
   end
   function packer.add(ok, reply)
     if not ok then return packer.add_error(reply) end
-    if type(reply) ~= 'table' or #reply == 0 then return packer.add_error('decide reply not packable: ' .. type(reply)) end
+    if type(reply) ~= 'table' or #reply == 0 then
+      return packer.add_error('decide reply not packable: ' .. type(reply))
+    end
     local n = #reply
     if n == 9 then return packer.add_row(pcall(packer.one_row, unpack(reply))) end
     packer.add_row(pcall(packer.format, batch_format(n), unpack(reply)))

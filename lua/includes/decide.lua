@@ -109,12 +109,12 @@ local silent_state = {}
 
 --[[
   A silent key's decision without the general loop's tables: for a call silent_candidate lets through, the nine
-  values of the very reply decide_prepared would give (one_bucket_row) when the key is this region's silent string (or absent) and the decision
-  needs no message: an admission that stays silent (admission_gossip.lua), or a denial that is not false; or, for a
-  loud hash, decide_loud's. Nil, with nothing written, for anything else (a loud admission the peers must hear of,
-  a false denial): decide_prepared decides it, with the shard's fence read here as the second value (no second read
-  of the marker). (silent_bucket may turn another layout's string into its hash first: the state it stands for,
-  unchanged.) `marker` and `key` are the call's first and last KEYS (silent_path).
+  values of the very reply decide_prepared would give (one_bucket_row) when the key is this region's silent string
+  (or absent) and the decision needs no message: an admission that stays silent (admission_gossip.lua), or a denial
+  that is not false; or, for a loud hash, decide_loud's. Nil, with nothing written, for anything else (a loud
+  admission the peers must hear of, a false denial): decide_prepared decides it, with the shard's fence read here as
+  the second value (no second read of the marker). (silent_bucket may turn another layout's string into its hash
+  first: the state it stands for, unchanged.) `marker` and `key` are the call's first and last KEYS (silent_path).
 ]]
 local function decide_silent(call, marker, key, now)
   local ctx = call.ctx

@@ -181,8 +181,8 @@ local function loud_bucket(p, rule, fence, now, flat, map)
     local now_text = loud_view.now_text(now)
     local at_text = now_text
     if own_t > now then at_text = fmt(own_t) end
-    redis.call('HSET', rule.key, 'tokens', fmt(tokens - cost), 'last_refill', now_text, 'sig', loud_view.sig_text(share),
-      own[1], fmt(own_c + cost), own[2], at_text)
+    redis.call('HSET', rule.key, 'tokens', fmt(tokens - cost), 'last_refill', now_text,
+      'sig', loud_view.sig_text(share), own[1], fmt(own_c + cost), own[2], at_text)
     redis.call('PEXPIRE', rule.key, v.ttl_text)
   end
   return tokens, capacity, bucket_rate(p, share), store, gossip, false, nil, quota, skips

@@ -171,8 +171,8 @@ local function silent_bucket_state(p, rule, fence, now, into)
   local held, names = nil, nil
   local stored, last_refill, w0, w1, w2, slot_c, slot_t, before_c
   if values ~= nil then
-    -- A value is a number, false (absent: nil) or the text '-0' (silent_string.lua keep_negative_zeros): tonumber
-    -- of it, called only for the last two (a number is its own tonumber; the call costs three comparisons).
+    -- A value is a number, false (absent: nil) or the text '-0' (silent_string.lua: how a string keeps a -0):
+    -- tonumber of it, called only for the last two (a number is its own tonumber; the call costs three comparisons).
     stored, last_refill = values[2], values[3]
     if stored == false or stored == '-0' then stored = tonumber(stored) end
     if last_refill == false or last_refill == '-0' then last_refill = tonumber(last_refill) end
