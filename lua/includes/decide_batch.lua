@@ -80,7 +80,7 @@ local function decide_batch(keys, args)
   local call, prepare_error
   local k, a = 0, 1
   for i = 1, count do
-    local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
+    local nk, na = number_of(args[a + 1]), number_of(args[a + 2])
     a = a + 2
     if na >= 0 then
       call, prepare_error = nil, nil

@@ -23,7 +23,7 @@ local function decide_batch(keys, args)
   local single, limit, period, burst, cost, skew, shadow, pinned
   local k, a = 0, 1
   for i = 1, count do
-    local nk, na = tonumber(args[a + 1]), tonumber(args[a + 2])
+    local nk, na = number_of(args[a + 1]), number_of(args[a + 2])
     a = a + 2
     if na >= 0 then
       at, size, call_args, single = a, na, nil, nil
