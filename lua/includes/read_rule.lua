@@ -16,22 +16,24 @@
 
   Every function takes `at`: argv[at + j] is the call's ARGV[j] (0 for a script's own ARGV; a batch passes
   where the call starts in its own). The positions are numbers, not named locals: a local captured by these
-  functions would cost every EVAL an upvalue.
+  functions would cost every EVAL an upvalue. Numbers are read through number_of (fmt.lua): a region's calls repeat
+  the same few texts.
 ]]
+--- @include "includes/fmt"
 
 -- What every decide path reads first: region count, rule count, and the now override as text ('' = Redis TIME).
 local function read_call(argv, at)
-  return tonumber(argv[at + 2]), tonumber(argv[at + 5]), argv[at + 6]
+  return number_of(argv[at + 2]), number_of(argv[at + 5]), argv[at + 6]
 end
 
 -- What the general rule loop reads: self index, share units csv, max clock skew ms.
 local function read_context(argv, at)
-  return tonumber(argv[at + 1]), argv[at + 3], tonumber(argv[at + 4])
+  return number_of(argv[at + 1]), argv[at + 3], number_of(argv[at + 4])
 end
 
 -- The gossip horizon H (ms) after the call's `rule_count` rules.
 local function read_horizon(argv, at, rule_count)
-  return tonumber(argv[at + 6 + rule_count * 10 + 1])
+  return number_of(argv[at + 6 + rule_count * 10 + 1])
 end
 
 -- Whether the call only peeks (decides, writes nothing), after the horizon.
@@ -48,14 +50,14 @@ local function read_rule(argv, at, i, key)
   local base = at + 6 + (i - 1) * 10
   local rule = {
     key = key,
-    limit = tonumber(argv[base + 2]),
-    period = tonumber(argv[base + 3]),
-    burst = tonumber(argv[base + 4]),
-    cost = tonumber(argv[base + 5]),
-    budget = tonumber(argv[base + 6]),
-    lease_ttl = tonumber(argv[base + 7]),
+    limit = number_of(argv[base + 2]),
+    period = number_of(argv[base + 3]),
+    burst = number_of(argv[base + 4]),
+    cost = number_of(argv[base + 5]),
+    budget = number_of(argv[base + 6]),
+    lease_ttl = number_of(argv[base + 7]),
     lease_id = argv[base + 8],
-    lease_ask = tonumber(argv[base + 10]),
+    lease_ask = number_of(argv[base + 10]),
   }
   return rule, argv[base + 1], argv[base + 9] == '1'
 end
@@ -71,10 +73,10 @@ local function read_first_rule(argv, at, size)
   if argv[at + 16] ~= '0' then return nil end
   local code = argv[at + 7]
   if code == 'fw' then
-    return code, tonumber(argv[at + 8]), tonumber(argv[at + 9]), nil, tonumber(argv[at + 11]), tonumber(argv[at + 4]), argv[at + 15] == '1'
+    return code, number_of(argv[at + 8]), number_of(argv[at + 9]), nil, number_of(argv[at + 11]), number_of(argv[at + 4]), argv[at + 15] == '1'
   end
   if code == 'tb' then
-    return code, tonumber(argv[at + 8]), tonumber(argv[at + 9]), tonumber(argv[at + 10]), tonumber(argv[at + 11]), nil, argv[at + 15] == '1'
+    return code, number_of(argv[at + 8]), number_of(argv[at + 9]), number_of(argv[at + 10]), number_of(argv[at + 11]), nil, argv[at + 15] == '1'
   end
   return code
 end
