@@ -41,22 +41,10 @@ end
 local batch_packer
 do
   local packer = {}
-  --[[
-    A row's numbers as '%d' writes them, kept: most are flags, small counts, the batch's clock and a window's end, the
-    same from row to row and batch to batch, and string.format's nine conversions cost a row about 11,900
-    instructions where the kept texts and one concatenation cost a quarter of it. At most 4,096 values (then it
-    starts over); a NaN is formatted, not kept (a table key cannot be NaN).
-  ]]
-  packer.texts, packer.text_count = {}, 0
-  function packer.text(value)
-    local text = packer.format('%d', value)
-    if value == value then
-      if packer.text_count >= 4096 then packer.texts, packer.text_count = {}, 0 end
-      packer.texts[value] = text
-      packer.text_count = packer.text_count + 1
-    end
-    return text
-  end
+  -- A row's numbers as '%d' writes them, kept (fmt.lua kept_values): most are flags, small counts, the batch's clock
+  -- and a window's end, the same from row to row and batch to batch, and string.format's nine conversions cost a row
+  -- about 11,900 instructions where the kept texts and one concatenation cost a quarter of it.
+  packer.texts = kept_values(function(value) return packer.format('%d', value) end)
   function packer.add_error(err)
     local rows, out = packer.rows, packer.out
     rows[#rows + 1] = '!'
@@ -65,7 +53,7 @@ do
   -- decide's reply for one rule: all allowed, now, then the rule's allowed, remaining, reset at, retry after, false
   -- denial, quota remaining and leased.
   function packer.one_row(verdict, now, allowed, remaining, reset_at, retry_after, false_denial, quota, leased)
-    local texts, text = packer.texts, packer.text
+    local texts, text = packer.texts.values, packer.texts.of
     return (texts[verdict] or text(verdict)) .. ',' .. (texts[now] or text(now)) .. ',' ..
       (texts[allowed] or text(allowed)) .. ',' .. (texts[remaining] or text(remaining)) .. ',' ..
       (texts[reset_at] or text(reset_at)) .. ',' .. (texts[retry_after] or text(retry_after)) .. ',' ..

@@ -27,27 +27,38 @@ local function last_text(text_of)
 end
 
 --[[
-  tonumber of a stored text, kept (fmt's inverse, for the hashes' fields): the same texts come back decision after
-  decision and key after key (a share's units, an epoch id, a count, a clock), and a table lookup costs a tenth of
-  strtod's parse (1,500 to 3,000 instructions a text in Redis's Lua; a loud bucket decision parses about twenty).
-  nil for an absent field (nil or false) and for a text that is no number; otherwise the very number tonumber gives
-  (its own parse, kept). A Functions library keeps at most NUMBERS_KEPT texts between calls, then starts over.
+  A conversion whose results are kept: kept_values(convert) answers `kept`, where kept.values[x] is convert(x) for the
+  values converted lately and kept.of(x) converts x and keeps the result (a caller reads kept.values first, so a kept
+  result costs a table lookup). A Functions library keeps them between calls, at most 4,096 (then it starts over); a
+  nil or NaN value, and a nil result, are converted but not kept (a table key cannot be nil or NaN).
+]]
+local function kept_values(convert)
+  local kept = { values = {}, count = 0 }
+  function kept.of(value)
+    local result = convert(value)
+    if value ~= nil and value == value and result ~= nil then
+      if kept.count >= 4096 then kept.values, kept.count = {}, 0 end
+      kept.values[value] = result
+      kept.count = kept.count + 1
+    end
+    return result
+  end
+  return kept
+end
+
+--[[
+  tonumber of a stored text, kept (fmt's inverse, for the hashes' fields and the calls' arguments): the same texts come
+  back decision after decision and key after key (a share's units, an epoch id, a count, a clock, a limit), and a table
+  lookup costs a tenth of strtod's parse (1,500 to 3,000 instructions a text in Redis's Lua; a loud bucket decision
+  parses about twenty). nil for an absent field (nil or false) and for a text that is no number; otherwise the very
+  number tonumber gives (its own parse, kept).
 ]]
 local number_of
 do
-  local NUMBERS_KEPT = 4096
-  local numbers, count = {}, 0
+  -- (tonumber is read when a text is converted: a library's main chunk cannot read the globals while it loads.)
+  local numbers = kept_values(function(text) return tonumber(text) end)
   number_of = function(text)
     if not text then return nil end
-    local number = numbers[text]
-    if number == nil then
-      number = tonumber(text)
-      if number ~= nil then
-        if count >= NUMBERS_KEPT then numbers, count = {}, 0 end
-        numbers[text] = number
-        count = count + 1
-      end
-    end
-    return number
+    return numbers.values[text] or numbers.of(text)
   end
 end
