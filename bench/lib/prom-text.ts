@@ -35,13 +35,30 @@ export function histogramBuckets(text: string, name: string, where: Record<strin
 
 /**
  * The q-quantile (0..1) of the observations made between two bucket readings: the upper bound of the first
- * bucket that holds it (so a bound, not an interpolation); undefined when nothing was observed.
+ * bucket that holds it (so a bound, not an interpolation), or with `interpolate` a linear interpolation inside
+ * that bucket as Prometheus's histogram_quantile does (the highest finite bound when it falls in +Inf); undefined
+ * when nothing was observed.
+ *
+ * @example
+ * quantileBetween(new Map(), new Map([[0.001, 90], [0.005, 100], [Infinity, 100]]), 0.99, true); // 0.0046
  */
-export function quantileBetween(before: Map<number, number>, after: Map<number, number>, q: number): number | undefined {
+export function quantileBetween(
+  before: Map<number, number>,
+  after: Map<number, number>,
+  q: number,
+  interpolate = false,
+): number | undefined {
   const bounds = [...after.keys()].sort((a, b) => a - b);
   const counts = bounds.map((le) => (after.get(le) ?? 0) - (before.get(le) ?? 0));
   const total = counts[counts.length - 1] ?? 0;
   if (total <= 0) return undefined;
-  const index = counts.findIndex((count) => count >= q * total);
-  return bounds[index];
+  const rank = q * total;
+  const index = counts.findIndex((count) => count >= rank);
+  const upper = bounds[index]!;
+  if (!interpolate) return upper;
+  const lower = index > 0 ? bounds[index - 1]! : 0;
+  if (upper === Number.POSITIVE_INFINITY) return lower;
+  const below = index > 0 ? counts[index - 1]! : 0;
+  const inside = counts[index]! - below;
+  return inside > 0 ? lower + ((upper - lower) * (rank - below)) / inside : upper;
 }

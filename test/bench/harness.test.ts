@@ -149,6 +149,15 @@ describe('bench harness', () => {
     expect(quantileBetween(lag(before), lag(after), 0.99)).toBe(0.1);
     expect(quantileBetween(lag(before), lag(after), 1)).toBe(1);
     expect(quantileBetween(lag(after), lag(after), 0.99)).toBeUndefined();
+    // Interpolated as histogram_quantile does: rank 49.5 of the 99 in (0, 0.1] is at 0.05; rank 99.5 is halfway
+    // into (0.1, 1]; a quantile in +Inf answers the highest finite bound.
+    expect(quantileBetween(lag(before), lag(after), 0.495, true)).toBeCloseTo(0.05, 10);
+    expect(quantileBetween(lag(before), lag(after), 0.995, true)).toBeCloseTo(0.55, 10);
+    const open = new Map([
+      [0.1, 1],
+      [Number.POSITIVE_INFINITY, 4],
+    ]);
+    expect(quantileBetween(new Map(), open, 0.9, true)).toBe(0.1);
   });
 
   it('runs the service under node:cluster in a child process and load-tests it from another', async () => {
