@@ -9,6 +9,7 @@
 // per-peer series) also name it explicitly, with the same value; an explicit label wins over the default.
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { EVENT_LOOP_RESOLUTION_MS } from './config/observability.ts';
 
 /**
  * The registry every quotafed metric is on (`quotafed_decisions_total`, `quotafed_http_429_total`, ...). Serve it
@@ -71,7 +72,8 @@ let defaultsRegistered = false;
 /**
  * The process metrics (CPU, memory, event loop lag, GC, as `quotafed_process_*` / `quotafed_nodejs_*`). The regional
  * service registers them when it starts; importing quotafed as a library (createLimiter, the middleware) does not,
- * so an app that embeds it keeps its own process metrics. Idempotent.
+ * so an app that embeds it keeps its own process metrics. Idempotent. `eventLoopResolutionMs`: how often the event-loop
+ * lag samples (the config's `metrics.eventLoopResolutionMs`; 100 ms unless given).
  *
  * @example
  * ```ts
@@ -81,10 +83,14 @@ let defaultsRegistered = false;
  * const page = await registry.metrics();
  * ```
  */
-export function registerDefaultMetrics(): void {
+export function registerDefaultMetrics(options: { eventLoopResolutionMs?: number } = {}): void {
   if (defaultsRegistered) return;
   defaultsRegistered = true;
-  collectDefaultMetrics({ register: registry, prefix: 'quotafed_' });
+  collectDefaultMetrics({
+    register: registry,
+    prefix: 'quotafed_',
+    eventLoopMonitoringPrecision: options.eventLoopResolutionMs ?? EVENT_LOOP_RESOLUTION_MS,
+  });
 }
 
 /** Endpoint label for requests that matched no endpoint-scoped rule. */

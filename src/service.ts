@@ -253,7 +253,7 @@ export async function startRegionService(config: Config, options: RegionServiceO
   const logger = options.logger ?? createLogger({ level: config.logLevel, base: { region: config.region } });
   // A process that serves a region decides requests all its life: V8 tuned for that (v8-tuning.ts).
   tuneV8();
-  registerDefaultMetrics();
+  registerDefaultMetrics({ eventLoopResolutionMs: config.metrics.eventLoopResolutionMs });
   labelRegion(config.region);
   // The config in force was just loaded: the reload clock starts now.
   configLastReloadSuccessTimestampSeconds.set(Date.now() / 1000);

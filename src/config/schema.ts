@@ -2,7 +2,7 @@
 import proxyaddr from 'proxy-addr';
 import { z } from 'zod';
 import { parseIpRange } from './cidr.ts';
-import { TopKeysSettings, TracingSettings } from './observability.ts';
+import { MetricsSettings, TopKeysSettings, TracingSettings } from './observability.ts';
 import { ENVOY_UNITS, type EnvoyUnit } from './envoy-units.ts';
 import { expandPlans, PLAN_NAME, planProblems, UNLIMITED } from './plans.ts';
 
@@ -667,6 +667,8 @@ export const Config = z
       })
       .prefault({}),
     federation: Federation.prefault({}),
+    /** Node's process metrics (registerDefaultMetrics). */
+    metrics: MetricsSettings.prefault({}),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
     /** Envoy's rate limit service (RateLimitService v3) over gRPC; absent: no gRPC listener. */
     grpc: Grpc.optional(),
