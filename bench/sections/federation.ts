@@ -866,7 +866,11 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
         'state keys held then (SCAN), so the gossip queue, pending and watch sets count against the keys; MEMORY USAGE: key and ' +
         `value of up to ${MEMORY_SAMPLE_KEYS} state keys. A token bucket's key lives until it has refilled, so at large K a ` +
         'standalone region holds only the keys of the last moments and its per-key figure carries fixed overheads. ' +
-        "autocannon reports latency in whole milliseconds and corrects for coordinated omission: a request parked by maxWaitMs (500 ms in regions/*.yaml) holds its connection, and the requests its schedule held back are recorded as having waited too (one 500 ms park at a fixed rate R over 8 connections adds about R/16 samples of up to 500 ms), so a few parks move the client's p99; the limiter p99 row counts each decision once, from the sending service's own histogram (its buckets: 3, 4, 5, 7.5, 10 ms; interpolated inside one). " +
+        'autocannon reports latency in whole milliseconds and corrects for coordinated omission: a request parked by ' +
+        'maxWaitMs (500 ms in regions/*.yaml) holds its connection, and the requests its schedule held back are recorded as ' +
+        'having waited too (one 500 ms park at a fixed rate R over 8 connections adds about R/16 samples of up to 500 ms), ' +
+        "so a few parks move the client's p99; the limiter p99 row counts each decision once, from the sending service's " +
+        'own histogram (its buckets: 3, 4, 5, 7.5, 10 ms; interpolated inside one). ' +
         'Write system calls: syscw of /proc/<pid>/io of the service process ' +
         '(a command to Redis or an answer is one, unless pipelined); wake-ups: voluntary_ctxt_switches of its main thread ' +
         "(/proc/<pid>/status). On two loaded cores each costs the service far more than its own code: the peers' CPU follows them.",

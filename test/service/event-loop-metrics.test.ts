@@ -1,7 +1,7 @@
 // `metrics.eventLoopResolutionMs`: the event-loop lag metrics sample with a timer on the event loop, so an idle
 // service wakes that often. Two real `quotafed serve` processes, idle on one Redis: the default (100 ms) and
 // prom-client's own 10 ms, their main threads' wake-ups counted from /proc and their lag metrics read from /metrics.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -10,15 +10,14 @@ import { parseConfig } from '../../src/config/load.ts';
 import { EVENT_LOOP_RESOLUTION_MS } from '../../src/config/observability.ts';
 import { freePort } from '../../src/ops/redis-process.ts';
 import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
+import { processIo } from '../../bench/lib/processes.ts';
 import { useRedis } from '../harness/redis.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const RULES = [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 10, period: '1m' }];
 
-/** Voluntary context switches of a process's main thread so far (each a return from an idle wait). */
-function wakeups(pid: number): number {
-  return Number(/^voluntary_ctxt_switches:\s*(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
-}
+/** Wake-ups of a process's main thread so far (voluntary context switches: each a return from an idle wait). */
+const wakeups = (pid: number | undefined): number => processIo(pid)?.wakeups ?? Number.NaN;
 
 describe('the event-loop lag sampling interval (metrics.eventLoopResolutionMs)', async () => {
   const redis = await useRedis();
@@ -59,9 +58,9 @@ describe('the event-loop lag sampling interval (metrics.eventLoopResolutionMs)',
     const [byDefault, fine] = await Promise.all([start('default-lag'), start('fine-lag', { eventLoopResolutionMs: 10 })]);
     // Let start-up settle, then count 2 s of idling side by side.
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const before = [wakeups(byDefault.pid!), wakeups(fine.pid!)];
+    const before = [wakeups(byDefault.pid), wakeups(fine.pid)];
     await new Promise((resolve) => setTimeout(resolve, 2_000));
-    const perSecond = [(wakeups(byDefault.pid!) - before[0]!) / 2, (wakeups(fine.pid!) - before[1]!) / 2];
+    const perSecond = [(wakeups(byDefault.pid) - before[0]!) / 2, (wakeups(fine.pid) - before[1]!) / 2];
     console.info(`idle wake-ups a second: default ${perSecond[0]}, eventLoopResolutionMs 10: ${perSecond[1]}`);
     // 100 ms: about 10 a second besides the service's own timers; 10 ms: about 100.
     expect(perSecond[0]).toBeLessThan(40);
