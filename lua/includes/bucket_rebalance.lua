@@ -182,9 +182,31 @@ local function bucket_has_hungry_peer(p, slots, now)
   return hungry_peers > 0 and view_share(p, slot, p.self) >= math.max(p.policy.min_surplus, hungry_peers)
 end
 
+-- A fresh copy of the kept slots (the shared zero slot too: the copy is written to). Each row of cells is copied by
+-- one constructor ({ [0] = row[0], unpack(row, 1, n - 1) }: sized once, the same values), not joined with itself.
 local function copy_slots(p, slots)
+  local n = p.n
+  local last = n - 1
   local copy = {}
-  for k = 0, KEPT_WINDOWS - 1 do copy[k] = join_slots(slots[k], slots[k], p.n) end
+  for k = 0, KEPT_WINDOWS - 1 do
+    local s = slots[k]
+    local c, t, x, a = s.c, s.t, s.x, s.a
+    local cx = { [0] = x[0], unpack(x, 1, last) }
+    for o = 0, last do
+      local row = x[o]
+      cx[o] = { [0] = row[0], unpack(row, 1, last) }
+    end
+    local slot = { id = s.id, c = { [0] = c[0], unpack(c, 1, last) }, x = cx, t = { [0] = t[0], unpack(t, 1, last) } }
+    if a ~= nil then
+      local ca = { [0] = a[0], unpack(a, 1, last) }
+      for o = 0, last do
+        local row = a[o]
+        ca[o] = { [0] = row[0], unpack(row, 1, last) }
+      end
+      slot.a = ca
+    end
+    copy[k] = slot
+  end
   return copy
 end
 

@@ -68,18 +68,31 @@ local function slot_index(id)
   return id % KEPT_WINDOWS
 end
 
-local function empty_slot(n, id, with_a)
-  local slot = { id = id, c = {}, x = {}, t = {} }
-  if with_a then slot.a = {} end
-  for o = 0, n - 1 do
-    slot.c[o], slot.t[o], slot.x[o] = 0, 0, {}
-    if with_a then slot.a[o] = {} end
-    for d = 0, n - 1 do
-      slot.x[o][d] = 0
-      if with_a then slot.a[o][d] = 0 end
+local empty_slot
+do
+  -- n - 1 zeros per region count: a cell row built by one constructor ({ [0] = 0, unpack(tail) }) is sized once,
+  -- where setting its n cells one by one grew (and rehashed) it on the way.
+  local tails = {}
+  local function zeros(n)
+    local tail = tails[n]
+    if tail == nil then
+      tail = {}
+      for i = 1, n - 1 do tail[i] = 0 end
+      tails[n] = tail
     end
+    return { [0] = 0, unpack(tail) }
   end
-  return slot
+  function empty_slot(n, id, with_a)
+    local x = zeros(n)
+    for o = 0, n - 1 do x[o] = zeros(n) end
+    local slot = { id = id, c = zeros(n), x = x, t = zeros(n) }
+    if with_a then
+      local a = zeros(n)
+      for o = 0, n - 1 do a[o] = zeros(n) end
+      slot.a = a
+    end
+    return slot
+  end
 end
 
 -- The table at memo[key], made empty on first use: the memos below are keyed twice (memo[a][b]).
