@@ -70,11 +70,8 @@ local function apply_gossip(KEYS, ARGV, quiet)
   local key, watch, fast, bell = KEYS[1], KEYS[3], KEYS[4], KEYS[5]
   local n = tonumber(ARGV[2])
   local now = now_ms(ARGV[16])
-  local ctx = {
-    n = n, self = tonumber(ARGV[1]), units = parse_units(ARGV[3], n), skew = tonumber(ARGV[4]),
-    policy = parse_policy(ARGV, 10),
-  }
-  local p = rule_params(ctx, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+  local ctx = gossip_context(ARGV, 10)
+  local p = gossip_params(ctx, ARGV, 6)
   local is_bucket = ARGV[5] == 'tb'
   local sender_time = tonumber(ARGV[17]) or now
   local pending = {}
@@ -83,18 +80,22 @@ local function apply_gossip(KEYS, ARGV, quiet)
 
   local incoming = {}
   local at = 19
+  -- The cells' texts through number_of (fmt.lua: tonumber's very number, kept): most are 0 or repeat across entries.
   for i = 1, tonumber(ARGV[18]) do
-    local slot = empty_slot(n, tonumber(ARGV[at]), true)
+    local slot = empty_slot(n, number_of(ARGV[at]), true)
     at = at + 1
-    for o = 0, n - 1 do slot.c[o] = tonumber(ARGV[at]); at = at + 1 end
+    local c, x, a, t = slot.c, slot.x, slot.a, slot.t
+    for o = 0, n - 1 do c[o] = number_of(ARGV[at]); at = at + 1 end
     for o = 0, n - 1 do
-      for d = 0, n - 1 do slot.x[o][d] = tonumber(ARGV[at]); at = at + 1 end
+      local row = x[o]
+      for d = 0, n - 1 do row[d] = number_of(ARGV[at]); at = at + 1 end
     end
     -- Windows: acknowledgements a[o][d]; token buckets: the tokens y[o][d] moved with the share (same place).
     for o = 0, n - 1 do
-      for d = 0, n - 1 do slot.a[o][d] = tonumber(ARGV[at]); at = at + 1 end
+      local row = a[o]
+      for d = 0, n - 1 do row[d] = number_of(ARGV[at]); at = at + 1 end
     end
-    for o = 0, n - 1 do slot.t[o] = tonumber(ARGV[at]); at = at + 1 end
+    for o = 0, n - 1 do t[o] = number_of(ARGV[at]); at = at + 1 end
     incoming[i] = slot
   end
 

@@ -15,10 +15,7 @@ local function sweep_watch(KEYS, ARGV)
   local watch = KEYS[1]
   local n = tonumber(ARGV[2])
   local now = now_ms(ARGV[10])
-  local ctx = {
-    n = n, self = tonumber(ARGV[1]), units = parse_units(ARGV[3], n), skew = tonumber(ARGV[4]),
-    policy = parse_policy(ARGV, 5),
-  }
+  local ctx = gossip_context(ARGV, 5)
   local pending = {}
   for i = 4, n + 2 do pending[#pending + 1] = KEYS[i] end
   local fence = shard_fence(KEYS[2], now)
@@ -33,7 +30,7 @@ local function sweep_watch(KEYS, ARGV)
     local key = KEYS[n + 2 + i]
     local base = 12 + (i - 1) * 5
     stranded[i] = 0
-    local p = rule_params(ctx, tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
+    local p = gossip_params(ctx, ARGV, base + 2)
     local changed = false
     local watched = false
     local idle_until = false
