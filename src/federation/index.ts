@@ -90,10 +90,26 @@ const COMMAND_TIMEOUT_MS = 5_000;
 
 /**
  * How often every shard is looked at whatever its bell said (a safety net for a bell lost with a reply; on a single
- * Redis one EXISTS per lane finds the lanes with any work), and how often a process that does not publish counts
- * the pending sets for its backlog gauge.
+ * Redis one EXISTS per lane finds the lanes with any work).
  */
 const FULL_PASS_MS = 10_000;
+
+/**
+ * How often a process that does not publish (a standby: another gateway of the region holds the publisher lock)
+ * counts the pending sets for its backlog gauge: a count is one ZCARD per shard and peer (128 for two peers), and a
+ * region may run dozens of gateways. The publisher's own gauge follows every round.
+ */
+const STANDBY_BACKLOG_MS = 60_000;
+
+/**
+ * A standby's rounds run every third of the publisher lock's ttl (not every sync interval): all they do is check
+ * the region's Redis, try the lock and count the backlog now and then, and a third of the ttl still takes over a
+ * lock its holder stopped renewing within 4/3 of the ttl. A region's idle Redis load then grows by a few commands a
+ * second per gateway, not by twenty.
+ */
+export function standbyRoundMs(syncIntervalMs: number, lockTtlMs: number): number {
+  return Math.max(syncIntervalMs, Math.floor(lockTtlMs / 3));
+}
 
 function duplicateClient(redis: RegionRedis): RegionRedis {
   const overrides = { commandTimeout: COMMAND_TIMEOUT_MS, enableAutoPipelining: true };
@@ -256,7 +272,9 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     );
     retighten();
   };
-  const lock = createPublisherLock(local, keys, Math.max(5 * interval, 2_000));
+  const lockTtlMs = Math.max(5 * interval, 2_000);
+  const lock = createPublisherLock(local, keys, lockTtlMs);
+  const standbyInterval = standbyRoundMs(interval, lockTtlMs);
   // The gossip worker's merges tell the publisher of new work in process while it runs here and waits on the bells
   // (the lock surely held): no bell rung, so no BLMPOP wake and drain_bells.lua round trip per applied job, and the
   // keys they granted in come with their state, so the fast lane sends them without its take. Marks made just as the
@@ -346,7 +364,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
         wakeFast();
       }
       if (leader) await publisher.round(force);
-      else if (Date.now() - sampledAt >= FULL_PASS_MS) {
+      else if (Date.now() - sampledAt >= STANDBY_BACKLOG_MS) {
         sampledAt = Date.now();
         await publisher.sampleBacklog();
       }
@@ -369,7 +387,7 @@ export async function startFederation(options: FederationOptions): Promise<Feder
   let timer: NodeJS.Timeout | undefined;
   const tick = () => {
     void exclusive().finally(() => {
-      if (!stopped) timer = setTimeout(tick, interval);
+      if (!stopped) timer = setTimeout(tick, leader ? interval : standbyInterval);
     });
   };
 

@@ -56,7 +56,7 @@ export function federationMetrics(registry: Registry): FederationMetrics {
     }),
     backlog: new Gauge({
       name: 'quotafed_federation_backlog_keys',
-      help: 'Keys changed here and not yet delivered to the peer (sum of ZCARD of its pending sets, sampled each interval).',
+      help: 'Keys changed here and not yet delivered to the peer (sum of ZCARD of its pending sets: as the publishing gateway drains them, every minute in the others).',
       labelNames: perPeer,
       registers,
     }),
