@@ -142,10 +142,10 @@ export function startGossipWorker(
     lockDuration: LOCK_MS,
     removeOnComplete: { count: GOSSIP_KEEP_COMPLETED },
     removeOnFail: { count: GOSSIP_KEEP_FAILED },
-    // Wake-ups come from BullMQ's marker on add (and a delayed retry's due time); this only bounds an idle blocking
-    // wait, after which the worker screens and blocks again: BullMQ's default of 5 s, not 1 s (every gateway of a
-    // region runs a worker, and each idle wait that ends costs its Redis a screen and a take).
-    drainDelay: 5,
+    // Wake-ups come from BullMQ's marker on add; this only bounds an idle blocking wait. It also bounds a graceful
+    // close: BullMQ's close waits for the blocking wait to end (5 s, BullMQ's default, made every service stop take
+    // 5 s; test/federation/gossip-worker.test.ts).
+    drainDelay: 1,
   });
   worker.onScreened = (id, size) => refused('oversized', `job ${id}: ${size} bytes, refused unread`);
   worker.on('error', (error) => logger.debug({ event: 'federation.worker_error', error: error.message }, 'gossip worker error'));
