@@ -4,19 +4,18 @@
 // region, not thirty to forty-five. A standby still takes over the lock of a holder that died (SIGKILL: nothing
 // released) within the lock's ttl and one standby round. Real `quotafed serve` processes; the region's Redis
 // counted by INFO commandstats.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { standbyRoundMs } from '../../src/federation/index.ts';
 import { PUBLISHER_LOCK_KEY } from '../../src/keys.ts';
-import { freePort, startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
-import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
+import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
+import type { ServiceProcess } from '../../src/ops/service-process.ts';
 import { callsDelta, commandCalls, totalCalls } from '../../bench/lib/redis-stats.ts';
 import { client } from '../harness/redis.ts';
+import { serveConfig } from '../support/served-config.ts';
 
-const ROOT = new URL('../..', import.meta.url).pathname;
 const RULES = [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'tokenBucket', limit: 1000, period: '1m' }];
 /** The lock's ttl at syncIntervalMs 100 (src/federation/index.ts: max(5 intervals, 2 s)). */
 const LOCK_TTL_MS = 2_000;
@@ -36,34 +35,20 @@ describe('standby gateways of a region (the publisher lock held elsewhere)', { t
   });
 
   const start = async (name: string): Promise<ServiceProcess> => {
-    const port = await freePort();
-    const configPath = join(dir, `${name}.yaml`);
-    writeFileSync(
-      configPath,
-      stringify({
-        region: 'us-east',
-        port,
-        logLevel: 'warn',
-        redis: { url: east!.url },
-        rules: RULES,
-        federation: {
-          syncIntervalMs: 100,
-          leakageBudget: '5%',
-          bootstrap: 'new',
-          peers: [
-            { name: 'eu-west', redisUrl: west!.url },
-            { name: 'ap-south', redisUrl: south!.url },
-          ],
-        },
-      }),
-    );
-    const service = await startServiceProcess({
+    const service = await serveConfig(dir, name, {
       region: 'us-east',
-      configPath,
-      port,
-      root: ROOT,
-      write: () => undefined,
-      readyTimeoutMs: 30_000,
+      logLevel: 'warn',
+      redis: { url: east!.url },
+      rules: RULES,
+      federation: {
+        syncIntervalMs: 100,
+        leakageBudget: '5%',
+        bootstrap: 'new',
+        peers: [
+          { name: 'eu-west', redisUrl: west!.url },
+          { name: 'ap-south', redisUrl: south!.url },
+        ],
+      },
     });
     processes.push(service);
     return service;

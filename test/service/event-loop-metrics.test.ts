@@ -1,19 +1,17 @@
 // `metrics.eventLoopResolutionMs`: the event-loop lag metrics sample with a timer on the event loop, so an idle
 // service wakes that often. Two real `quotafed serve` processes, idle on one Redis: the default (100 ms) and
 // prom-client's own 10 ms, their main threads' wake-ups counted from /proc and their lag metrics read from /metrics.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { parseConfig } from '../../src/config/load.ts';
 import { EVENT_LOOP_RESOLUTION_MS } from '../../src/config/observability.ts';
-import { freePort } from '../../src/ops/redis-process.ts';
-import { startServiceProcess, type ServiceProcess } from '../../src/ops/service-process.ts';
+import type { ServiceProcess } from '../../src/ops/service-process.ts';
 import { processIo } from '../../bench/lib/processes.ts';
 import { useRedis } from '../harness/redis.ts';
+import { serveConfig } from '../support/served-config.ts';
 
-const ROOT = new URL('../..', import.meta.url).pathname;
 const RULES = [{ name: 'per-key', match: { identity: 'apiKey' }, by: ['apiKey'], algorithm: 'fixedWindow', limit: 10, period: '1m' }];
 
 /** Wake-ups of a process's main thread so far (voluntary context switches: each a return from an idle wait). */
@@ -38,19 +36,12 @@ describe('the event-loop lag sampling interval (metrics.eventLoopResolutionMs)',
 
   it("wakes an idle service about ten times a second by default, a hundred at prom-client's 10 ms", async () => {
     const start = async (name: string, metrics?: { eventLoopResolutionMs: number }) => {
-      const port = await freePort();
-      const configPath = join(dir, `${name}.yaml`);
-      writeFileSync(
-        configPath,
-        stringify({ region: name, port, logLevel: 'warn', redis: { url: redis.url }, rules: RULES, ...(metrics ? { metrics } : {}) }),
-      );
-      const service = await startServiceProcess({
+      const service = await serveConfig(dir, name, {
         region: name,
-        configPath,
-        port,
-        root: ROOT,
-        write: () => undefined,
-        readyTimeoutMs: 30_000,
+        logLevel: 'warn',
+        redis: { url: redis.url },
+        rules: RULES,
+        ...(metrics ? { metrics } : {}),
       });
       processes.push(service);
       return service;
