@@ -16,7 +16,7 @@ import { createFingerprintWatch } from './fingerprints.ts';
 import { createPrefixWatch } from './prefix-watch.ts';
 import { createRuleWatch } from './rule-watch.ts';
 import { parseRuleTerms, RULE_TERMS_FIELD, ruleFingerprints, ruleTermsOf, tightenRules, type RuleTerms } from './rule-identity.ts';
-import { createPublisherLock } from './gossip/lock.ts';
+import { createPublisherLock, publisherLockTtlMs, standbyRoundMs } from './gossip/lock.ts';
 import { createPeerLink, type PeerLink } from './gossip/peer-link.ts';
 import { markLanesWithWork, markShardLanes, maskLanes, startBellWaiter, type BellWaiter } from './gossip/bells.ts';
 import { createDirtyShards, pollingShards } from './gossip/dirty-shards.ts';
@@ -97,19 +97,9 @@ const FULL_PASS_MS = 10_000;
 /**
  * How often a process that does not publish (a standby: another gateway of the region holds the publisher lock)
  * counts the pending sets for its backlog gauge: a count is one ZCARD per shard and peer (128 for two peers), and a
- * region may run dozens of gateways. The publisher's own gauge follows every round.
+ * region may run dozens of gateways. The publisher's own gauge follows its drains.
  */
 const STANDBY_BACKLOG_MS = 60_000;
-
-/**
- * A standby's rounds run every third of the publisher lock's ttl (not every sync interval): all they do is check
- * the region's Redis, try the lock and count the backlog now and then, and a third of the ttl still takes over a
- * lock its holder stopped renewing within 4/3 of the ttl. A region's idle Redis load then grows by a few commands a
- * second per gateway, not by twenty.
- */
-export function standbyRoundMs(syncIntervalMs: number, lockTtlMs: number): number {
-  return Math.max(syncIntervalMs, Math.floor(lockTtlMs / 3));
-}
 
 function duplicateClient(redis: RegionRedis): RegionRedis {
   const overrides = { commandTimeout: COMMAND_TIMEOUT_MS, enableAutoPipelining: true };
@@ -272,9 +262,8 @@ export async function startFederation(options: FederationOptions): Promise<Feder
     );
     retighten();
   };
-  const lockTtlMs = Math.max(5 * interval, 2_000);
-  const lock = createPublisherLock(local, keys, lockTtlMs);
-  const standbyInterval = standbyRoundMs(interval, lockTtlMs);
+  const lock = createPublisherLock(local, keys, publisherLockTtlMs(interval));
+  const standbyInterval = standbyRoundMs(interval);
   // The gossip worker's merges tell the publisher of new work in process while it runs here and waits on the bells
   // (the lock surely held): no bell rung, so no BLMPOP wake and drain_bells.lua round trip per applied job, and the
   // keys they granted in come with their state, so the fast lane sends them without its take. Marks made just as the

@@ -18,6 +18,31 @@ export interface PublisherLock {
   release(): Promise<void>;
 }
 
+/**
+ * The publisher lock's ttl for a sync interval: five intervals, at least 2 s (a pause of the holder shorter than that
+ * keeps it).
+ *
+ * @example
+ * publisherLockTtlMs(100); // 2000
+ */
+export function publisherLockTtlMs(syncIntervalMs: number): number {
+  return Math.max(5 * syncIntervalMs, 2_000);
+}
+
+/**
+ * How often a standby (a process of the region that does not hold the lock) runs its round: every third of the
+ * lock's ttl, and never more often than the sync interval. All its round does is check the region's Redis, try the
+ * lock and count the backlog now and then; a third of the ttl still takes over a lock its holder stopped renewing
+ * within 4/3 of the ttl, and a standby adds about a dozen commands a second to an idle region, not thirty to
+ * forty-five (test/federation/standby-rounds.test.ts).
+ *
+ * @example
+ * standbyRoundMs(100); // 666
+ */
+export function standbyRoundMs(syncIntervalMs: number): number {
+  return Math.max(syncIntervalMs, Math.floor(publisherLockTtlMs(syncIntervalMs) / 3));
+}
+
 // Renew and release are compare-and-act scripts (lua/renew_lock.lua, lua/release_lock.lua), so an instance
 // never extends or deletes a lock another instance took after its own expired. A held lock is renewed once a
 // third of its ttl has passed since it was last taken or renewed (not on every call): until then at least two

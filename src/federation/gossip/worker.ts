@@ -142,9 +142,9 @@ export function startGossipWorker(
     lockDuration: LOCK_MS,
     removeOnComplete: { count: GOSSIP_KEEP_COMPLETED },
     removeOnFail: { count: GOSSIP_KEEP_FAILED },
-    // Wake-ups come from BullMQ's marker on add; this only bounds an idle blocking wait. It also bounds a graceful
-    // close: BullMQ's close waits for the blocking wait to end (5 s, BullMQ's default, made every service stop take
-    // 5 s; test/federation/gossip-worker.test.ts).
+    // Wake-ups come from BullMQ's marker on add; this only bounds an idle blocking wait, and with it a graceful close
+    // (BullMQ's close waits for the wait to end: at BullMQ's default of 5 s every service stop took 5 s,
+    // test/federation/gossip-worker.test.ts).
     drainDelay: 1,
   });
   worker.onScreened = (id, size) => refused('oversized', `job ${id}: ${size} bytes, refused unread`);
