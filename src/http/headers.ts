@@ -126,13 +126,18 @@ export function rateLimitHeaders(decision: Decided, nowMs: number, options: Head
     headers['X-RateLimit-Remaining'] = String(remaining);
     headers['X-RateLimit-Reset'] = String(secondsUntil(binding.resetAtMs, nowMs));
   }
-  const outcomes = listed(decision);
-  headers['RateLimit-Policy'] = outcomes.map((o) => policyItem(o, options.rules)).join(', ');
-  const counted = outcomes.flatMap((o) => {
+  // Joined as they are built: map, flatMap and join cost a /v1/check request about 0.7 µs (docs/performance.md).
+  let policy = '';
+  let counted = '';
+  for (const o of listed(decision)) {
+    policy += policy === '' ? policyItem(o, options.rules) : `, ${policyItem(o, options.rules)}`;
     const r = remainingOf(o);
-    return r === undefined ? [] : [`"${o.rule}";r=${r};t=${secondsUntil(o.resetAtMs, nowMs)}`];
-  });
-  if (counted.length > 0) headers.RateLimit = counted.join(', ');
+    if (r === undefined) continue;
+    const item = `"${o.rule}";r=${r};t=${secondsUntil(o.resetAtMs, nowMs)}`;
+    counted += counted === '' ? item : `, ${item}`;
+  }
+  headers['RateLimit-Policy'] = policy;
+  if (counted !== '') headers.RateLimit = counted;
   const degraded = degradedSource(decision);
   if (degraded !== undefined) headers[DEGRADED_HEADER] = degraded;
   if (!decision.allowed) headers['Retry-After'] = String(retryAfterSeconds(binding, nowMs));
