@@ -4,9 +4,18 @@ import fc from 'fast-check';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindingOutcome } from '../../src/engine/redis-engine.ts';
-import type { Decision, RuleOutcome } from '../../src/engine/types.ts';
+import type { Decision, ListVerdict, RuleOutcome } from '../../src/engine/types.ts';
 import { checkAnswer } from '../../src/http/check.ts';
-import { degradedSource, rateLimitHeaders, regionRemainingOf, remainingOf } from '../../src/http/headers.ts';
+import { LIST_DENIED_STATUS, listDeniedReason } from '../../src/http/denial.ts';
+import {
+  COST_EXCEEDS_LIMIT_STATUS,
+  costExceedsLimit,
+  costExceedsLimitReason,
+  degradedSource,
+  rateLimitHeaders,
+  regionRemainingOf,
+  remainingOf,
+} from '../../src/http/headers.ts';
 import { startRegionService, type RegionService } from '../../src/service.ts';
 import { useRedis } from '../harness/redis.ts';
 import { seedConfig } from '../service/fixtures.ts';
@@ -60,14 +69,19 @@ describe('POST /v1/check body size', async () => {
   });
 });
 
+type AnswerOptions = NonNullable<Parameters<typeof checkAnswer>[2]>;
+
 describe('checkAnswer', () => {
-  // The documented object: remaining and reset are null when nothing was counted (fail-open).
-  const reference = (decision: Decision, headers: Record<string, string>) => {
+  // The documented object (README, "POST /v1/check"), built as an object and given to JSON.stringify: what the answer's
+  // text must be, byte for byte. remaining and reset are null when nothing was counted (fail-open).
+  const reference = (decision: Decision, headers: Record<string, string>, options: AnswerOptions) => {
     const binding = decision.binding;
+    const cost = options.cost ?? 1;
+    const impossible = costExceedsLimit(decision, cost);
     const degraded = degradedSource(decision);
-    return JSON.stringify({
+    const body: Record<string, unknown> = {
       allowed: decision.allowed,
-      status: decision.allowed ? 200 : 429,
+      status: decision.allowed ? 200 : impossible ? COST_EXCEEDS_LIMIT_STATUS : 429,
       limit: binding?.limit ?? null,
       remaining: binding ? (remainingOf(binding) ?? null) : null,
       regionRemaining: binding ? (regionRemainingOf(binding) ?? null) : null,
@@ -89,8 +103,19 @@ describe('checkAnswer', () => {
         shadow: o.shadow,
         source: o.source,
       })),
-      ...(degraded ? { degraded } : {}),
-    });
+    };
+    if (degraded) body.degraded = degraded;
+    if (options.peek === true) body.consumed = false;
+    if (options.settle !== undefined) body.settle = options.settle;
+    if (impossible) body.error = costExceedsLimitReason(impossible, cost);
+    if (decision.list) {
+      body.list = decision.list;
+      if (decision.list.list === 'deny') {
+        body.status = LIST_DENIED_STATUS;
+        body.error = listDeniedReason(decision.list);
+      }
+    }
+    return JSON.stringify(body);
   };
   const number = fc.oneof(
     fc.integer({ min: -5, max: 2_000_000_000_000 }),
@@ -128,6 +153,11 @@ describe('checkAnswer', () => {
       ],
     },
   ) as fc.Arbitrary<RuleOutcome>;
+  const list: fc.Arbitrary<ListVerdict> = fc.record({
+    list: fc.constantFrom('allow', 'deny'),
+    kind: fc.constantFrom('apiKey', 'ip'),
+    source: fc.constantFrom('config', 'admin'),
+  });
   const decision: fc.Arbitrary<Decision> = fc
     .record({
       allowed: fc.boolean(),
@@ -135,19 +165,34 @@ describe('checkAnswer', () => {
       leases: fc.array(fc.record({ key: fc.string({ maxLength: 6 }), id: fc.uuid(), slots: fc.integer({ min: 1, max: 5 }) }), {
         maxLength: 2,
       }),
+      list: fc.option(list, { nil: undefined, freq: 4 }),
     })
-    .map((d) => ({ ...d, binding: bindingOutcome(d.outcomes) }));
+    .map(({ list: verdict, ...d }) => ({
+      ...d,
+      binding: bindingOutcome(d.outcomes),
+      // A list decides before any rule (no outcomes), as the engine answers it.
+      ...(verdict ? { list: verdict, outcomes: [], binding: undefined, allowed: verdict.list === 'allow' } : {}),
+    }));
+  const answerOptions: fc.Arbitrary<AnswerOptions> = fc.record(
+    {
+      cost: fc.oneof(fc.constant(1), fc.integer({ min: 2, max: 2_000 }), fc.double({ min: 1, max: 5_000, noNaN: true })),
+      peek: fc.boolean(),
+      settle: fc.string({ maxLength: 10 }),
+    },
+    { requiredKeys: [] },
+  );
 
   it('answers the headers of rateLimitHeaders and the documented object', () => {
     fc.assert(
-      fc.property(decision, fc.integer({ min: 0, max: 2_000_000_000_000 }), (d, at) => {
+      fc.property(decision, fc.integer({ min: 0, max: 2_000_000_000_000 }), answerOptions, (d, at, options) => {
         const headers = rateLimitHeaders(d, at);
-        const answer = checkAnswer(d, at);
+        if (costExceedsLimit(d, options.cost ?? 1)) delete headers['Retry-After'];
+        const answer = checkAnswer(d, at, options);
         expect(answer.headers).toEqual(headers);
         expect(Object.keys(answer.headers)).toEqual(Object.keys(headers));
-        expect(answer.json).toBe(reference(d, headers));
+        expect(answer.json).toBe(reference(d, headers, options));
       }),
-      { numRuns: 2_000 },
+      { numRuns: 5_000 },
     );
   });
 
