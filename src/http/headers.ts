@@ -174,5 +174,6 @@ export function costExceedsLimitResponse(
 }
 
 export function applyHeaders(target: Headers, headers: Record<string, string>): void {
-  for (const [name, value] of Object.entries(headers)) target.set(name, value);
+  // A plain record of strings (rateLimitHeaders'): its own keys, without the entries' arrays.
+  for (const name in headers) target.set(name, headers[name]!);
 }

@@ -149,10 +149,13 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
     });
 
   return async (c, next) => {
-    const identified = await identify(c);
+    // The default identify answers at once: no await (a microtask) unless a custom one returns a promise.
+    const pending = identify(c);
+    const identified = typeof (pending as { then?: unknown }).then === 'function' ? await pending : (pending as RequestContext | Response);
     if (identified instanceof Response) return identified;
     const decision = await options.engine.decide(identified);
-    await answerTurn(decision);
+    const turn = answerTurn(decision);
+    if (turn !== undefined) await turn;
     c.set('quotafed', decision);
 
     if (!decision.allowed) {

@@ -86,6 +86,30 @@ describe('quotafed() middleware', async () => {
     expect((await app.request('/hello')).status).toBe(429);
   });
 
+  it('takes an identify that answers with a promise: of a request (decided) or of a Response (answered as it is)', async () => {
+    const asyncApp = new Hono<QuotafedEnv>();
+    asyncApp.use(
+      '*',
+      quotafed({
+        engine,
+        identify: async (c) => {
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          const user = c.req.header('x-user');
+          if (user === undefined) return c.json({ error: 'who are you?' }, 401);
+          return { apiKey: user, ip: '192.0.2.9', method: c.req.method, path: c.req.path };
+        },
+      }),
+    );
+    asyncApp.get('/hello', (c) => c.json({ remaining: c.get('quotafed').binding?.remaining }));
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await asyncApp.request('/hello', { headers: { 'X-User': 'dave' } })).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    const anonymous = await asyncApp.request('/hello');
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toEqual({ error: 'who are you?' });
+    expect(anonymous.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
   it('holds a concurrency slot until the streamed body ends', async () => {
     const first = await app.request('/report', { headers: { 'X-User': 'bob' } });
     expect(first.status).toBe(200);
