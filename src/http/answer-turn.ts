@@ -25,5 +25,17 @@ export function decidedInProcess(decision: Pick<Decision, 'outcomes'>): boolean 
  */
 export function answerTurn(decision: Pick<Decision, 'outcomes'>): Promise<void> | undefined {
   if (!decidedInProcess(decision)) return undefined;
-  return new Promise((resolve) => setImmediate(resolve));
+  return new Promise((resolve) => {
+    waiting.push(resolve);
+    if (waiting.length === 1) setImmediate(answerWaiting);
+  });
+}
+
+/** The answers waiting for the check phase, in arrival order: one setImmediate for all of them, not one each. */
+let waiting: (() => void)[] = [];
+
+function answerWaiting(): void {
+  const ready = waiting;
+  waiting = [];
+  for (const resolve of ready) resolve();
 }

@@ -27,4 +27,20 @@ describe('answerTurn', () => {
       expect(order).toEqual(['microtask', 'answer']);
     }
   });
+
+  it('answers the decisions of one turn together, in arrival order; one asked for while answering waits for the next turn', async () => {
+    const order: string[] = [];
+    const inProcess = { outcomes: [outcome('cache')] };
+    let next: Promise<unknown> | undefined;
+    const turns = [1, 2, 3].map((i) =>
+      answerTurn(inProcess)!.then(() => {
+        order.push(`answer ${i}`);
+        if (i === 1) next = answerTurn(inProcess)!.then(() => order.push('answer 4'));
+      }),
+    );
+    setImmediate(() => order.push('an immediate set after them'));
+    await Promise.all(turns);
+    await next;
+    expect(order).toEqual(['answer 1', 'answer 2', 'answer 3', 'an immediate set after them', 'answer 4']);
+  });
 });
