@@ -13,6 +13,15 @@ export function decidedInProcess(decision: Pick<Decision, 'outcomes'>): boolean 
   return true;
 }
 
+/** The answers waiting for the check phase, in arrival order: one setImmediate for all of them, not one each. */
+let waiting: (() => void)[] = [];
+
+function answerWaiting(): void {
+  const ready = waiting;
+  waiting = [];
+  for (const resolve of ready) resolve();
+}
+
 /**
  * Resolves at once for a decision Redis made, else at the event loop's next check phase (setImmediate).
  *
@@ -29,13 +38,4 @@ export function answerTurn(decision: Pick<Decision, 'outcomes'>): Promise<void> 
     waiting.push(resolve);
     if (waiting.length === 1) setImmediate(answerWaiting);
   });
-}
-
-/** The answers waiting for the check phase, in arrival order: one setImmediate for all of them, not one each. */
-let waiting: (() => void)[] = [];
-
-function answerWaiting(): void {
-  const ready = waiting;
-  waiting = [];
-  for (const resolve of ready) resolve();
 }

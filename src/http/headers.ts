@@ -116,6 +116,11 @@ function policyItem(outcome: RuleOutcome, rules: RuleLookup | undefined): string
   return `"${outcome.rule}";q=${quota};w=${window}`;
 }
 
+/** A header's list with one more item (`a, b`). */
+function joinItem(list: string, item: string): string {
+  return list === '' ? item : `${list}, ${item}`;
+}
+
 /** The rate-limit headers of a decision (see the top of this file); no rule, no headers. */
 export function rateLimitHeaders(decision: Decided, nowMs: number, options: HeaderOptions = {}): Record<string, string> {
   const binding = decision.binding;
@@ -130,11 +135,9 @@ export function rateLimitHeaders(decision: Decided, nowMs: number, options: Head
   let policy = '';
   let counted = '';
   for (const o of listed(decision)) {
-    policy += policy === '' ? policyItem(o, options.rules) : `, ${policyItem(o, options.rules)}`;
+    policy = joinItem(policy, policyItem(o, options.rules));
     const r = remainingOf(o);
-    if (r === undefined) continue;
-    const item = `"${o.rule}";r=${r};t=${secondsUntil(o.resetAtMs, nowMs)}`;
-    counted += counted === '' ? item : `, ${item}`;
+    if (r !== undefined) counted = joinItem(counted, `"${o.rule}";r=${r};t=${secondsUntil(o.resetAtMs, nowMs)}`);
   }
   headers['RateLimit-Policy'] = policy;
   if (counted !== '') headers.RateLimit = counted;
