@@ -177,6 +177,33 @@ describe('a silent string, layout 4', () => {
     expect(await redis.eval(`${SILENT_STRING}\nreturn silent_string_values(redis.call('GET', KEYS[1])) == nil`, 1, key)).toBe(1);
   });
 
+  it('reads only what is a layout-4 string: another count, another tag or bytes cut short are not one', async () => {
+    const held = async (script: string, key: string) => redis.eval(`${SILENT_STRING}\n${script}`, 1, key);
+    const key = 'silent-string-not-one';
+    // A bucket's header (an array of 13) over 12 values, and over 14: neither reader takes it, nor the conversion.
+    for (const count of [12, 14]) {
+      await held(
+        `redis.call('SET', KEYS[1], '\\157' .. cmsgpack.pack(${Array.from({ length: count }, (_, i) => (i === 0 ? "'0'" : String(i))).join(', ')}))`,
+        key,
+      );
+      expect(await held(`return silent_string_values(redis.call('GET', KEYS[1])) == nil`, key)).toBe(1);
+      expect(await held(`return silent_string_hash(redis.call('GET', KEYS[1])) == nil`, key)).toBe(1);
+    }
+    // A window's header (14) whose first value is not the text 'W'.
+    await held(`redis.call('SET', KEYS[1], cmsgpack.pack({ 'X', '0', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }))`, key);
+    expect((await redis.getBuffer(key))![0]).toBe(0x9e);
+    expect(await held(`return window_string_values(redis.call('GET', KEYS[1])) == nil`, key)).toBe(1);
+    expect(await held(`return silent_string_hash(redis.call('GET', KEYS[1])) == nil`, key)).toBe(1);
+    // A bucket's string cut short: the decide path's reader raises (that call's error), the conversion answers nil.
+    await held(
+      `local v = { '0', 1.5, 1765072800123, 333333, 29417880, false, false, 3, 1765072800123, false, false, false, false }\n` +
+        `redis.call('SET', KEYS[1], string.sub(silent_string_packed(v, 0), 1, 20))`,
+      key,
+    );
+    await expect(held(`return silent_string_values(redis.call('GET', KEYS[1]))`, key)).rejects.toThrow();
+    expect(await held(`return silent_string_hash(redis.call('GET', KEYS[1])) == nil`, key)).toBe(1);
+  });
+
   it('reads a layout-3 text string as the same values', async () => {
     const text = 'S0|996.98333333333335|1765072800123|333333|29417880|||17|1765072800123||||';
     const key = 'silent-string-layout-3';
