@@ -10,6 +10,7 @@
 --- @include "includes/admission_gossip"
 --- @include "includes/fixed_window"
 --- @include "includes/sliding_window"
+--- @include "includes/silent_window"
 --- @include "includes/token_bucket"
 --- @include "includes/sliding_log"
 --- @include "includes/concurrency"
@@ -57,13 +58,15 @@ local function pending_without(pending, skips, self)
 end
 
 --[[
-  Whether a prepared call can take the silent path (decide_silent): federated, one token-bucket rule that
-  enforces (not shadow), bounded (a budget), asks no local lease, and a call that writes (not a peek).
+  Whether a prepared call can take the silent path (decide_silent): federated, one token-bucket, fixed-window or
+  sliding-window rule that enforces (not shadow), bounded (a budget), asks no local lease, and a call that writes
+  (not a peek).
 ]]
 local function silent_candidate(call)
   if call.ctx.n < 2 or call.peek or #call.rules ~= 1 then return false end
   local read = call.rules[1]
-  return read.code == 'tb' and not read.shadow and read.rule.lease_ask == 0 and read.rule.budget >= 0
+  local code = read.code
+  return (code == 'tb' or code == 'fw' or code == 'sw') and not read.shadow and read.rule.lease_ask == 0 and read.rule.budget >= 0
 end
 
 -- decide_prepared's reply for one token-bucket rule that neither leases nor reports a false denial, as its nine values
@@ -119,9 +122,17 @@ local silent_state = {}
 local function decide_silent(call, marker, key, now)
   local ctx = call.ctx
   local fence = shard_fence(marker, now, call.fences)
-  local rule = call.rules[1].rule
+  local read = call.rules[1]
+  local rule = read.rule
   rule.key, rule.hash_read = key, nil
   local p = decide_params(rule, ctx)
+  if read.code ~= 'tb' then
+    -- A window (silent_window.lua): its nine values, or nil and the fence for the general path.
+    local verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased =
+      decide_silent_window(p, rule, fence, now, read.code == 'sw')
+    if verdict == nil then return nil, fence end
+    return verdict, at, allowed, remaining, reset_at, retry_after, false_denial, quota, leased
+  end
   local s, flat, map = silent_bucket_state(p, rule, fence, now, silent_state)
   if s == nil then
     -- A loud hash: silent_bucket_state's second and third values are the HGETALL reply it read and its map. Decided

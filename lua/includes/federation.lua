@@ -459,7 +459,8 @@ end
   when the key holds state but no z (load_state then reads it); a key with no state at all loads as silent.
   Given `ttl` (a window's decision), a new key and this region's window string (silent_string.lua) are read with
   one GET and written back with one SET PX `ttl` (store_silent returns true then); a hash with one HGETALL
-  (silent_hash_read), whose reply comes back as the second value beside nil when the key is loud.
+  (silent_hash_read), whose reply comes back as the second value beside nil when the key is loud. `hash_read`: the
+  key's HGETALL reply read a moment ago in the same call (decide.lua's decide_silent), taken instead of a read.
 ]]
 -- A string a window does not read as its own (a bucket's state under a rule redefined as a window, docs/federation.md
 -- §7; another region's string, the regions renumbered): the hash it stands for, as a bucket's hash always was to a
@@ -485,10 +486,12 @@ local function window_silent_names_of(r, current, previous, with_a)
   return names
 end
 
-local function load_silent(key, n, r, with_a, current, previous, ttl)
+local function load_silent(key, n, r, with_a, current, previous, ttl, hash_read)
   local names = window_silent_names_of(r, current, previous, with_a)
-  local string_values, other, read = nil, false, nil
-  if ttl ~= nil and with_a then string_values, other, read = own_silent_values(key, label(r), window_string_values) end
+  local string_values, other, read = nil, false, hash_read
+  if ttl ~= nil and with_a and read == nil then
+    string_values, other, read = own_silent_values(key, label(r), window_string_values)
+  end
   if other then window_hash_of_other(key) end
   local values
   if string_values ~= nil then

@@ -50,7 +50,10 @@ local function federated_window(p, rule, ctx, now, sliding)
   local ids = { [current] = true }
   if sliding then ids[previous] = true end
   -- A silent key (federation.lua load_silent): this region's cells alone, in one short read.
-  local state, flat = load_silent(rule.key, n, r, true, current, previous, window_ttl(p))
+  -- (decide_silent may have read the key's hash a moment ago in the same call: that reply, taken once.)
+  local hash_read = rule.hash_read
+  rule.hash_read = nil
+  local state, flat = load_silent(rule.key, n, r, true, current, previous, window_ttl(p), hash_read)
   if state == nil then
     state = load_state(rule.key, n, true, {}, ids, function(plan, k)
       if k == current then
