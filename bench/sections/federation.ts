@@ -14,12 +14,13 @@
 // 100 ms on every rule that can lease, both sides; docs/leases.md), `--warm-up S` (seconds of load on other keys
 // before the measured rounds, both sides; 2 by default: a peer's code is still being optimised by V8 then, see
 // docs/performance.md, eighteenth pass); or QUOTAFED_BENCH_FEDERATION_KEYS / _ZIPF / _SECONDS / _ROUNDS / _LEASE /
-// _WARM_UP. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
+// _WARM_UP; `--algorithm fixedWindow` (or slidingWindow, QUOTAFED_BENCH_FEDERATION_ALGORITHM): the per-key rule's
+// algorithm on both sides instead of regions/*.yaml's token bucket. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { parse as parseYaml } from 'yaml';
-import { Rule, type ConfigInput } from '../../src/config/schema.ts';
+import { FEDERATED_ALGORITHMS, Rule, type Algorithm, type ConfigInput } from '../../src/config/schema.ts';
 import { startRedis, type RedisProcess } from '../../src/ops/redis-process.ts';
 import { newClient, type BenchContext, type Section } from '../lib/context.ts';
 import type { KeyDistribution } from '../lib/key-draw.ts';
@@ -44,6 +45,8 @@ const MEMORY_SAMPLE_KEYS = 200;
 export interface FederationBenchSizes {
   /** rules[].lease { size, ttlMs: 100 } on every rule that can lease (`--lease N`; 0: none, the default). */
   lease: number;
+  /** The per-key rule's algorithm on both sides (`--algorithm`; regions/*.yaml's tokenBucket by default). */
+  algorithm: Algorithm;
   uniformKeys: number[];
   /** Zipf key space; 0: no Zipf case. */
   zipfKeys: number;
@@ -81,6 +84,9 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
   const lease = flag(argv, 'lease') ?? env.QUOTAFED_BENCH_FEDERATION_LEASE;
   const warmUp = flag(argv, 'warm-up') ?? env.QUOTAFED_BENCH_FEDERATION_WARM_UP;
   const rates = flag(argv, 'rates') ?? env.QUOTAFED_BENCH_FEDERATION_RATES;
+  const algorithm = flag(argv, 'algorithm') ?? env.QUOTAFED_BENCH_FEDERATION_ALGORITHM ?? 'tokenBucket';
+  if (!FEDERATED_ALGORITHMS.has(algorithm as Algorithm))
+    throw new Error(`federation bench: --algorithm must be one of ${[...FEDERATED_ALGORITHMS].join(', ')}, got "${algorithm}"`);
   const positive = (text: string, what: string) => {
     const value = Number(text.replace(/_/g, ''));
     if (!Number.isFinite(value) || value < 0) throw new Error(`federation bench: ${what} must be a number >= 0, got "${text}"`);
@@ -88,6 +94,7 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
   };
   return {
     lease: lease !== undefined ? Math.round(positive(lease, '--lease')) : 0,
+    algorithm: algorithm as Algorithm,
     uniformKeys: keys
       ? keys
           .split(',')
@@ -113,16 +120,20 @@ export function federationSizes(quick: boolean, argv: readonly string[] = proces
 }
 
 function casesOf(sizes: FederationBenchSizes): BenchCase[] {
+  // Another algorithm than regions/*.yaml's names itself in each case (its figures apart from the token bucket's).
+  const other = sizes.algorithm === 'tokenBucket' ? undefined : sizes.algorithm;
+  const id = (base: string) => (other ? `${base}-${other}` : base);
+  const label = (base: string) => (other ? `${base}, ${other}` : base);
   const cases: BenchCase[] = sizes.uniformKeys.map((keys) => ({
-    id: `u${keys}`,
-    label: `${keys.toLocaleString('en-US')} uniform`,
+    id: id(`u${keys}`),
+    label: label(`${keys.toLocaleString('en-US')} uniform`),
     distribution: 'uniform',
     keys,
   }));
   if (sizes.zipfKeys > 0)
     cases.push({
-      id: `z${sizes.zipfKeys}`,
-      label: `${sizes.zipfKeys.toLocaleString('en-US')} Zipf(1.0)`,
+      id: id(`z${sizes.zipfKeys}`),
+      label: label(`${sizes.zipfKeys.toLocaleString('en-US')} Zipf(1.0)`),
       distribution: 'zipf',
       keys: sizes.zipfKeys,
     });
@@ -134,11 +145,14 @@ function regionConfig(
   name: RegionName,
   redisUrls: Partial<Record<RegionName, string>>,
   federated: boolean,
-  lease: number,
+  sizes: Pick<FederationBenchSizes, 'lease' | 'algorithm'>,
 ): Omit<ConfigInput, 'redis'> {
   const file = parseYaml(readFileSync(new URL(`../../regions/${name}.yaml`, import.meta.url), 'utf8')) as ConfigInput;
-  // `--lease N`: local leases (docs/leases.md) on every rule that can take one, as the schema says (both sides alike).
-  const leased = (rule: NonNullable<ConfigInput['rules']>[number]) => {
+  const { lease, algorithm } = sizes;
+  // `--lease N`: local leases (docs/leases.md) on every rule that can take one, as the schema says (both sides alike);
+  // `--algorithm`: the per-key rule's algorithm.
+  const leased = (input: NonNullable<ConfigInput['rules']>[number]) => {
+    const rule = input.name === RULE ? { ...input, algorithm } : input;
     if (lease <= 0) return rule;
     const withLease = { ...rule, lease: { size: lease, ttlMs: 100 } };
     return Rule.safeParse(withLease).success ? withLease : rule;
@@ -165,12 +179,16 @@ interface RegionUnderTest {
   service: ServerProcess;
 }
 
-async function startRegions(names: readonly RegionName[], federated: boolean, lease: number): Promise<RegionUnderTest[]> {
+async function startRegions(
+  names: readonly RegionName[],
+  federated: boolean,
+  sizes: Pick<FederationBenchSizes, 'lease' | 'algorithm'>,
+): Promise<RegionUnderTest[]> {
   const servers = await Promise.all(names.map(() => startRedis()));
   const urls = Object.fromEntries(names.map((name, i) => [name, servers[i]!.url])) as Record<RegionName, string>;
   const admins = servers.map((server) => newClient(server.url));
   const services = await Promise.allSettled(
-    names.map((name, i) => startServer('service', { redisUrl: servers[i]!.url, config: regionConfig(name, urls, federated, lease) })),
+    names.map((name, i) => startServer('service', { redisUrl: servers[i]!.url, config: regionConfig(name, urls, federated, sizes) })),
   );
   const failed = services.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   const regions = names.map((name, i) => ({
@@ -315,6 +333,9 @@ interface SideFigures {
   fastLaneKeysPerDecision?: number;
   falseDenialsPerDecision?: number;
   grantsPerDecision?: number;
+  /** Of the sending service's rule decisions: the share answered in process (over-limit cache), and limited. */
+  cachedShare: number;
+  limitedShare: number;
   syncLagP99Ms?: number;
   idleCommandsPerSec?: number;
   /** CPU of the busiest region (service + Redis) while idle, ms per second. */
@@ -391,6 +412,10 @@ interface SideTotals {
   fastLaneKeys: number;
   falseDenials: number;
   grants: number;
+  /** The sending service's rule decisions (quotafed_decisions_total): all, answered in process (cache), limited. */
+  ruleDecisions: number;
+  cachedDecisions: number;
+  limitedDecisions: number;
   lagBefore: Map<number, number>;
   lagAfter: Map<number, number>;
   /** Each round alone. */
@@ -425,7 +450,7 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
   const side = federated ? 'federated' : 'standalone';
   const names = federated ? REGIONS : ([SENDER] as const);
   progress(`federation ${bench.label}, ${side}: starting ${names.length} region(s)`);
-  const regions = await startRegions(names, federated, sizes.lease);
+  const regions = await startRegions(names, federated, sizes);
   const sender = regions[0]!;
   const load = (extra: Partial<KeyedLoadOptions>) =>
     runKeyedLoad({
@@ -459,6 +484,9 @@ async function openSide(bench: BenchCase, sizes: FederationBenchSizes, federated
       fastLaneKeys: 0,
       falseDenials: 0,
       grants: 0,
+      ruleDecisions: 0,
+      cachedDecisions: 0,
+      limitedDecisions: 0,
       lagBefore: new Map(),
       lagAfter: new Map(),
       rounds: [],
@@ -519,14 +547,14 @@ async function saturationRound(
   const { regions, federated, totals } = side;
   const sender = regions[0]!;
   const name = federated ? 'federated' : 'standalone';
-  const before = await snapshot(regions, federated);
+  const before = await snapshot(regions, true);
   progress(`federation ${bench.label}, ${name}: saturation round ${round + 1}, ${SATURATION_CONNECTIONS} connections (${seconds} s)`);
   const saturation = await side.load({ durationS: seconds, seed: 11 + round });
   if (federated) {
     progress(`federation ${bench.label}, ${name}: waiting for the peers to catch up (at most ${Math.round(drainMs(sizes) / 1000)} s)`);
     side.backlogLeft = await drain(sender, drainMs(sizes));
   }
-  const after = await snapshot(regions, federated);
+  const after = await snapshot(regions, true);
   // After the CPU reading: counting the state keys SCANs every key, which is the bench's work, not the limiter's
   // (at 1 M keys it cost about a second of the sending Redis's CPU, charged to the decisions before).
   if (last) side.end = await memoryAtEnd(regions);
@@ -550,6 +578,10 @@ async function saturationRound(
     totals.netInput += after.netInput[i]! - before.netInput[i]!;
   }
   addCalls(totals.calls, callsDelta(before.calls[0]!, after.calls[0]!));
+  const decisionsOf = (snap: Snapshot, where: Record<string, string>) => sumOf(snap.metrics[0]!, 'quotafed_decisions_total', where);
+  totals.ruleDecisions += decisionsOf(after, {}) - decisionsOf(before, {});
+  totals.cachedDecisions += decisionsOf(after, { source: 'cache' }) - decisionsOf(before, { source: 'cache' });
+  totals.limitedDecisions += decisionsOf(after, { outcome: 'limited' }) - decisionsOf(before, { outcome: 'limited' });
   addCalls(totals.micros, callsDelta(before.senderMicros, after.senderMicros));
   if (federated) {
     const sent = (s: Snapshot, metric: string) => s.metrics.reduce((sum, text) => sum + sumOf(text, metric, { direction: 'sent' }), 0);
@@ -597,6 +629,8 @@ function finishSide(side: Side, rate: number): SideFigures {
     halfP99Ms: Number.NaN,
     halfP50Ms: Number.NaN,
     halfAchieved: 0,
+    cachedShare: totals.cachedDecisions / Math.max(totals.ruleDecisions, 1),
+    limitedShare: totals.limitedDecisions / Math.max(totals.ruleDecisions, 1),
     halfLimiterP99Ms: (quantileBetween(new Map(), side.fixedCpu.limiter, 0.99, true) ?? Number.NaN) * 1000,
     halfParked: side.fixedCpu.parked,
     halfWholeUs: side.fixedCpu.micros / Math.max(side.fixedCpu.decisions, 1),
@@ -833,6 +867,8 @@ function caseTable(bench: BenchCase, standalone: SideFigures, federated: SideFig
       row('gossip bytes/decision, all links (JSON of the jobs sent)', 0, federated.gossipBytesPerDecision, null),
       row('gossip jobs sent per 1,000 decisions, all links', 0, per1000(federated.gossipJobsPerDecision), null),
       row('fast-lane keys sent per 1,000 decisions, all links', 0, per1000(federated.fastLaneKeysPerDecision), null),
+      row('sending service: rule decisions limited, %', standalone.limitedShare * 100, federated.limitedShare * 100, null),
+      row('  answered in process (over-limit cache), %', standalone.cachedShare * 100, federated.cachedShare * 100, null),
       row('false denials per 1,000 decisions, all regions', 0, per1000(federated.falseDenialsPerDecision), null),
       row('grants made per 1,000 decisions, all regions', 0, per1000(federated.grantsPerDecision), null),
       row('Redis bytes in/decision, all Redis', standalone.netInputPerDecision, federated.netInputPerDecision, null),

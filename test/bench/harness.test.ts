@@ -88,11 +88,29 @@ describe('bench harness', () => {
     expect(
       federationSizes(
         false,
-        ['--keys', '1000', '--zipf', '0', '--seconds', '3', '--rounds', '3', '--lease', '20', '--warm-up', '30', '--rates', '250,1_000'],
+        [
+          '--keys',
+          '1000',
+          '--zipf',
+          '0',
+          '--seconds',
+          '3',
+          '--rounds',
+          '3',
+          '--lease',
+          '20',
+          '--warm-up',
+          '30',
+          '--rates',
+          '250,1_000',
+          '--algorithm',
+          'slidingWindow',
+        ],
         {},
       ),
     ).toEqual({
       lease: 20,
+      algorithm: 'slidingWindow',
       uniformKeys: [1_000],
       zipfKeys: 0,
       seconds: 3,
@@ -102,6 +120,7 @@ describe('bench harness', () => {
     });
     expect(federationSizes(false, [], {})).toEqual({
       lease: 0,
+      algorithm: 'tokenBucket',
       uniformKeys: [1_000, 100_000, 1_000_000],
       zipfKeys: 1_000_000,
       seconds: 10,
@@ -110,6 +129,7 @@ describe('bench harness', () => {
       rates: [],
     });
     expect(federationSizes(true, [], { QUOTAFED_BENCH_FEDERATION_KEYS: '500' }).uniformKeys).toEqual([500]);
+    expect(() => federationSizes(false, ['--algorithm', 'slidingLog'], {})).toThrow(/--algorithm must be one of/);
     const draws = 20_000;
     const uniform = keyDraw({ distribution: 'uniform', keys: 1_000, seed: 3 });
     const zipf = keyDraw({ distribution: 'zipf', keys: 1_000, seed: 3 });
