@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_LOOP_RESOLUTION_MS } from './config/observability.ts';
+import { createTally } from './metric-tally.ts';
 
 /**
  * The registry every quotafed metric is on (`quotafed_decisions_total`, `quotafed_http_429_total`, ...). Serve it
@@ -101,6 +102,9 @@ const FAST_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ];
 
+/** quotafed_decisions_total's increments on the decision path, added to it as it is read (metric-tally.ts). */
+export const decisionsTally = createTally(['rule', 'endpoint', 'outcome', 'source'] as const);
+
 export const decisionsTotal = new Counter({
   name: 'quotafed_decisions_total',
   help:
@@ -108,7 +112,13 @@ export const decisionsTotal = new Counter({
     '(redis|cache|fail-open|fail-closed|local-fallback).',
   labelNames: ['rule', 'endpoint', 'outcome', 'source'] as const,
   registers: [registry],
+  collect() {
+    decisionsTally.drainInto(this);
+  },
 });
+
+/** quotafed_http_429_total's increments on the answer path, added to it as it is read (metric-tally.ts). */
+export const rejectionsTally = createTally(['endpoint'] as const);
 
 export const rejectionsTotal = new Counter({
   name: 'quotafed_http_429_total',
@@ -117,6 +127,9 @@ export const rejectionsTotal = new Counter({
     'OVER_LIMIT; endpoint envoy:<domain>).',
   labelNames: ['endpoint'] as const,
   registers: [registry],
+  collect() {
+    rejectionsTally.drainInto(this);
+  },
 });
 
 export const listMatchesTotal = new Counter({
@@ -213,11 +226,17 @@ export const keyResetsTotal = new Counter({
   registers: [registry],
 });
 
+/** quotafed_near_limit_total's increments on the decision path, added to it as it is read (metric-tally.ts). */
+export const nearLimitTally = createTally(['rule'] as const);
+
 export const nearLimitTotal = new Counter({
   name: 'quotafed_near_limit_total',
   help: "Admitted decisions that left at most 20% of the rule limit (the remaining the headers report; in a federation the federation's quota, not this region's share), like envoy ratelimit near_limit.",
   labelNames: ['rule'] as const,
   registers: [registry],
+  collect() {
+    nearLimitTally.drainInto(this);
+  },
 });
 
 export const redisCommandSeconds = new Histogram({

@@ -1,6 +1,6 @@
 // The decision metrics, recorded once per decision by the resilient engine, so every front end (gateway,
 // /v1/check, the embedded middleware) is observed the same way.
-import { decisionsTotal, degradedAdmissionsTotal, nearLimitTotal, peeksTotal } from '../metrics.ts';
+import { decisionsTally, degradedAdmissionsTotal, nearLimitTally, peeksTotal } from '../metrics.ts';
 import { quotaRemainingOf, type Decision } from './types.ts';
 
 /**
@@ -14,11 +14,11 @@ export function recordDecision(decision: Decision, endpoint: string, peek = fals
   }
   for (const outcome of decision.outcomes) {
     const verdict = outcome.allowed ? 'allowed' : outcome.shadow ? 'shadow_limited' : 'limited';
-    decisionsTotal.inc({ rule: outcome.rule, endpoint, outcome: verdict, source: outcome.source });
+    decisionsTally.add({ rule: outcome.rule, endpoint, outcome: verdict, source: outcome.source });
     // Of the rule's limit, as the headers count it: in a federation the federation's remaining quota (this region's
     // own `remaining` is of its share, and would read "near" at a fifth of the limit used).
     if (outcome.allowed && outcome.limit > 0 && outcome.limit - quotaRemainingOf(outcome) >= 0.8 * outcome.limit)
-      nearLimitTotal.inc({ rule: outcome.rule });
+      nearLimitTally.add({ rule: outcome.rule });
   }
   if (decision.allowed) {
     const degradedSource = decision.outcomes.find((o) => o.source === 'fail-open' || o.source === 'local-fallback')?.source;

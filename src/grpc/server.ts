@@ -9,7 +9,7 @@ import { envoyEndpoint, knownDomain, planDescriptors } from '../engine/descripto
 import type { ResilientEngine } from '../engine/resilient.ts';
 import type { RequestContext } from '../engine/types.ts';
 import type { Logger } from '../log.ts';
-import { rejectionsTotal, unlimitedDecisionsTotal } from '../metrics.ts';
+import { rejectionsTally, unlimitedDecisionsTotal } from '../metrics.ts';
 import { decidedBy, rateLimitResponse, UNLIMITED, type DescriptorVerdict } from './answer.ts';
 import { validateRequest, type RateLimitRequestMessage, type RateLimitResponseMessage } from './messages.ts';
 import { HEALTH_SERVICE, RLS_SERVICE, serviceDefinition } from './proto.ts';
@@ -121,7 +121,7 @@ export async function startRlsServer(options: RlsServerOptions): Promise<RlsServ
       // Envoy answers the client 429 for OVER_LIMIT: counted like the gateway's 429s.
       // (A deny-list refusal is counted in quotafed_list_matches_total instead.)
       if (response.overall_code === 'OVER_LIMIT' && decisions.map(decidedBy).some((decision) => decision?.binding && !decision.allowed))
-        rejectionsTotal.inc({ endpoint: envoyEndpoint(domain) });
+        rejectionsTally.add({ endpoint: envoyEndpoint(domain) });
       callback(null, response);
     } catch (error) {
       log.error({ event: 'grpc.error', error: (error as Error).message, stack: (error as Error).stack }, 'ShouldRateLimit failed');

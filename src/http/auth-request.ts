@@ -16,7 +16,7 @@ import { canonicalPath, invalidPath, type PathSettings } from './path.ts';
 import type { Hono } from 'hono';
 import { isIP } from 'node:net';
 import type { DecisionEngine, RequestContext } from '../engine/types.ts';
-import { OTHER_ENDPOINT, rejectionsTotal } from '../metrics.ts';
+import { OTHER_ENDPOINT, rejectionsTally } from '../metrics.ts';
 import { tokenMatches } from './admin.ts';
 import type { QuotafedEnv } from './env.ts';
 import { LIST_HEADER, denialOf, listDeniedResponse } from './denial.ts';
@@ -92,7 +92,7 @@ export function registerAuthRequestRoute(app: Hono<QuotafedEnv>, options: AuthRe
       if (decision.list) headers.set(LIST_HEADER, 'allow');
       return new Response(null, { status: 204, headers });
     }
-    rejectionsTotal.inc({ endpoint: (decision as { endpoint?: string }).endpoint ?? OTHER_ENDPOINT });
+    rejectionsTally.add({ endpoint: (decision as { endpoint?: string }).endpoint ?? OTHER_ENDPOINT });
     if (!headers.has('Retry-After')) headers.set('Retry-After', '1');
     // The binding rule's denial: Traefik and Caddy hand it to the client as it is; nginx needs a 403 (auth_request
     // passes only 2xx, 401 and 403) and answers the client from its own template.

@@ -12,7 +12,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { DecisionEngine, Lease, RequestContext } from '../engine/types.ts';
 import { endpointOf } from '../engine/endpoint.ts';
 import { parseReportedCost, type ReportedCost } from '../engine/cost-from-response.ts';
-import { rejectionsTotal } from '../metrics.ts';
+import { rejectionsTally } from '../metrics.ts';
 import type { QuotafedEnv } from './env.ts';
 import { listDeniedResponse, rateLimitedResponse, rulesOfEngine } from './denial.ts';
 import { applyHeaders, costExceedsLimit, costExceedsLimitResponse, rateLimitHeaders, type RuleLookup } from './headers.ts';
@@ -165,7 +165,7 @@ export function quotafed(options: QuotafedOptions): MiddlewareHandler<QuotafedEn
       const cost = identified.cost ?? 1;
       const impossible = costExceedsLimit(decision, cost);
       if (impossible) return costExceedsLimitResponse(decision, impossible, cost, now(), headerOptions);
-      rejectionsTotal.inc({ endpoint: endpointOf(decision) });
+      rejectionsTally.add({ endpoint: endpointOf(decision) });
       return rateLimitedResponse(decision, now(), denialOptions);
     }
 
