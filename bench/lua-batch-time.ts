@@ -18,7 +18,7 @@ import { Redis } from 'ioredis';
 import { keyLayout, shardOf } from '../src/keys.ts';
 import { startRedis } from '../src/ops/redis-process.ts';
 import { callgrindRedis } from './lib/callgrind.ts';
-import { decideBatchArgs, decideCall, decideShardKeys } from '../src/store/decide-calls.ts';
+import { decideBatchArgs, decideCall, decideShardKeys, unpackBatchReply } from '../src/store/decide-calls.ts';
 import { decideLibrary } from '../src/store/library.ts';
 import { patchedSource } from './lib/lua-patch.ts';
 import { processCpuMicros } from './lib/processes.ts';
@@ -118,7 +118,11 @@ async function run(name: 'decide' | 'decideSingleRegion', regions: number): Prom
         }),
       );
     }
-    await redis.call('FCALL', lib.batchFn, ...decideBatchArgs(calls));
+    // A call that raised is no decision: a run that counted errors would read as a cheap one.
+    const failed = unpackBatchReply(await redis.call('FCALL', lib.batchFn, ...decideBatchArgs(calls)), calls.length).find(
+      (reply) => reply instanceof Error,
+    );
+    if (failed !== undefined) throw new Error(`${name}: a decide call failed: ${failed.message}`);
   }
   if (counted) {
     await redis.quit();
