@@ -16,13 +16,14 @@ local function decide(KEYS, ARGV)
   local n, rule_count, now_override = read_call(ARGV, 0)
   if n ~= 1 then error('decide_single decides for one region, got ' .. tostring(n)) end
   local now = now_ms(now_override)
-  -- One fixed-window or token-bucket rule: the same decision without the general loop's tables
+  -- One fixed-window, sliding-window or token-bucket rule: the same decision without the general loop's tables
   -- (single_region.lua).
   local peek = read_peek(ARGV, 0, rule_count)
   if rule_count == 1 and not peek then
     local code, limit, period, burst, cost, skew, shadow = read_first_rule(ARGV, 0)
     if code == 'fw' then return single_reply(single_fixed_window(KEYS[2], limit, period, burst, cost, skew, shadow, now)) end
     if code == 'tb' then return single_reply(single_token_bucket(KEYS[2], limit, period, burst, cost, skew, shadow, now)) end
+    if code == 'sw' then return single_reply(single_sliding_window(KEYS[2], limit, period, burst, cost, skew, shadow, now)) end
   end
   local _, _, skew = read_context(ARGV, 0)
   local ctx = { n = 1, self = 0, skew = skew, fence = 0 }

@@ -3,10 +3,11 @@
   (functions/decide_single.lua). Needs `decide` from includes/decide_single.lua. KEYS, ARGV and the reply as
   includes/decide_batch.lua documents them.
 
-  A call whose arguments take decide_single.lua's one-rule path (one region, one fixed-window or token-bucket
-  rule) goes straight to that path's function (single_fixed_window or single_token_bucket in
-  single_region.lua) with the numbers decide would read from its ARGV, read once for a run of calls with the
-  same arguments, and at the clock decide would take: the batch's TIME read or the call's own pinned clock.
+  A call whose arguments take decide_single.lua's one-rule path (one region, one fixed-window, sliding-window or
+  token-bucket rule) goes straight to that path's function (single_fixed_window, single_sliding_window or
+  single_token_bucket in single_region.lua) with the numbers decide would read from its ARGV, read once for a run
+  of calls with the same arguments, and at the clock decide would take: the batch's TIME read or the call's own
+  pinned clock.
   Every other call goes through `decide` as in decide_batch.lua. Both run under pcall, so an error still
   answers in its call's place only.
 ]]
@@ -27,7 +28,7 @@ local function decide_batch(keys, args)
     a = a + 2
     if na >= 0 then
       at, size, call_args, single = a, na, nil, nil
-      -- decide_single.lua's test: one region, one rule, a fixed window or a token bucket.
+      -- decide_single.lua's test: one region, one rule, a fixed or sliding window or a token bucket.
       local n, rule_count, override = read_call(args, a)
       -- (A peek takes decide: the one-rule paths always write what they admit.)
       if n == 1 and rule_count == 1 and not read_peek(args, a, rule_count) then
@@ -37,6 +38,8 @@ local function decide_batch(keys, args)
           single = single_fixed_window
         elseif code == 'tb' then
           single = single_token_bucket
+        elseif code == 'sw' then
+          single = single_sliding_window
         end
         if single ~= nil then
           -- now_ms(override)

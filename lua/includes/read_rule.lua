@@ -63,16 +63,15 @@ local function read_rule(argv, at, i, key)
 end
 
 --[[
-  The first rule as the one-rule paths (single_region.lua) take it: for a fixed window or a token bucket, its
-  code, limit, period, burst (token bucket only), cost, the call's max clock skew (fixed window only) and
-  shadow; for another algorithm its code alone. Nil when `size`, the call's argument count if known, holds no
+  The first rule as the one-rule paths (single_region.lua) take it: for a fixed or sliding window or a token bucket,
+  its code, limit, period, burst (token bucket only), cost, the call's max clock skew (windows only) and shadow; for another algorithm its code alone. Nil when `size`, the call's argument count if known, holds no
   whole rule, or when the rule asks for a local lease (the general path takes it: local_lease.lua).
 ]]
 local function read_first_rule(argv, at, size)
   if size ~= nil and size < 16 then return nil end
   if argv[at + 16] ~= '0' then return nil end
   local code = argv[at + 7]
-  if code == 'fw' then
+  if code == 'fw' or code == 'sw' then
     return code, number_of(argv[at + 8]), number_of(argv[at + 9]), nil, number_of(argv[at + 11]), number_of(argv[at + 4]), argv[at + 15] == '1'
   end
   if code == 'tb' then

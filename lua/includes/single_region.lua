@@ -135,6 +135,54 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
   return shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now)
 end
 
+-- The sliding-window counter (window_rule with `sliding`): the current and the previous window's fields, the same
+-- estimate, writes and retry time.
+local function single_sliding_window(key, L, P, _, cost, skew, shadow, now)
+  local id = math.floor(now / P)
+  local slot, prior = id % 3, (id - 1) % 3
+  local w, c, wp, cp = SLOT_W[slot], SLOT_C[slot], SLOT_W[prior], SLOT_C[prior]
+  if w == nil or wp == nil then
+    local k, kp = tostring(slot), tostring(prior)
+    w, c, wp, cp = 'w' .. k, 'c' .. k .. '.0', 'w' .. kp, 'c' .. kp .. '.0'
+  end
+  local held = window_fields(key, w, c, wp, cp)
+  local count, previous = 0, 0
+  local current = tonumber(held[1]) == id
+  if current then count = tonumber(held[2]) or 0 end
+  if tonumber(held[3]) == id - 1 then previous = tonumber(held[4]) or 0 end
+  local elapsed = now - id * P
+  local weighted = (previous * (P - elapsed)) / P
+  local remaining = math.max(0, math.min(math.max(0, L - count), math.floor(L - weighted - count)))
+  local reset_at = (id + 1) * P
+  if cost <= remaining then
+    if not current then
+      if held[1] then
+        local x, t = SLOT_X[slot], SLOT_T[slot]
+        if x == nil then
+          local k = tostring(slot)
+          x, t = 'x' .. k .. '.0.0', 't' .. k .. '.0'
+        end
+        redis.call('HDEL', key, c, x, t)
+      end
+      redis.call('HSET', key, w, fmt_opened_id(id), c, fmt_opened_cost(cost))
+      redis.call('PEXPIRE', key, 2 * P + skew + 1000)
+    else
+      redis.call('HSET', key, c, fmt(count + cost))
+    end
+    return 1, now, 1, remaining - cost, reset_at, 0
+  end
+  local retry_after = math.max(1, reset_at - now)
+  if previous > 0 then
+    -- The estimate falls as the previous window slides out; a retry may succeed before the window ends.
+    local need = L - count - cost
+    if need >= 0 then
+      local at = id * P + math.ceil((1 - need / previous) * P)
+      if at > now then retry_after = math.max(1, at - now) end
+    end
+  end
+  return shadow and 1 or 0, now, 0, remaining, reset_at, retry_after
+end
+
 local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
   local Q = gcra_interval(L, P)
   local allowed, F, remaining, reset_at, retry_after = gcra_decide(gcra_read(key, C, L, P, Q, now), C, Q, cost, P, now)
@@ -143,7 +191,7 @@ local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
 end
 
 --[[
-  single_fixed_window's and single_token_bucket's answer (all allowed, now, allowed, remaining, reset at, retry
+  single_fixed_window's, single_sliding_window's and single_token_bucket's answer (all allowed, now, allowed, remaining, reset at, retry
   after) as decide's reply for one rule: no false denial, the federation's remaining quota is the remaining (one
   region is exact), no lease.
 ]]

@@ -156,10 +156,10 @@ describe('batched and single-region decisions', () => {
     expect(batched).toBeGreaterThan(10);
   }, 120_000);
 
-  it("the lean script's one-rule path (a fixed window or a token bucket alone) decides exactly what decide.lua does", async () => {
+  it("the lean script's one-rule path (a fixed or sliding window or a token bucket alone) decides exactly what decide.lua does", async () => {
     const oneRule = fc.record({
       rules: fc.constantFrom(
-        ...RULES.filter((rule) => rule.algorithm === 'fixedWindow' || rule.algorithm === 'tokenBucket').map((rule) => [rule]),
+        ...RULES.filter((rule) => ['fixedWindow', 'slidingWindow', 'tokenBucket'].includes(rule.algorithm ?? '')).map((rule) => [rule]),
       ),
       steps: fc.array(step, { minLength: 1, maxLength: 60 }),
       start: fc.integer({ min: 1_800_000_000_000, max: 1_800_000_100_000 }),
