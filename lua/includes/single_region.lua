@@ -18,6 +18,22 @@ local function token_bucket(rule, _, now)
 end
 
 --[[
+  A sliding window's retry time after a denial: the estimate falls as the previous window slides out, so a retry may
+  succeed before the window ends (`retry_after`, the window's end, otherwise). (silent_window.lua computes the same
+  for the federated library, whose main chunk has no local left for a shared one.)
+]]
+local function sliding_retry_after(retry_after, id, P, L, count, cost, previous, now)
+  if previous > 0 then
+    local need = L - count - cost
+    if need >= 0 then
+      local at = id * P + math.ceil((1 - need / previous) * P)
+      if at > now then return math.max(1, at - now) end
+    end
+  end
+  return retry_after
+end
+
+--[[
   Fixed window (and, with `sliding`, the sliding-window counter): slot k = id mod 3 holds window id in
   w<k> and this region's count in c<k>.0 (federation.lua's layout for n = 1).
 ]]
@@ -51,13 +67,8 @@ local function window_rule(rule, ctx, now, sliding)
     reset_at = reset_at,
     retry_after = allowed and 0 or math.max(1, reset_at - now),
   }
-  if sliding and not allowed and previous > 0 then
-    -- The estimate falls as the previous window slides out; a retry may succeed before the window ends.
-    local need = L - count - cost
-    if need >= 0 then
-      local at = id * P + math.ceil((1 - need / previous) * P)
-      if at > now then decision.retry_after = math.max(1, at - now) end
-    end
+  if sliding and not allowed then
+    decision.retry_after = sliding_retry_after(decision.retry_after, id, P, L, count, cost, previous, now)
   end
   decision.commit = function()
     if tonumber(held[1]) ~= id then
@@ -100,6 +111,27 @@ local SLOT_T = { [0] = 't0.0', 't1.0', 't2.0' }
 -- The id and cost of the last window opened (the same for every fresh key of a batch).
 local fmt_opened_id, fmt_opened_cost = last_fmt(), last_fmt()
 
+--[[
+  A one-rule window's admission (window_rule's commit): a slot that held an older window loses its cells and opens
+  this one with the cost, with the key's TTL; the current window's count grows by the cost.
+]]
+local function single_window_admit(key, held, current, slot, w, c, id, count, cost, P, skew)
+  if current then
+    redis.call('HSET', key, c, fmt(count + cost))
+    return
+  end
+  if held[1] then
+    local x, t = SLOT_X[slot], SLOT_T[slot]
+    if x == nil then
+      local k = tostring(slot)
+      x, t = 'x' .. k .. '.0.0', 't' .. k .. '.0'
+    end
+    redis.call('HDEL', key, c, x, t)
+  end
+  redis.call('HSET', key, w, fmt_opened_id(id), c, fmt_opened_cost(cost))
+  redis.call('PEXPIRE', key, 2 * P + skew + 1000)
+end
+
 local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
   local id = math.floor(now / P)
   local slot = id % 3
@@ -116,20 +148,7 @@ local function single_fixed_window(key, L, P, _, cost, skew, shadow, now)
   local remaining = math.max(0, L - count)
   local reset_at = (id + 1) * P
   if cost <= remaining then
-    if not current then
-      if held[1] then
-        local x, t = SLOT_X[slot], SLOT_T[slot]
-        if x == nil then
-          local k = tostring(slot)
-          x, t = 'x' .. k .. '.0.0', 't' .. k .. '.0'
-        end
-        redis.call('HDEL', key, c, x, t)
-      end
-      redis.call('HSET', key, w, fmt_opened_id(id), c, fmt_opened_cost(cost))
-      redis.call('PEXPIRE', key, 2 * P + skew + 1000)
-    else
-      redis.call('HSET', key, c, fmt(count + cost))
-    end
+    single_window_admit(key, held, current, slot, w, c, id, count, cost, P, skew)
     return 1, now, 1, remaining - cost, reset_at, 0
   end
   return shadow and 1 or 0, now, 0, remaining, reset_at, math.max(1, reset_at - now)
@@ -155,31 +174,10 @@ local function single_sliding_window(key, L, P, _, cost, skew, shadow, now)
   local remaining = math.max(0, math.min(math.max(0, L - count), math.floor(L - weighted - count)))
   local reset_at = (id + 1) * P
   if cost <= remaining then
-    if not current then
-      if held[1] then
-        local x, t = SLOT_X[slot], SLOT_T[slot]
-        if x == nil then
-          local k = tostring(slot)
-          x, t = 'x' .. k .. '.0.0', 't' .. k .. '.0'
-        end
-        redis.call('HDEL', key, c, x, t)
-      end
-      redis.call('HSET', key, w, fmt_opened_id(id), c, fmt_opened_cost(cost))
-      redis.call('PEXPIRE', key, 2 * P + skew + 1000)
-    else
-      redis.call('HSET', key, c, fmt(count + cost))
-    end
+    single_window_admit(key, held, current, slot, w, c, id, count, cost, P, skew)
     return 1, now, 1, remaining - cost, reset_at, 0
   end
-  local retry_after = math.max(1, reset_at - now)
-  if previous > 0 then
-    -- The estimate falls as the previous window slides out; a retry may succeed before the window ends.
-    local need = L - count - cost
-    if need >= 0 then
-      local at = id * P + math.ceil((1 - need / previous) * P)
-      if at > now then retry_after = math.max(1, at - now) end
-    end
-  end
+  local retry_after = sliding_retry_after(math.max(1, reset_at - now), id, P, L, count, cost, previous, now)
   return shadow and 1 or 0, now, 0, remaining, reset_at, retry_after
 end
 
@@ -191,9 +189,9 @@ local function single_token_bucket(key, L, P, C, cost, _, shadow, now)
 end
 
 --[[
-  single_fixed_window's, single_sliding_window's and single_token_bucket's answer (all allowed, now, allowed, remaining, reset at, retry
-  after) as decide's reply for one rule: no false denial, the federation's remaining quota is the remaining (one
-  region is exact), no lease.
+  single_fixed_window's, single_sliding_window's and single_token_bucket's answer (all allowed, now, allowed,
+  remaining, reset at, retry after) as decide's reply for one rule: no false denial, the federation's remaining quota
+  is the remaining (one region is exact), no lease.
 ]]
 local function single_reply(verdict, now, allowed, remaining, reset_at, retry_after)
   return { verdict, now, allowed, remaining, reset_at, retry_after, 0, remaining, 0 }
