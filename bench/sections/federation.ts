@@ -15,7 +15,8 @@
 // before the measured rounds, both sides; 2 by default: a peer's code is still being optimised by V8 then, see
 // docs/performance.md, eighteenth pass); or QUOTAFED_BENCH_FEDERATION_KEYS / _ZIPF / _SECONDS / _ROUNDS / _LEASE /
 // _WARM_UP; `--algorithm fixedWindow` (or slidingWindow, QUOTAFED_BENCH_FEDERATION_ALGORITHM): the per-key rule's
-// algorithm on both sides instead of regions/*.yaml's token bucket. `--quick` is 1,000 and 100,000 uniform, Zipf over 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
+// algorithm on both sides instead of regions/*.yaml's token bucket. `--quick` is 1,000 and 100,000 uniform, Zipf over
+// 100,000, 3 s, 2 rounds. It runs only when named in `--only` (minutes of its own).
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -155,13 +156,13 @@ function regionConfig(
   const { lease, algorithm } = sizes;
   // `--lease N`: local leases (docs/leases.md) on every rule that can take one, as the schema says (both sides alike);
   // `--algorithm`: the per-key rule's algorithm.
-  const leased = (input: NonNullable<ConfigInput['rules']>[number]) => {
+  const ruleFor = (input: NonNullable<ConfigInput['rules']>[number]) => {
     const rule = input.name === RULE ? { ...input, algorithm } : input;
     if (lease <= 0) return rule;
     const withLease = { ...rule, lease: { size: lease, ttlMs: 100 } };
     return Rule.safeParse(withLease).success ? withLease : rule;
   };
-  const config: Omit<ConfigInput, 'redis'> = { region: name, rules: file.rules?.map(leased) };
+  const config: Omit<ConfigInput, 'redis'> = { region: name, rules: file.rules?.map(ruleFor) };
   if (file.identity) config.identity = file.identity;
   if (federated) {
     const federation = file.federation ?? {};
@@ -290,13 +291,13 @@ interface Snapshot {
   metrics: string[];
 }
 
-async function snapshot(regions: readonly RegionUnderTest[], withMetrics: boolean): Promise<Snapshot> {
+async function snapshot(regions: readonly RegionUnderTest[]): Promise<Snapshot> {
   // Redis readings first, CPU last: the INFO calls themselves cost the bench, not the limiter.
   const calls = await Promise.all(regions.map((region) => commandCalls(region.admin)));
   const senderMicros = await commandMicros(regions[0]!.admin);
   const memory = await Promise.all(regions.map((region) => usedMemory(region.admin)));
   const netInput = (await Promise.all(regions.map((region) => netBytes(region.admin)))).map((net) => net.input);
-  const metrics = withMetrics ? await Promise.all(regions.map(metricsText)) : [];
+  const metrics = await Promise.all(regions.map(metricsText));
   const io = regions.map((region) => region.service.io() ?? { writes: Number.NaN, wakeups: Number.NaN });
   return { cpu: regions.map(cpuOf), io, calls, senderMicros, memory, netInput, metrics };
 }
@@ -551,14 +552,14 @@ async function saturationRound(
   const { regions, federated, totals } = side;
   const sender = regions[0]!;
   const name = federated ? 'federated' : 'standalone';
-  const before = await snapshot(regions, true);
+  const before = await snapshot(regions);
   progress(`federation ${bench.label}, ${name}: saturation round ${round + 1}, ${SATURATION_CONNECTIONS} connections (${seconds} s)`);
   const saturation = await side.load({ durationS: seconds, seed: 11 + round });
   if (federated) {
     progress(`federation ${bench.label}, ${name}: waiting for the peers to catch up (at most ${Math.round(drainMs(sizes) / 1000)} s)`);
     side.backlogLeft = await drain(sender, drainMs(sizes));
   }
-  const after = await snapshot(regions, true);
+  const after = await snapshot(regions);
   // After the CPU reading: counting the state keys SCANs every key, which is the bench's work, not the limiter's
   // (at 1 M keys it cost about a second of the sending Redis's CPU, charged to the decisions before).
   if (last) side.end = await memoryAtEnd(regions);

@@ -63,7 +63,7 @@ async function keyspace(redis: Redis): Promise<Record<string, string>> {
   return held;
 }
 
-/** Whether both TTLs of the state key agree within the time between the two reads. */
+/** The state key's TTL on both servers, read one after the other (they agree within the time between the reads). */
 async function ttls(key: string): Promise<[number, number]> {
   return [await shipped.pttl(key), await general.pttl(key)];
 }
